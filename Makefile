@@ -1,0 +1,46 @@
+# spherelab: the two commands of the README, plus benchmarks.
+#   make lab                          install, then open JupyterLab on notebooks/
+#   make lab HEADLESS=1 PORT=8899     same, no browser, listening on 127.0.0.1:8899
+#   make test                         install, then run every test (notebooks in smoke size)
+#   make bench                        install the peer libraries, run the benchmarks
+
+PYTHON   ?= python3
+VENV     ?= .venv
+PORT     ?= 8888
+HEADLESS ?=
+PYTEST_ARGS ?=
+
+BIN   := $(VENV)/bin
+STAMP := $(VENV)/.spherelab-installed
+BENCH_STAMP := $(VENV)/.spherelab-bench-installed
+CONSTRAINTS := .ci/constraints.txt
+
+.PHONY: lab test bench install clean
+
+install: $(STAMP)
+
+$(BIN)/python:
+	bash .ci/make_venv.sh "$(PYTHON)" "$(VENV)"
+
+$(STAMP): pyproject.toml $(CONSTRAINTS) | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) -e ".[lab,test]"
+	$(BIN)/python -c "import spherelab; spherelab.warmup()"
+	touch $@
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab --notebook-dir=notebooks \
+	  $(if $(HEADLESS),--no-browser --ip=127.0.0.1 --ServerApp.open_browser=False,) --port=$(PORT)
+
+test: $(STAMP)
+	SPHERELAB_SMOKE=1 MPLBACKEND=Agg $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) -e ".[lab,test,bench]"
+	touch $@
+
+bench: $(BENCH_STAMP)
+	$(BIN)/python benchmarks/harmonics.py
+
+clean:
+	rm -rf $(VENV) build lab/*.egg-info .pytest_cache

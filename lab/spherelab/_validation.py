@@ -1,0 +1,91 @@
+"""Input checks with messages that name the argument and say what was expected."""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "check_int",
+    "check_dim",
+    "check_degree",
+    "check_finite_array",
+    "check_points_on_sphere",
+]
+
+
+def check_int(value: Any, name: str, minimum: int | None = None) -> int:
+    """Return ``value`` as a Python int, or raise ``ValueError``/``TypeError`` naming ``name``."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        if isinstance(value, numbers.Real) and float(value).is_integer():
+            value = int(value)
+        else:
+            raise TypeError(f"{name} must be an integer, got {value!r}")
+    value = int(value)
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value}")
+    return value
+
+
+def check_dim(dim: Any, name: str = "dim") -> int:
+    """Ambient dimension d of the sphere S^{d-1}: an integer >= 2."""
+    return check_int(dim, name, minimum=2)
+
+
+def check_degree(degree: Any, name: str = "max_degree") -> int:
+    """A polynomial degree: an integer >= 0."""
+    return check_int(degree, name, minimum=0)
+
+
+def check_finite_array(x: Any, name: str, ndim: int | None = None) -> np.ndarray:
+    """Convert to a float64 array and reject NaN/inf (and a wrong number of axes)."""
+    if hasattr(x, "__cuda_array_interface__") or type(x).__module__.startswith("cupy"):
+        raise TypeError(
+            f"{name} is a GPU array; this function runs on the CPU: pass a NumPy array "
+            "(e.g. cupy.asnumpy(x))"
+        )
+    try:
+        arr = np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError) as err:
+        raise TypeError(f"{name} must be a real numeric array: {err}") from None
+    if ndim is not None and arr.ndim != ndim:
+        raise ValueError(f"{name} must be a {ndim}-d array, got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        bad = int(np.size(arr) - np.count_nonzero(np.isfinite(arr)))
+        raise ValueError(f"{name} contains {bad} NaN or infinite value(s)")
+    return arr
+
+
+def check_points_on_sphere(
+    x: Any, dim: int, name: str = "X", atol: float = 1e-6
+) -> np.ndarray:
+    """Validate an (N, dim) array of unit vectors and return it renormalised, C-contiguous.
+
+    Rows whose norm differs from 1 by more than ``atol`` (including zero rows) are rejected,
+    because silently projecting them would hide a missing normalisation in the caller.
+    """
+    arr = check_finite_array(x, name)
+    if arr.ndim == 1 and arr.shape[0] == dim:
+        raise ValueError(
+            f"{name} must be a 2-d array of shape (N, {dim}); got a single point of shape "
+            f"{arr.shape}: use {name}[None, :]"
+        )
+    if arr.ndim != 2:
+        raise ValueError(f"{name} must be a 2-d array of shape (N, {dim}), got shape {arr.shape}")
+    if arr.shape[1] != dim:
+        raise ValueError(
+            f"{name} must have {dim} columns (points on S^{dim - 1} in R^{dim}), "
+            f"got shape {arr.shape}"
+        )
+    norms = np.sqrt(np.einsum("ij,ij->i", arr, arr))
+    off = np.abs(norms - 1.0) > atol
+    if np.any(off):
+        i = int(np.flatnonzero(off)[0])
+        raise ValueError(
+            f"{name} must contain unit vectors (|norm - 1| <= {atol}); row {i} has norm "
+            f"{norms[i]:.6g} ({int(off.sum())} row(s) off the sphere). Normalise the rows, "
+            "e.g. X / np.linalg.norm(X, axis=1, keepdims=True)"
+        )
+    return np.ascontiguousarray(arr / norms[:, None])

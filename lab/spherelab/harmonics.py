@@ -1,0 +1,415 @@
+r"""Real orthonormal spherical harmonics on :math:`S^{d-1}` in any dimension :math:`d \ge 2`.
+
+Construction (explicit, no precomputed tables)
+----------------------------------------------
+We use the Gelfand–Tsetlin (hyperspherical) basis, written in Cartesian, homogeneous form so
+that no angle, no division by a partial norm and no table is ever needed. Peel the coordinates
+off one at a time: with :math:`\rho_k^2 = x_1^2 + \dots + x_k^2`, a *solid* harmonic of degree
+:math:`m_k` in :math:`x_1..x_k` is
+
+.. math:: H^{(k)}_{m_k, \mu}(x_1..x_k) = A^{(k)}_{n,\lambda}\; \rho_k^{\,n}\,
+          C_n^{\lambda}\!\big(x_k / \rho_k\big)\; H^{(k-1)}_{m_{k-1}, \mu}(x_1..x_{k-1}),
+          \qquad n = m_k - m_{k-1},\ \lambda = m_{k-1} + \tfrac{k-2}{2},
+
+for :math:`0 \le m_{k-1} \le m_k`, starting from the circle
+:math:`H^{(2)}_0 = 1`, :math:`H^{(2)}_{m,\cos} + i H^{(2)}_{m,\sin} = \sqrt2 (x_1 + i x_2)^m`.
+Because the surface measure factorises as
+:math:`d\bar\sigma_{k-1} = \omega_k (1-t^2)^{(k-3)/2} dt\, d\bar\sigma_{k-2}` with
+:math:`t = x_k`, orthonormality of the product reduces to the orthogonality of
+:math:`C_n^\lambda` for the weight :math:`(1-t^2)^{\lambda - 1/2}`, which fixes
+
+.. math:: A^{(k)}_{n,\lambda} = \big(\omega_k\, h_n^\lambda\big)^{-1/2}, \qquad
+          h_n^\lambda = \frac{\pi\, 2^{1-2\lambda}\,\Gamma(n + 2\lambda)}
+                             {n!\,(n + \lambda)\,\Gamma(\lambda)^2}.
+
+The branching rule :math:`N(\ell, k) = \sum_{m \le \ell} N(m, k-1)` shows the products span each
+degree. On the unit sphere :math:`\rho_d = 1` and the :math:`d`-level products are the orthonormal
+harmonics :math:`\phi_{\ell j}` (normalised measure, :math:`\phi_{0} = 1`); d = 2 gives
+:math:`\sqrt2\cos\ell\theta, \sqrt2\sin\ell\theta`.
+
+Stability: each factor :math:`\rho^n C_n^\lambda(x_k/\rho)` is evaluated by the homogeneous form of
+the normalised recurrence (:math:`G_{j+1} = ((2j+2\lambda) x_k G_j - j\rho^2 G_{j-1})/(j + 2\lambda)`,
+:math:`|G_j| \le \rho^j \le 1`) and multiplied by a constant computed in log space; the product of
+the factors is bounded by the addition theorem, :math:`\sum_j \phi_{\ell j}(x)^2 = N(\ell, d)`, so
+no intermediate overflows or cancels. The tests check the addition theorem to 1e-11 up to d = 17
+and orthonormality by exact product quadrature.
+
+Each feature is a product of at most :math:`\min(L, d-1)` non-trivial factors (every factor with
+:math:`n \ge 1` uses up at least one degree), so evaluation costs :math:`O(M \min(L, d-1))` per
+point plus :math:`O(d L^2)` for the factor tables, run in parallel over chunks of points.
+
+References: Dai & Xu (2013) *Approximation theory and harmonic analysis on spheres and balls*,
+Thm. 1.5.1 (hyperspherical basis); Avery (1989); seed 000 App. A; ``shared/design.md`` §1.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+from numba import prange
+from ._jit import jit, threads
+from ._validation import check_degree, check_dim, check_points_on_sphere
+from .special import cumulative_num_harmonics, num_harmonics
+
+__all__ = ["SphericalHarmonics"]
+
+_CHUNK = 64  # points per parallel work item: buffers stay in L1/L2
+
+
+def _physical_memory_bytes() -> int:
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
+        return 8 * 2**30
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """How to assemble every feature from a per-point buffer of factor values."""
+
+    dim: int
+    max_degree: int
+    degrees: np.ndarray  # (M,) int64
+    const: np.ndarray  # (M,) float64: the feature's normalising constant (all levels)
+    index: np.ndarray  # (M, P) int32: buffer slots to multiply (slot 0 holds 1.0)
+    buffer_size: int
+
+
+def _level_offset(m: int, n: int, L: int) -> int:
+    """Position of the factor (m_{k-1} = m, n >= 1) inside one level's block of slots."""
+    return m * L - m * (m - 1) // 2 + n - 1
+
+
+def _squared_scale(k: int, m: int, n: int) -> float:
+    r"""Square of the constant turning :math:`\rho^n P_n^\lambda(x_k/\rho)` into an orthonormal
+    factor, :math:`C_n^\lambda(1)^2 / (\omega_k h_n^\lambda)`, :math:`\lambda = m + (k-2)/2`.
+
+    It is rational: :math:`\tfrac{(2\lambda)_n}{n!}\,\tfrac{n+\lambda}{\lambda}\,
+    \tfrac{(k/2)_m}{((k-1)/2)_m}`. Evaluating it exactly (then rounding once) instead of through
+    differences of ``lgamma`` keeps every constant within one ulp; lgamma differences drift by
+    ~1e-14 relative, which accumulates over thousands of harmonics in the addition theorem.
+    """
+    two_lam = 2 * m + k - 2
+    value = Fraction(2 * n + two_lam, two_lam)
+    for i in range(n):
+        value *= Fraction(two_lam + i, i + 1)
+    for i in range(m):
+        value *= Fraction(k + 2 * i, k - 1 + 2 * i)
+    return float(value)
+
+
+def _two_prod(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Error-free product a*b = p + e (Dekker splitting; no FMA needed)."""
+    p = a * b
+    ca = 134217729.0 * a
+    ah = ca - (ca - a)
+    al = a - ah
+    cb = 134217729.0 * b
+    bh = cb - (cb - b)
+    bl = b - bh
+    e = ((ah * bh - p) + ah * bl + al * bh) + al * bl
+    return p, e
+
+
+def _dd_mul(hi: np.ndarray, lo: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(hi + lo) * y in double-double arithmetic."""
+    p, e = _two_prod(hi, y)
+    e = e + lo * y
+    new_hi = p + e
+    return new_hi, e - (new_hi - p)
+
+
+def _dd_sqrt(hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
+    """sqrt(hi + lo) rounded to double (one Newton step on the double-double value)."""
+    s = np.sqrt(hi)
+    p, e = _two_prod(s, s)
+    return s + ((hi - p) - e + lo) / (2.0 * s)
+
+
+@lru_cache(maxsize=32)
+def _build_plan(dim: int, L: int) -> _Plan:
+    P = max(1, min(L, dim - 1))
+    T = L * (L + 1) // 2  # (m, n >= 1) pairs per level
+    # Level 2 (the circle): [1, cos 1, sin 1, cos 2, sin 2, ...], already ordered by degree.
+    n2 = 2 * L + 1
+    deg = np.zeros(n2, dtype=np.int64)
+    deg[1::2] = deg[2::2] = np.arange(1, L + 1)
+    # Squared per-feature constants in double-double, one rounding at the end: every feature
+    # gets its own correctly rounded constant, so rounding errors do not correlate across the
+    # thousands of harmonics that share a factor (which would bias the addition theorem).
+    const_hi = np.full(n2, 2.0)
+    const_hi[0] = 1.0
+    const_lo = np.zeros(n2)
+    index = np.zeros((n2, P), dtype=np.int32)
+    index[1:, 0] = np.arange(1, n2)
+    count = (deg > 0).astype(np.int64)
+
+    for k in range(3, dim + 1):
+        base = 1 + 2 * L + (k - 3) * T
+        # scale2[m, n]: squared constant of the factor with parent degree m and step n
+        scale2 = np.ones((L + 1, L + 1))
+        for m in range(L + 1):
+            for n in range(L - m + 1):
+                scale2[m, n] = _squared_scale(k, m, n)
+
+        parts_deg, parts_const, parts_index, parts_count = [], [], [], []
+        for ell in range(L + 1):
+            sel = np.flatnonzero(deg <= ell)
+            n_sel = ell - deg[sel]
+            c_hi, c_lo = _dd_mul(const_hi[sel], const_lo[sel], scale2[deg[sel], n_sel])
+            idx = index[sel].copy()
+            cnt = count[sel].copy()
+            rows = np.flatnonzero(n_sel > 0)
+            if rows.size:
+                slots = base + np.array(
+                    [_level_offset(int(m), int(j), L) for m, j in zip(deg[sel][rows], n_sel[rows])],
+                    dtype=np.int64,
+                )
+                idx[rows, cnt[rows]] = slots
+                cnt[rows] += 1
+            parts_deg.append(np.full(sel.size, ell, dtype=np.int64))
+            parts_const.append((c_hi, c_lo))
+            parts_index.append(idx)
+            parts_count.append(cnt)
+        deg = np.concatenate(parts_deg)
+        const_hi = np.concatenate([c[0] for c in parts_const])
+        const_lo = np.concatenate([c[1] for c in parts_const])
+        index = np.concatenate(parts_index)
+        count = np.concatenate(parts_count)
+
+    const = _dd_sqrt(const_hi, const_lo)
+    buffer_size = 1 + 2 * L + max(dim - 2, 0) * T
+    for arr in (deg, const, index):
+        arr.setflags(write=False)
+    return _Plan(dim, L, deg, const, index, buffer_size)
+
+
+@jit(parallel=False)
+def _inverse_norm_powers(x, rpow):  # pragma: no cover - compiled
+    """rpow[n] = |x|^(-n), correctly rounded for |x| within rounding of 1.
+
+    The harmonics are evaluated as homogeneous polynomials, so a row whose norm is 1 + 1e-16
+    (as any normalised float row is) would scale all N(l, d) harmonics of degree l by the same
+    factor 1 + l e-16: a rounding bias that accumulates in the addition theorem. |x|^2 - 1 is
+    computed without rounding (Dekker products, two-sum) and the powers from it.
+    """
+    hi = 0.0
+    lo = 0.0
+    for i in range(x.shape[0]):
+        v = x[i]
+        p = v * v
+        cv = 134217729.0 * v
+        vh = cv - (cv - v)
+        vl = v - vh
+        e = ((vh * vh - p) + 2.0 * vh * vl) + vl * vl
+        s = hi + p
+        bp = s - hi
+        err = (hi - (s - bp)) + (p - bp)
+        hi = s
+        lo += err + e
+    log_r2 = np.log1p((hi - 1.0) + lo)
+    for n in range(rpow.shape[0]):
+        rpow[n] = np.exp(-0.5 * n * log_r2)
+
+
+@jit(parallel=False)
+def _fill_factors(x, L, buf, rpow):  # pragma: no cover - compiled
+    """Per-point factor values: circle powers (x1 + i x2)^m, then rho_k^n P_n^lam(x_k / rho_k),
+    each divided by |x|^(its degree) so that the product is exactly scale invariant."""
+    d = x.shape[0]
+    _inverse_norm_powers(x, rpow)
+    buf[0] = 1.0
+    x0 = x[0]
+    x1 = x[1]
+    c = 1.0
+    s = 0.0
+    for m in range(1, L + 1):
+        c_new = c * x0 - s * x1
+        s = s * x0 + c * x1
+        c = c_new
+        buf[2 * m - 1] = c * rpow[m]
+        buf[2 * m] = s * rpow[m]
+    rho2 = x0 * x0 + x1 * x1
+    T = L * (L + 1) // 2
+    for k in range(3, d + 1):
+        xk = x[k - 1]
+        rho2 += xk * xk
+        base = 1 + 2 * L + (k - 3) * T
+        off = 0
+        for m in range(L):
+            two_lam = 2.0 * m + (k - 2)
+            g_prev = 1.0
+            g_cur = xk
+            buf[base + off] = g_cur * rpow[1]
+            off += 1
+            for j in range(1, L - m):
+                g_next = ((2.0 * j + two_lam) * xk * g_cur - j * rho2 * g_prev) / (j + two_lam)
+                g_prev = g_cur
+                g_cur = g_next
+                buf[base + off] = g_cur * rpow[j + 1]
+                off += 1
+
+
+@jit(parallel=True)
+def _eval_kernel(X, L, const, index, buffer_size, out):  # pragma: no cover
+    n_points = X.shape[0]
+    M = index.shape[0]
+    P = index.shape[1]
+    n_chunks = (n_points + _CHUNK - 1) // _CHUNK
+    for ch in prange(n_chunks):
+        buf = np.empty(buffer_size)
+        rpow = np.empty(L + 1)
+        start = ch * _CHUNK
+        stop = min(start + _CHUNK, n_points)
+        for i in range(start, stop):
+            _fill_factors(X[i], L, buf, rpow)
+            row = out[i]
+            if P == 1:
+                for f in range(M):
+                    row[f] = const[f] * buf[index[f, 0]]
+            elif P == 2:
+                for f in range(M):
+                    row[f] = const[f] * buf[index[f, 0]] * buf[index[f, 1]]
+            else:
+                for f in range(M):
+                    v = const[f]
+                    for p in range(P):
+                        v *= buf[index[f, p]]
+                    row[f] = v
+
+
+class SphericalHarmonics:
+    r"""All real orthonormal spherical harmonics of degree :math:`0..L` on :math:`S^{d-1}`.
+
+    Calling the object on an ``(N, d)`` array of unit vectors returns the ``(N, M)`` matrix
+    :math:`\Phi_{n, m} = \phi_m(x_n)`, :math:`M = \sum_{\ell \le L} N(\ell, d)`, columns ordered
+    by degree. The harmonics are orthonormal for the normalised surface measure
+    (:math:`\int \phi_m \phi_{m'} d\bar\sigma = \delta_{mm'}`, :math:`\phi_0 = 1`) and satisfy the
+    addition theorem :math:`\sum_j \phi_{\ell j}(x)\phi_{\ell j}(x') = Z_\ell(x^\top x')`.
+    Nothing is precomputed or downloaded: any (d, L) whose output fits in memory works at once.
+
+    Parameters
+    ----------
+    dim
+        Ambient dimension :math:`d \ge 2` (points live on :math:`S^{d-1} \subset R^d`).
+    max_degree
+        Largest degree L (inclusive), L >= 0.
+
+    Attributes
+    ----------
+    degrees : numpy.ndarray
+        ``(M,)`` degree of each column.
+    num_features : int
+        M.
+
+    Examples
+    --------
+    >>> import numpy as np, spherelab
+    >>> Y = spherelab.SphericalHarmonics(9, 4)
+    >>> Y.num_features
+    660
+    >>> X = np.random.default_rng(0).normal(size=(5, 9))
+    >>> Phi = Y(X / np.linalg.norm(X, axis=1, keepdims=True))
+    >>> Phi.shape
+    (5, 660)
+
+    References
+    ----------
+    Dai & Xu (2013), Thm. 1.5.1; seed 000 App. A; see the module docstring for the construction.
+    """
+
+    def __init__(self, dim: int, max_degree: int) -> None:
+        self.dim = check_dim(dim)
+        self.max_degree = check_degree(max_degree)
+        M = cumulative_num_harmonics(self.max_degree, self.dim)
+        P = max(1, min(self.max_degree, self.dim - 1))
+        plan_bytes = M * (4 * P + 16)
+        if M >= 2**31 or plan_bytes > _physical_memory_bytes() // 4:
+            raise ValueError(
+                f"SphericalHarmonics(dim={self.dim}, max_degree={self.max_degree}) would produce "
+                f"{M:,} features (one row of the output alone takes {8 * M / 2**30:,.1f} GiB); "
+                "reduce max_degree or dim (see spherelab.num_harmonics)"
+            )
+        self._plan = _build_plan(self.dim, self.max_degree)
+
+    @property
+    def degrees(self) -> np.ndarray:
+        """Degree of each column, shape ``(M,)``, non-decreasing."""
+        return self._plan.degrees
+
+    @property
+    def num_features(self) -> int:
+        """Total number of harmonics M."""
+        return int(self._plan.degrees.shape[0])
+
+    def degree_slice(self, degree: int) -> slice:
+        """Columns holding the harmonics of one degree."""
+        degree = check_degree(degree, "degree")
+        if degree > self.max_degree:
+            raise ValueError(f"degree must be <= max_degree = {self.max_degree}, got {degree}")
+        start = cumulative_num_harmonics(degree - 1, self.dim) if degree > 0 else 0
+        return slice(start, start + num_harmonics(degree, self.dim))
+
+    def __repr__(self) -> str:
+        return (
+            f"SphericalHarmonics(dim={self.dim}, max_degree={self.max_degree}, "
+            f"num_features={self.num_features})"
+        )
+
+    def __call__(
+        self,
+        X: Any,
+        *,
+        out: np.ndarray | None = None,
+        parallel: bool = True,
+        atol: float = 1e-6,
+    ) -> np.ndarray:
+        r"""Evaluate every harmonic at every point.
+
+        Parameters
+        ----------
+        X
+            ``(N, d)`` array of unit vectors (rows with ``|norm - 1| > atol`` are rejected;
+            the rest are renormalised exactly).
+        out
+            Optional C-contiguous float64 ``(N, M)`` array to write into.
+        parallel
+            Use all Numba threads (over chunks of points); ``False`` runs serially.
+        atol
+            Tolerance on the row norms.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``(N, M)`` float64 matrix :math:`\Phi`.
+        """
+        Xn = check_points_on_sphere(X, self.dim, "X", atol=atol)
+        N, M = Xn.shape[0], self.num_features
+        if out is None:
+            need = N * M * 8
+            if need > _physical_memory_bytes():
+                raise MemoryError(
+                    f"the output would be {N:,} x {M:,} float64 = {need / 2**30:,.1f} GiB, more "
+                    "than this machine's memory; evaluate X in chunks of rows and pass out="
+                )
+            out = np.empty((N, M))
+        elif (
+            not isinstance(out, np.ndarray)
+            or out.shape != (N, M)
+            or out.dtype != np.float64
+            or not out.flags.c_contiguous
+        ):
+            raise ValueError(f"out must be a C-contiguous float64 array of shape {(N, M)}")
+        if N == 0:
+            return out
+        plan = self._plan
+        args = (Xn, plan.max_degree, plan.const, plan.index, plan.buffer_size)
+        with threads(None if parallel else 1):
+            _eval_kernel(*args, out)
+        return out
