@@ -158,6 +158,36 @@ def test_values_bounded_by_addition_theorem(rng):
         assert np.all(np.abs(Phi) <= bound * (1 + 1e-12))
 
 
+def test_multi_indices_label_azimuthal_order(rng):
+    """On S^2 the label (l, m) with cos/sin matches the azimuthal dependence cos(m phi)."""
+    Y = sl.SphericalHarmonics(3, 6)
+    mi, trig = Y.multi_indices, Y.trig
+    assert mi.shape == (Y.num_features, 2)
+    assert np.array_equal(mi[:, 0], Y.degrees)
+    assert np.all(mi[:, 1] <= mi[:, 0])
+    assert np.all(trig[mi[:, 1] == 0] == 0)
+    # rotating about x_3 by psi mixes (cos m, sin m) pairs exactly like cos/sin of m psi
+    psi = 0.37
+    R = np.array([[np.cos(psi), -np.sin(psi), 0], [np.sin(psi), np.cos(psi), 0], [0, 0, 1]])
+    X = unit_rows(rng.normal(size=(20, 3)))
+    A, B = Y(X), Y(X @ R.T)
+    for f in range(Y.num_features):
+        ell, m = mi[f]
+        if m == 0:
+            assert np.allclose(B[:, f], A[:, f], atol=1e-12)
+        elif trig[f] == 0:
+            g = f + 1  # its sine partner
+            assert mi[g].tolist() == [ell, m] and trig[g] == 1
+            assert np.allclose(B[:, f], np.cos(m * psi) * A[:, f] - np.sin(m * psi) * A[:, g], atol=1e-12)
+    for dim in [2, 5]:
+        Yd = sl.SphericalHarmonics(dim, 4)
+        assert Yd.multi_indices.shape == (Yd.num_features, dim - 1)
+        assert np.all(np.diff(Yd.multi_indices, axis=1) <= 0)
+        # labels are unique together with trig
+        keys = {tuple(r) + (t,) for r, t in zip(Yd.multi_indices.tolist(), Yd.trig.tolist())}
+        assert len(keys) == Yd.num_features
+
+
 def test_attributes():
     Y = sl.SphericalHarmonics(9, 4)
     assert Y.num_features == 660

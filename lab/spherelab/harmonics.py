@@ -81,7 +81,7 @@ class _Plan:
     buffer_size: int
 
 
-def _level_offset(m: int, n: int, L: int) -> int:
+def _level_offset(m: Any, n: Any, L: int) -> Any:
     """Position of the factor (m_{k-1} = m, n >= 1) inside one level's block of slots."""
     return m * L - m * (m - 1) // 2 + n - 1
 
@@ -167,10 +167,7 @@ def _build_plan(dim: int, L: int) -> _Plan:
             cnt = count[sel].copy()
             rows = np.flatnonzero(n_sel > 0)
             if rows.size:
-                slots = base + np.array(
-                    [_level_offset(int(m), int(j), L) for m, j in zip(deg[sel][rows], n_sel[rows])],
-                    dtype=np.int64,
-                )
+                slots = base + _level_offset(deg[sel][rows], n_sel[rows], L)
                 idx[rows, cnt[rows]] = slots
                 cnt[rows] += 1
             parts_deg.append(np.full(sel.size, ell, dtype=np.int64))
@@ -188,6 +185,22 @@ def _build_plan(dim: int, L: int) -> _Plan:
     for arr in (deg, const, index):
         arr.setflags(write=False)
     return _Plan(dim, L, deg, const, index, buffer_size)
+
+
+def _labels(dim: int, L: int) -> tuple[np.ndarray, np.ndarray]:
+    """Gelfand–Tsetlin labels in column order (same enumeration as :func:`_build_plan`)."""
+    deg = np.zeros(2 * L + 1, dtype=np.int64)
+    deg[1::2] = deg[2::2] = np.arange(1, L + 1)
+    path = deg[:, None]
+    trig = np.zeros(deg.size, dtype=np.int8)
+    trig[2::2] = 1
+    for _ in range(3, dim + 1):
+        order = np.concatenate([np.flatnonzero(deg <= ell) for ell in range(L + 1)])
+        new_deg = np.concatenate([np.full(int((deg <= ell).sum()), ell) for ell in range(L + 1)])
+        path = np.column_stack([new_deg, path[order]])
+        trig = trig[order]
+        deg = new_deg
+    return path, trig
 
 
 @jit(parallel=False)
@@ -337,11 +350,32 @@ class SphericalHarmonics:
                 "reduce max_degree or dim (see spherelab.num_harmonics)"
             )
         self._plan = _build_plan(self.dim, self.max_degree)
+        self._labels: tuple[np.ndarray, np.ndarray] | None = None
 
     @property
     def degrees(self) -> np.ndarray:
         """Degree of each column, shape ``(M,)``, non-decreasing."""
         return self._plan.degrees
+
+    @property
+    def multi_indices(self) -> np.ndarray:
+        r"""Gelfand–Tsetlin label of each column, shape ``(M, d - 1)``: the degrees
+        :math:`(m_d \ge m_{d-1} \ge \dots \ge m_2)` of the feature restricted to the nested
+        spheres in :math:`(x_1..x_k)`, :math:`k = d, \dots, 2` (so column 0 is the degree).
+        See :attr:`trig` for the cos/sin label in the :math:`(x_1, x_2)` plane. On
+        :math:`S^2`, :math:`m_2` is the usual order :math:`|m|` about the :math:`x_3` axis."""
+        return self._label_arrays()[0]
+
+    @property
+    def trig(self) -> np.ndarray:
+        """``(M,)`` 0 where the feature is a cosine in the azimuth of (x_1, x_2), 1 for a sine."""
+        return self._label_arrays()[1]
+
+    def _label_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        # built on first use only: (M, d - 1) integers can be large in high dimension
+        if self._labels is None:
+            self._labels = _labels(self.dim, self.max_degree)
+        return self._labels
 
     @property
     def num_features(self) -> int:
