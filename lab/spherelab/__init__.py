@@ -14,7 +14,7 @@ from .gegenbauer import (
     zonal_table,
 )
 from .harmonics import SphericalHarmonics
-from .sphere import product_quadrature, sample_sphere
+from .sphere import lonlat_grid, orthographic_grid, product_quadrature, sample_sphere
 from .special import (
     cumulative_num_harmonics,
     log_gegenbauer_at_one,
@@ -46,6 +46,8 @@ __all__ = [
     "SphericalHarmonics",
     "sample_sphere",
     "product_quadrature",
+    "lonlat_grid",
+    "orthographic_grid",
     "gegenbauer",
     "gegenbauer_series",
     "gegenbauer_table",

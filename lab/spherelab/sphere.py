@@ -16,7 +16,7 @@ from scipy.special import roots_gegenbauer
 
 from ._validation import check_degree, check_dim, check_int
 
-__all__ = ["sample_sphere", "product_quadrature"]
+__all__ = ["sample_sphere", "product_quadrature", "lonlat_grid", "orthographic_grid"]
 
 
 def sample_sphere(num_points: int, dim: int, rng: Any = None) -> np.ndarray:
@@ -80,3 +80,51 @@ def product_quadrature(dim: int, degree: int) -> tuple[np.ndarray, np.ndarray]:
         points = np.concatenate([inner, last], axis=2).reshape(-1, k)
         weights = (w[:, None] * weights[None, :]).reshape(-1)
     return points, weights
+
+
+def lonlat_grid(n_lat: int, n_lon: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    r"""Cell-centred longitude/latitude grid on :math:`S^2` for maps.
+
+    Returns
+    -------
+    lon : numpy.ndarray
+        ``(n_lon,)`` longitudes in :math:`(-\pi, \pi)`.
+    lat : numpy.ndarray
+        ``(n_lat,)`` latitudes in :math:`(-\pi/2, \pi/2)`, north first (image row order).
+    points : numpy.ndarray
+        ``(n_lat * n_lon, 3)`` unit vectors, row-major over (lat, lon):
+        :math:`(\cos\phi\cos\lambda, \cos\phi\sin\lambda, \sin\phi)`.
+    """
+    n_lat = check_int(n_lat, "n_lat", minimum=1)
+    n_lon = check_int(n_lon, "n_lon", minimum=1)
+    lon = -np.pi + (np.arange(n_lon) + 0.5) * (2 * np.pi / n_lon)
+    lat = np.pi / 2 - (np.arange(n_lat) + 0.5) * (np.pi / n_lat)
+    la, lo = np.meshgrid(lat, lon, indexing="ij")
+    points = np.stack([np.cos(la) * np.cos(lo), np.cos(la) * np.sin(lo), np.sin(la)], axis=-1)
+    return lon, lat, points.reshape(-1, 3)
+
+
+def orthographic_grid(
+    n: int, lon0: float = 0.0, lat0: float = 0.3
+) -> tuple[np.ndarray, np.ndarray]:
+    r"""Points of :math:`S^2` seen in an orthographic view centred on (``lon0``, ``lat0``).
+
+    Returns
+    -------
+    points : numpy.ndarray
+        ``(K, 3)`` unit vectors of the visible hemisphere, one per pixel inside the disk.
+    mask : numpy.ndarray
+        ``(n, n)`` boolean image mask (row 0 at the top) of the pixels that ``points`` fill,
+        in row-major order.
+    """
+    n = check_int(n, "n", minimum=2)
+    u = np.linspace(-1, 1, n)
+    px, py = np.meshgrid(u, u[::-1])
+    mask = px**2 + py**2 < 1.0
+    depth = np.sqrt(1.0 - px[mask] ** 2 - py[mask] ** 2)
+    # view frame: forward f (towards the viewer), east e, north v
+    f = np.array([np.cos(lat0) * np.cos(lon0), np.cos(lat0) * np.sin(lon0), np.sin(lat0)])
+    e = np.array([-np.sin(lon0), np.cos(lon0), 0.0])
+    v = np.cross(f, e)
+    points = depth[:, None] * f + px[mask][:, None] * e + py[mask][:, None] * v
+    return points / np.linalg.norm(points, axis=1, keepdims=True), mask
