@@ -32,7 +32,7 @@ from numba import prange
 
 from ._jit import jit
 from ._validation import check_degree, check_dim, check_finite_array
-from .special import alpha_of_dim, log_gegenbauer_at_one, num_harmonics
+from .special import alpha_of_dim, num_harmonics
 
 __all__ = [
     "gegenbauer",
@@ -123,6 +123,9 @@ def _clenshaw_kernel(t, coeffs, alpha, values, derivs, want_deriv):  # pragma: n
 
 @jit(parallel=True)
 def _elementwise_kernel(n, alpha, t, out):  # pragma: no cover - compiled
+    # C_n^a(t) = C_n^a(1) P_n^a(t), with C_n^a(1) = prod_{k<n} (2a + k) / (k + 1) accumulated
+    # along the recurrence: n roundings of random sign instead of exp() of lgamma differences
+    # (which lose ~|log C_n(1)| ulps). At a = 0 the first factor is 0: the strict limit.
     for i in prange(t.shape[0]):
         x = t[i]
         nn = n[i]
@@ -132,11 +135,13 @@ def _elementwise_kernel(n, alpha, t, out):  # pragma: no cover - compiled
             continue
         p_prev = 1.0
         p_cur = x
+        c1 = two_a
         for k in range(1, nn):
             p_next = ((2.0 * k + two_a) * x * p_cur - k * p_prev) / (k + two_a)
             p_prev = p_cur
             p_cur = p_next
-        out[i] = p_cur
+            c1 *= (two_a + k) / (k + 1.0)
+        out[i] = c1 * p_cur
 
 
 # --------------------------------------------------------------------------------------------
@@ -207,9 +212,14 @@ def gegenbauer_table(max_degree: int, alpha: float, t: Any) -> np.ndarray:
     :math:`P_n^0 = T_n` and :math:`Z_\ell = 2T_\ell`.
     """
     table = normalized_gegenbauer_table(max_degree, alpha, t)
+    return table * _gegenbauer_at_one(table.shape[-1] - 1, float(alpha))
+
+
+def _gegenbauer_at_one(max_degree: int, alpha: float) -> np.ndarray:
+    """C_n^a(1) = (2a)_n / n!, n = 0..L, as a running product (accurate to ~sqrt(n) ulps)."""
+    k = np.arange(max_degree, dtype=np.float64)
     with np.errstate(over="ignore"):
-        scale = np.exp(log_gegenbauer_at_one(np.arange(table.shape[-1]), float(alpha)))
-    return table * scale
+        return np.concatenate([[1.0], np.cumprod((2.0 * alpha + k) / (k + 1.0))])
 
 
 def gegenbauer(n: Any, alpha: Any, t: Any) -> np.ndarray:
@@ -253,9 +263,8 @@ def gegenbauer(n: Any, alpha: Any, t: Any) -> np.ndarray:
     flat_n = np.ascontiguousarray(n_b.reshape(-1))
     flat_a = np.ascontiguousarray(a_b.reshape(-1))
     out = np.empty(flat_n.shape[0])
-    _elementwise_kernel(flat_n, flat_a, np.ascontiguousarray(t_b.reshape(-1)), out)
-    with np.errstate(over="ignore"):
-        out = out * np.exp(log_gegenbauer_at_one(flat_n, flat_a))
+    with np.errstate(over="ignore", invalid="ignore"):
+        _elementwise_kernel(flat_n, flat_a, np.ascontiguousarray(t_b.reshape(-1)), out)
     out = out.reshape(shape)
     return float(out) if out.ndim == 0 else out
 
@@ -297,8 +306,8 @@ def gegenbauer_series(
             raise ValueError(
                 "alpha = 0: C_n^0 vanishes for n >= 1; pass normalized=True for a Chebyshev series"
             )
-        with np.errstate(over="ignore"):
-            c = c * np.exp(log_gegenbauer_at_one(np.arange(c.shape[0]), a))
+        with np.errstate(over="ignore", invalid="ignore"):
+            c = c * _gegenbauer_at_one(c.shape[0] - 1, a)
         if not np.all(np.isfinite(c)):
             raise ValueError(
                 "coeffs * C_n^alpha(1) overflows for this alpha; use normalized=True with "
