@@ -81,11 +81,6 @@ class _Plan:
     buffer_size: int
 
 
-def _level_offset(m: Any, n: Any, L: int) -> Any:
-    """Position of the factor (m_{k-1} = m, n >= 1) inside one level's block of slots."""
-    return m * L - m * (m - 1) // 2 + n - 1
-
-
 def _squared_scale(k: int, m: int, n: int) -> float:
     r"""Square of the constant turning :math:`\rho^n P_n^\lambda(x_k/\rho)` into an orthonormal
     factor, :math:`C_n^\lambda(1)^2 / (\omega_k h_n^\lambda)`, :math:`\lambda = m + (k-2)/2`.
@@ -104,8 +99,9 @@ def _squared_scale(k: int, m: int, n: int) -> float:
     return float(value)
 
 
-def _two_prod(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Error-free product a*b = p + e (Dekker splitting; no FMA needed)."""
+@jit(parallel=False)
+def _two_prod(a, b):  # pragma: no cover - compiled
+    """Error-free product: a * b = p + e exactly (Dekker splitting; no FMA needed)."""
     p = a * b
     ca = 134217729.0 * a
     ah = ca - (ca - a)
@@ -117,18 +113,61 @@ def _two_prod(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return p, e
 
 
-def _dd_mul(hi: np.ndarray, lo: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(hi + lo) * y in double-double arithmetic."""
-    p, e = _two_prod(hi, y)
-    e = e + lo * y
-    new_hi = p + e
-    return new_hi, e - (new_hi - p)
+@jit(parallel=False)
+def _extend_level(deg, c_hi, c_lo, index, count, L, base, scale2):  # pragma: no cover
+    """Solid harmonics of level k from those of level k - 1 (both ordered by degree).
+
+    Level-k entries of degree l are (l, parent) for every parent of degree <= l, in parent
+    order; the parent's squared constant is multiplied (in double-double) by the factor's
+    squared constant scale2[m, n], and a factor with n >= 1 takes the next free slot.
+    """
+    n_parent = deg.shape[0]
+    upto = np.zeros(L + 1, dtype=np.int64)  # number of parents of degree <= l (a prefix)
+    for p in range(n_parent):
+        upto[deg[p]] += 1
+    for ell in range(1, L + 1):
+        upto[ell] += upto[ell - 1]
+    size = 0
+    for ell in range(L + 1):
+        size += upto[ell]
+    P = index.shape[1]
+    new_deg = np.empty(size, dtype=np.int64)
+    new_hi = np.empty(size)
+    new_lo = np.empty(size)
+    new_index = np.empty((size, P), dtype=np.int32)
+    new_count = np.empty(size, dtype=np.int64)
+    row = 0
+    for ell in range(L + 1):
+        for p in range(upto[ell]):
+            m = deg[p]
+            n = ell - m
+            y = scale2[m, n]
+            hi, e = _two_prod(c_hi[p], y)
+            e += c_lo[p] * y
+            s = hi + e
+            new_hi[row] = s
+            new_lo[row] = e - (s - hi)
+            new_deg[row] = ell
+            for q in range(P):
+                new_index[row, q] = index[p, q]
+            c = count[p]
+            if n > 0:
+                new_index[row, c] = base + m * L - m * (m - 1) // 2 + n - 1
+                c += 1
+            new_count[row] = c
+            row += 1
+    return new_deg, new_hi, new_lo, new_index, new_count
 
 
 def _dd_sqrt(hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
     """sqrt(hi + lo) rounded to double (one Newton step on the double-double value)."""
     s = np.sqrt(hi)
-    p, e = _two_prod(s, s)
+    p = s * s
+    # exact residual hi - s^2 by splitting s (vectorised Dekker)
+    cs = 134217729.0 * s
+    sh = cs - (cs - s)
+    sl = s - sh
+    e = ((sh * sh - p) + 2.0 * sh * sl) + sl * sl
     return s + ((hi - p) - e + lo) / (2.0 * s)
 
 
@@ -157,28 +196,9 @@ def _build_plan(dim: int, L: int) -> _Plan:
         for m in range(L + 1):
             for n in range(L - m + 1):
                 scale2[m, n] = _squared_scale(k, m, n)
-
-        parts_deg, parts_const, parts_index, parts_count = [], [], [], []
-        for ell in range(L + 1):
-            sel = np.flatnonzero(deg <= ell)
-            n_sel = ell - deg[sel]
-            c_hi, c_lo = _dd_mul(const_hi[sel], const_lo[sel], scale2[deg[sel], n_sel])
-            idx = index[sel].copy()
-            cnt = count[sel].copy()
-            rows = np.flatnonzero(n_sel > 0)
-            if rows.size:
-                slots = base + _level_offset(deg[sel][rows], n_sel[rows], L)
-                idx[rows, cnt[rows]] = slots
-                cnt[rows] += 1
-            parts_deg.append(np.full(sel.size, ell, dtype=np.int64))
-            parts_const.append((c_hi, c_lo))
-            parts_index.append(idx)
-            parts_count.append(cnt)
-        deg = np.concatenate(parts_deg)
-        const_hi = np.concatenate([c[0] for c in parts_const])
-        const_lo = np.concatenate([c[1] for c in parts_const])
-        index = np.concatenate(parts_index)
-        count = np.concatenate(parts_count)
+        deg, const_hi, const_lo, index, count = _extend_level(
+            deg, const_hi, const_lo, index, count, L, base, scale2
+        )
 
     const = _dd_sqrt(const_hi, const_lo)
     buffer_size = 1 + 2 * L + max(dim - 2, 0) * T
