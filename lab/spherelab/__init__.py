@@ -4,6 +4,9 @@ Conventions follow ``shared/design.md``: inputs are lifted to :math:`S^{d-1}`, h
 orthonormal for the normalised surface measure, :math:`\alpha = (d-2)/2`.
 """
 
+from . import activations, kernels
+from .analysis import mismatch_report, rkhs_norm_truncated, truncated_shape
+from .funk_hecke import funk_hecke
 from .gegenbauer import (
     gegenbauer,
     gegenbauer_series,
@@ -44,6 +47,12 @@ def warmup() -> None:
 
 __all__ = [
     "SphericalHarmonics",
+    "funk_hecke",
+    "kernels",
+    "activations",
+    "truncated_shape",
+    "rkhs_norm_truncated",
+    "mismatch_report",
     "sample_sphere",
     "product_quadrature",
     "lonlat_grid",

@@ -1,0 +1,714 @@
+r"""Zonal kernels on :math:`S^{d-1}`: shape :math:`\kappa(t)`, spectrum :math:`\lambda_\ell`, and
+their derivatives; each is also a covariance function in data space.
+
+Conventions (``shared/design.md`` §1–2): :math:`\kappa(t) = \sum_\ell \lambda_\ell Z_\ell(t)`,
+:math:`\kappa(1) = \sum_\ell \lambda_\ell N(\ell, d)` = ``variance`` (for every kernel whose series
+converges). In data space an input :math:`x \in R^D` is lifted to
+:math:`\tilde x = [x / s, b] \in R^{D+1}` (``input_scale`` s, ``bias`` b), :math:`r = \|\tilde x\|`,
+:math:`\hat x = \tilde x / r`, and
+
+.. math:: k(x, x') = r\, r'\, \kappa(\hat x^\top \hat x').
+
+Every kernel exposes
+
+* ``shape(t)``, ``shape_dt(t)`` (the t-derivative), ``shape_gradients(t)`` (dict parameter ->
+  derivative),
+* ``spectrum(dim, max_degree)`` and ``spectrum_gradients(dim, max_degree)``,
+* ``K(X, X2=None)``, ``diag(X)`` and ``gradients(dL_dK, X, X2=None)`` — GPy's contract: the
+  derivative of a scalar L with respect to every hyper-parameter (including ``bias`` and
+  ``input_scale``) given :math:`\partial L / \partial K`.
+
+Spectra are exact where the maths allows: the arc-cosine kernels are
+:math:`\lambda_\ell = c_p\,\sigma_\ell^2` with :math:`\sigma_\ell` the coefficients of the unit
+:math:`\max(0, t)^p` (:math:`\kappa_p(\hat x^\top \hat x') \propto
+E_w[\sigma(w^\top x)\sigma(w^\top x')]` and Funk–Hecke), so they are non-negative by construction;
+Matérn, deep arc-cosine and NTK spectra come from the quadrature of :mod:`spherelab.funk_hecke`
+(geometric convergence, ~1e-15).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from ._validation import check_degree, check_dim, check_finite_array, check_int
+from .activations import ReLU, SquaredReLU, Step
+from .funk_hecke import apply_parity, funk_hecke_with_rule
+from .gegenbauer import zonal_series
+from .special import num_harmonics
+
+__all__ = [
+    "ZonalKernel",
+    "ArcCosine",
+    "DeepArcCosine",
+    "NTK",
+    "Matern",
+    "IntrinsicMatern",
+    "PolynomialDecay",
+]
+
+
+def _positive(value: Any, name: str) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a number, got {value!r}") from None
+    if not np.isfinite(v) or v <= 0:
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    return v
+
+
+def _arccos_shape(order: int, t: np.ndarray) -> np.ndarray:
+    """Normalised arc-cosine shapes (Cho & Saul 2009), kappa(1) = 1."""
+    t = np.clip(t, -1.0, 1.0)
+    theta = np.arccos(t)
+    s = np.sqrt(np.maximum(1.0 - t * t, 0.0))
+    if order == 0:
+        return 1.0 - theta / np.pi
+    if order == 1:
+        return (s + (np.pi - theta) * t) / np.pi
+    # J_2 = 3 sin(th) cos(th) + (pi - th)(1 + 2 cos^2 th); kappa_2 = J_2 / (3 pi)
+    return (3.0 * s * t + (np.pi - theta) * (1.0 + 2.0 * t * t)) / (3.0 * np.pi)
+
+
+def _arccos_shape_dt(order: int, t: np.ndarray) -> np.ndarray:
+    """d kappa_p / dt: kappa_1' = kappa_0, kappa_2' = (4/3) kappa_1, kappa_0' = 1/(pi sqrt(1-t^2))."""
+    t = np.clip(t, -1.0, 1.0)
+    if order == 0:
+        with np.errstate(divide="ignore"):
+            return 1.0 / (np.pi * np.sqrt(np.maximum(1.0 - t * t, 0.0)))
+    if order == 1:
+        return _arccos_shape(0, t)
+    return 4.0 / 3.0 * _arccos_shape(1, t)
+
+
+class ZonalKernel:
+    """Base class. Subclasses implement the unit-variance ``_shape``, ``_shape_dt``,
+    ``_shape_grads`` and ``_spectrum``/``_spectrum_grads``; ``variance``, ``bias`` and
+    ``input_scale`` are handled here."""
+
+    #: names of the shape's own hyper-parameters (besides variance, bias, input_scale)
+    shape_params: tuple[str, ...] = ()
+
+    def __init__(self, variance: float = 1.0, bias: float = 1.0, input_scale: Any = 1.0) -> None:
+        self.variance = _positive(variance, "variance")
+        b = float(bias)
+        if not np.isfinite(b) or b < 0:
+            raise ValueError(f"bias must be a finite number >= 0, got {bias!r}")
+        self.bias = b
+        scale = check_finite_array(input_scale, "input_scale")
+        if scale.ndim > 1 or np.any(scale <= 0):
+            raise ValueError("input_scale must be a positive scalar or a 1-d array of positives")
+        self.input_scale = float(scale) if scale.ndim == 0 else scale.copy()
+
+    # ---- to implement -----------------------------------------------------------------
+    def _shape(self, t: np.ndarray) -> np.ndarray:
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    def _shape_dt(self, t: np.ndarray) -> np.ndarray:
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    def _shape_grads(self, t: np.ndarray) -> dict[str, np.ndarray]:
+        return {}
+
+    def _spectrum(self, dim: int, L: int) -> np.ndarray:
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    def _spectrum_grads(self, dim: int, L: int) -> dict[str, np.ndarray]:
+        return {}
+
+    def _key(self) -> tuple:
+        return (type(self).__name__,) + tuple(getattr(self, p) for p in self.shape_params)
+
+    # ---- sphere view ------------------------------------------------------------------
+    @property
+    def hyperparameters(self) -> dict[str, Any]:
+        """All hyper-parameters by name (``input_scale`` may be an array)."""
+        out = {p: getattr(self, p) for p in self.shape_params}
+        out.update(variance=self.variance, bias=self.bias, input_scale=self.input_scale)
+        return out
+
+    def shape(self, t: Any) -> np.ndarray:
+        r""":math:`\kappa(t)` (includes ``variance``), same shape as ``t``."""
+        return self.variance * self._shape(check_finite_array(t, "t"))
+
+    def shape_dt(self, t: Any) -> np.ndarray:
+        r""":math:`d\kappa/dt`."""
+        return self.variance * self._shape_dt(check_finite_array(t, "t"))
+
+    def shape_gradients(self, t: Any) -> dict[str, np.ndarray]:
+        r""":math:`\partial\kappa(t)/\partial\theta` for ``variance`` and the shape parameters."""
+        t = check_finite_array(t, "t")
+        grads = {k: self.variance * v for k, v in self._shape_grads(t).items()}
+        grads["variance"] = self._shape(t)
+        return grads
+
+    def spectrum(self, dim: int, max_degree: int) -> np.ndarray:
+        r"""Eigenvalues :math:`\lambda_0..\lambda_L` on :math:`S^{d-1}` (``(L + 1,)``)."""
+        dim, L = check_dim(dim), check_degree(max_degree)
+        return self.variance * self._spectrum(dim, L)
+
+    def spectrum_gradients(self, dim: int, max_degree: int) -> dict[str, np.ndarray]:
+        r""":math:`\partial\lambda_\ell/\partial\theta` for ``variance`` and the shape
+        parameters."""
+        dim, L = check_dim(dim), check_degree(max_degree)
+        grads = {k: self.variance * v for k, v in self._spectrum_grads(dim, L).items()}
+        grads["variance"] = self._spectrum(dim, L)
+        return grads
+
+    # ---- data space -------------------------------------------------------------------
+    def lift(self, X: Any, name: str = "X") -> tuple[np.ndarray, np.ndarray]:
+        r"""``(r, X_hat)``: norms :math:`r = \|[x/s, b]\|` ``(N,)`` and the points on the
+        sphere ``(N, D + 1)``."""
+        X = check_finite_array(X, name, ndim=2)
+        scale = np.asarray(self.input_scale)
+        if scale.ndim == 1 and scale.shape[0] != X.shape[1]:
+            raise ValueError(
+                f"input_scale has {scale.shape[0]} entries but {name} has {X.shape[1]} columns"
+            )
+        Xt = np.concatenate([X / scale, np.full((X.shape[0], 1), self.bias)], axis=1)
+        r = np.sqrt(np.einsum("ij,ij->i", Xt, Xt))
+        if np.any(r == 0):
+            i = int(np.flatnonzero(r == 0)[0])
+            raise ValueError(
+                f"row {i} of {name} vanishes after the lift [x / input_scale, bias] "
+                "(a zero row with bias = 0): use a positive bias"
+            )
+        return r, Xt / r[:, None]
+
+    def K(self, X: Any, X2: Any = None) -> np.ndarray:
+        r"""Gram matrix :math:`k(X, X2)`, ``(N, N2)``."""
+        r1, U1 = self.lift(X)
+        r2, U2 = (r1, U1) if X2 is None else self.lift(X2, "X2")
+        T = np.clip(U1 @ U2.T, -1.0, 1.0)
+        if X2 is None:
+            np.fill_diagonal(T, 1.0)
+        return r1[:, None] * r2[None, :] * self.shape(T)
+
+    __call__ = K
+
+    def diag(self, X: Any) -> np.ndarray:
+        r""":math:`k(x, x) = r^2 \kappa(1)`, ``(N,)``."""
+        r, _ = self.lift(X)
+        return r * r * float(self.shape(np.ones(1))[0])
+
+    def gradients(self, dL_dK: Any, X: Any, X2: Any = None) -> dict[str, Any]:
+        r"""Chain :math:`\partial L/\partial K` into every hyper-parameter (GPy's contract).
+
+        With :math:`K_{ij} = r_i r_j \kappa(t_{ij})`, :math:`t_{ij} = u_{ij}/(r_i r_j)`,
+        :math:`u = \tilde x_i^\top \tilde x_j`, a lift parameter p enters through
+        :math:`\partial r_i/\partial p` and :math:`\partial u_{ij}/\partial p`; entries with
+        :math:`t = 1` exactly (the diagonal of :math:`k(X, X)`) have :math:`\partial t = 0` and
+        skip :math:`\kappa'(1)`, which is infinite for the order-0 arc-cosine and Matérn-1/2.
+
+        Returns
+        -------
+        dict
+            Scalars for ``variance``, ``bias`` and the shape parameters; ``input_scale`` is a
+            scalar or an array like the parameter.
+        """
+        X = check_finite_array(X, "X", ndim=2)
+        same = X2 is None
+        X2 = X if same else check_finite_array(X2, "X2", ndim=2)
+        G = check_finite_array(dL_dK, "dL_dK", ndim=2)
+        if G.shape != (X.shape[0], X2.shape[0]):
+            raise ValueError(f"dL_dK must have shape {(X.shape[0], X2.shape[0])}, got {G.shape}")
+        r1, U1 = self.lift(X)
+        r2, U2 = self.lift(X2, "X2")
+        T = np.clip(U1 @ U2.T, -1.0, 1.0)
+        if same:
+            np.fill_diagonal(T, 1.0)
+        R = r1[:, None] * r2[None, :]
+        out: dict[str, Any] = {k: float(np.sum(G * R * v)) for k, v in self.shape_gradients(T).items()}
+
+        # lift parameters: K = r r' kappa(t), dK = (dr r' + r dr') (kappa - t kappa') + kappa' du
+        kap = self.shape(T)
+        kap_t = self.shape_dt(T)
+        fixed = T == 1.0 if same else np.zeros_like(T, dtype=bool)
+        kap_t = np.where(fixed, 0.0, kap_t)
+        A = G * (kap - T * kap_t)  # multiplies d(r r')
+        B = G * kap_t  # multiplies du
+        if not np.all(np.isfinite(B)):
+            raise FloatingPointError(
+                "kappa'(t) is infinite at coincident inputs in X and X2; this kernel is not "
+                "differentiable there (e.g. Matern nu=1/2, ArcCosine order 0)"
+            )
+        Xt1 = np.concatenate([X / np.asarray(self.input_scale), np.full((X.shape[0], 1), self.bias)], 1)
+        Xt2 = np.concatenate([X2 / np.asarray(self.input_scale), np.full((X2.shape[0], 1), self.bias)], 1)
+        # bias: dr_i/db = b / r_i, du/db = b^2 * 2 / b = 2 b
+        dr1 = self.bias / r1
+        dr2 = self.bias / r2
+        out["bias"] = float(
+            np.sum(A * (dr1[:, None] * r2[None, :] + r1[:, None] * dr2[None, :]))
+            + 2.0 * self.bias * np.sum(B)
+        )
+        # input scale s_k: x~_k = x_k / s_k, d x~_k / ds_k = -x~_k / s_k
+        scale = np.asarray(self.input_scale, dtype=np.float64)
+        D = X.shape[1]
+        s_vec = np.broadcast_to(scale, (D,))
+        # dr_i/ds_k = -x~_ik^2 / (s_k r_i); du_ij/ds_k = -2 x~_ik x~_jk / s_k
+        W1 = (A * r2[None, :]).sum(1) / r1  # sum_j A_ij r_j / r_i
+        W2 = (A * r1[:, None]).sum(0) / r2
+        g = -(W1 @ (Xt1[:, :D] ** 2) + W2 @ (Xt2[:, :D] ** 2)) / s_vec
+        g -= 2.0 * np.einsum("ij,ik,jk->k", B, Xt1[:, :D], Xt2[:, :D]) / s_vec
+        out["input_scale"] = float(g.sum()) if scale.ndim == 0 else g
+        return out
+
+    #: structural (non-trainable) attributes shown by repr
+    structure: tuple[str, ...] = ()
+
+    def __repr__(self) -> str:
+        items = {s: getattr(self, s) for s in self.structure}
+        items.update(self.hyperparameters)
+        args = ", ".join(f"{k}={v!r}" for k, v in items.items())
+        return f"{type(self).__name__}({args})"
+
+
+# --------------------------------------------------------------------------------------------
+# arc-cosine family
+# --------------------------------------------------------------------------------------------
+
+_ARCCOS_UNIT = {0: Step(), 1: ReLU(), 2: SquaredReLU()}
+
+
+class ArcCosine(ZonalKernel):
+    r"""Arc-cosine kernel of order 0, 1 or 2 (Cho & Saul 2009), normalised to
+    :math:`\kappa(1) = ` ``variance``:
+
+    .. math:: \kappa_0 = 1 - \tfrac{\theta}{\pi},\quad
+              \kappa_1 = \tfrac{\sin\theta + (\pi - \theta)\cos\theta}{\pi},\quad
+              \kappa_2 = \tfrac{3\sin\theta\cos\theta + (\pi-\theta)(1 + 2\cos^2\theta)}{3\pi},
+              \qquad t = \cos\theta.
+
+    Spectrum: :math:`\lambda_\ell = 2\,\sigma_\ell^2,\ 2d\,\sigma_\ell^2,\
+    \tfrac{2d(d+2)}{3}\sigma_\ell^2` for the step, ReLU and squared-ReLU units (Gaussian weights
+    have :math:`E\|w\|^{2p} = d(d+2)\cdots(d+2p-2)`), exact and non-negative; the d = 3 order-1
+    spectrum is 0.375, 0.1667, 0.02344, 0, 0.000651 (seed 000 Table B.1).
+    """
+
+    structure = ("order",)
+
+    def __init__(self, order: int = 1, variance: float = 1.0, bias: float = 1.0, input_scale: Any = 1.0):
+        order = check_int(order, "order")
+        if order not in (0, 1, 2):
+            raise ValueError(f"order must be 0, 1 or 2, got {order}")
+        self.order = order
+        super().__init__(variance, bias, input_scale)
+
+    def _key(self) -> tuple:
+        return ("ArcCosine", self.order)
+
+    def _shape(self, t):
+        return _arccos_shape(self.order, t)
+
+    def _shape_dt(self, t):
+        return _arccos_shape_dt(self.order, t)
+
+    def _spectrum(self, dim, L):
+        sigma = _ARCCOS_UNIT[self.order].coefficients(dim, L)
+        factor = {0: 2.0, 1: 2.0 * dim, 2: 2.0 * dim * (dim + 2) / 3.0}[self.order]
+        return factor * sigma**2
+
+
+def _compose_arccos(order: int, depth: int, t: np.ndarray) -> np.ndarray:
+    out = np.clip(t, -1.0, 1.0)
+    for _ in range(depth):
+        out = np.clip(_arccos_shape(order, out), -1.0, 1.0)
+    return out
+
+
+def _ntk(depth: int, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """ReLU NTK of ``depth`` hidden layers (Jacot et al. 2018; Bietti & Mairal 2019), normalised
+    to 1 at t = 1, and its t-derivative."""
+    sigma = np.clip(t, -1.0, 1.0)
+    d_sigma = np.ones_like(sigma)
+    theta = sigma.copy()
+    d_theta = np.ones_like(sigma)
+    for _ in range(depth):
+        k0 = _arccos_shape(0, sigma)
+        k0_dt = np.where(sigma >= 1.0, 0.0, _arccos_shape_dt(0, np.minimum(sigma, 1 - 1e-300)))
+        new_sigma = np.clip(_arccos_shape(1, sigma), -1.0, 1.0)
+        new_d_sigma = _arccos_shape_dt(1, sigma) * d_sigma  # kappa_1' = kappa_0
+        d_theta = d_theta * k0 + theta * k0_dt * d_sigma + new_d_sigma
+        theta = theta * k0 + new_sigma
+        sigma, d_sigma = new_sigma, new_d_sigma
+    return theta / (depth + 1.0), d_theta / (depth + 1.0)
+
+
+class _QuadratureSpectrum(ZonalKernel):
+    """Kernels whose spectrum is the Funk–Hecke quadrature of their shape."""
+
+    parity: str | None = None
+
+    def _spectrum(self, dim, L):
+        return _quadrature_spectrum(self, dim, L)[0]
+
+    def _spectrum_grads(self, dim, L):
+        rule = _quadrature_spectrum(self, dim, L)[1]
+        return {k: apply_parity(rule.apply(v), self.parity) for k, v in self._shape_grads(rule.nodes).items()}
+
+    def __eq__(self, other):
+        return isinstance(other, ZonalKernel) and self._key() == other._key()
+
+    def __hash__(self):
+        return hash(self._key())
+
+
+@lru_cache(maxsize=256)
+def _quadrature_spectrum(kernel: _QuadratureSpectrum, dim: int, L: int):
+    coeffs, _, rule = funk_hecke_with_rule(kernel._shape, dim, L, parity=kernel.parity)
+    coeffs.setflags(write=False)
+    return coeffs, rule
+
+
+class DeepArcCosine(_QuadratureSpectrum):
+    r"""Arc-cosine kernel composed ``depth`` times, :math:`\kappa^{(D)} = \kappa_p \circ \dots
+    \circ \kappa_p` (the NNGP kernel of a depth-D ReLU network for p = 1; seed 004 eq. 3).
+    ``depth = 1`` is :class:`ArcCosine`."""
+
+    parity = None
+    structure = ("depth", "order")
+
+    def __init__(self, depth: int = 2, order: int = 1, variance: float = 1.0, bias: float = 1.0, input_scale: Any = 1.0):
+        self.depth = check_int(depth, "depth", minimum=1)
+        order = check_int(order, "order")
+        if order not in (0, 1, 2):
+            raise ValueError(f"order must be 0, 1 or 2, got {order}")
+        self.order = order
+        super().__init__(variance, bias, input_scale)
+
+    def _key(self):
+        return ("DeepArcCosine", self.depth, self.order)
+
+    def _shape(self, t):
+        return _compose_arccos(self.order, self.depth, t)
+
+    def _shape_dt(self, t):
+        inner = np.clip(t, -1.0, 1.0)
+        deriv = np.ones_like(inner)
+        for _ in range(self.depth):
+            deriv = deriv * _arccos_shape_dt(self.order, inner)
+            inner = np.clip(_arccos_shape(self.order, inner), -1.0, 1.0)
+        return deriv
+
+
+class NTK(_QuadratureSpectrum):
+    r"""Neural tangent kernel of a fully-connected ReLU network with ``depth`` hidden layers,
+    normalised to :math:`\kappa(1) = ` ``variance``:
+    :math:`\Sigma_0 = \Theta_0 = t`, :math:`\Sigma_h = \kappa_1(\Sigma_{h-1})`,
+    :math:`\Theta_h = \Theta_{h-1}\kappa_0(\Sigma_{h-1}) + \Sigma_h`,
+    :math:`\kappa = \Theta_D / (D + 1)` (Jacot et al. 2018; Bietti & Mairal 2019; seed 004 Fig. 1).
+    """
+
+    structure = ("depth",)
+
+    def __init__(self, depth: int = 1, variance: float = 1.0, bias: float = 1.0, input_scale: Any = 1.0):
+        self.depth = check_int(depth, "depth", minimum=1)
+        super().__init__(variance, bias, input_scale)
+
+    def _key(self):
+        return ("NTK", self.depth)
+
+    def _shape(self, t):
+        return _ntk(self.depth, t)[0]
+
+    def _shape_dt(self, t):
+        return _ntk(self.depth, t)[1]
+
+
+# --------------------------------------------------------------------------------------------
+# Matern restricted to the sphere
+# --------------------------------------------------------------------------------------------
+
+_NUS = {0.5: "1/2", 1.5: "3/2", 2.5: "5/2", math.inf: "inf"}
+
+
+def _check_nu(nu: Any) -> float:
+    try:
+        v = float(nu)
+    except (TypeError, ValueError):
+        raise ValueError(f"nu must be one of 1/2, 3/2, 5/2 or inf, got {nu!r}") from None
+    if v not in _NUS:
+        raise ValueError(f"nu must be one of 1/2, 3/2, 5/2 or inf, got {nu!r}")
+    return v
+
+
+class Matern(_QuadratureSpectrum):
+    r"""Euclidean Matérn kernel restricted to the sphere: :math:`\kappa(t) = m_\nu(\rho/\ell)`
+    at the chordal distance :math:`\rho = \sqrt{2 - 2t}`, with
+    :math:`m_{1/2} = e^{-r}`, :math:`m_{3/2} = (1 + \sqrt3 r)e^{-\sqrt3 r}`,
+    :math:`m_{5/2} = (1 + \sqrt5 r + \tfrac53 r^2)e^{-\sqrt5 r}`, :math:`m_\infty = e^{-r^2/2}`.
+    Positive definite on every sphere (Schoenberg), so :math:`\lambda_\ell \ge 0`; the spectrum
+    is the Funk–Hecke quadrature in the angle variable, where the shape is analytic.
+    This is the stationary kernel of the spectra-mismatch analysis (seed 000 §4.3.3,
+    seed 003 §3.4)."""
+
+    shape_params = ("lengthscale",)
+    structure = ("nu",)
+
+    def __init__(self, nu: float = 1.5, lengthscale: float = 1.0, variance: float = 1.0, bias: float = 1.0, input_scale: Any = 1.0):
+        self.nu = _check_nu(nu)
+        self.lengthscale = _positive(lengthscale, "lengthscale")
+        super().__init__(variance, bias, input_scale)
+
+    def _key(self):
+        return ("Matern", self.nu, self.lengthscale)
+
+    def _r(self, t):
+        return np.sqrt(np.maximum(2.0 - 2.0 * np.clip(t, -1.0, 1.0), 0.0)) / self.lengthscale
+
+    def _m_and_dm(self, r):
+        nu = self.nu
+        if nu == 0.5:
+            e = np.exp(-r)
+            return e, -e
+        if nu == 1.5:
+            a = math.sqrt(3.0) * r
+            e = np.exp(-a)
+            return (1.0 + a) * e, -3.0 * r * e
+        if nu == 2.5:
+            a = math.sqrt(5.0) * r
+            e = np.exp(-a)
+            return (1.0 + a + 5.0 / 3.0 * r * r) * e, -5.0 / 3.0 * r * (1.0 + a) * e
+        e = np.exp(-0.5 * r * r)
+        return e, -r * e
+
+    def _shape(self, t):
+        return self._m_and_dm(self._r(t))[0]
+
+    def _shape_grads(self, t):
+        r = self._r(t)
+        _, dm = self._m_and_dm(r)
+        return {"lengthscale": -dm * r / self.lengthscale}
+
+    def _shape_dt(self, t):
+        # d/dt m(r) = m'(r) dr/dt, dr/dt = -1 / (l^2 r): finite except nu = 1/2 at t = 1
+        r = self._r(t)
+        l2 = self.lengthscale**2
+        nu = self.nu
+        if nu == 0.5:
+            with np.errstate(divide="ignore"):
+                return np.exp(-r) / (l2 * r)
+        if nu == 1.5:
+            return 3.0 * np.exp(-math.sqrt(3.0) * r) / l2
+        if nu == 2.5:
+            a = math.sqrt(5.0) * r
+            return 5.0 / 3.0 * (1.0 + a) * np.exp(-a) / l2
+        return np.exp(-0.5 * r * r) / l2
+
+
+
+# --------------------------------------------------------------------------------------------
+# kernels defined by their spectrum
+# --------------------------------------------------------------------------------------------
+
+
+class _SpectralKernel(ZonalKernel):
+    """Kernels defined by :math:`\\lambda_\\ell`; the shape is the Mercer series, truncated where
+    the remaining mass :math:`\\sum_{\\ell > L} \\lambda_\\ell N(\\ell, d)` is below
+    ``shape_tol * variance`` (at most ``max_shape_degree``), evaluated by Clenshaw."""
+
+    shape_tol = 1e-8
+    max_shape_degree = 4096
+    #: the dimension the shape is defined on (spectra depend on it); set by the constructor
+    dim: int
+
+    def _check_dim(self, dim: int) -> None:
+        if dim != self.dim:
+            raise ValueError(
+                f"this {type(self).__name__} was built for dim={self.dim} (its spectrum depends "
+                f"on the dimension), asked for dim={dim}"
+            )
+
+    def spectrum(self, dim: int, max_degree: int) -> np.ndarray:
+        self._check_dim(check_dim(dim))
+        return super().spectrum(dim, max_degree)
+
+    def spectrum_gradients(self, dim: int, max_degree: int) -> dict[str, np.ndarray]:
+        self._check_dim(check_dim(dim))
+        return super().spectrum_gradients(dim, max_degree)
+
+    def _raw(self, ell: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Unnormalised log-eigenvalues and their parameter derivatives at levels ``ell``."""
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    def _normalised(self, dim: int, L: int):
+        return _spectral_cache(self, dim, L)
+
+    def _spectrum(self, dim, L):
+        return self._normalised(dim, L)[0]
+
+    def _spectrum_grads(self, dim, L):
+        return self._normalised(dim, L)[1]
+
+    def _series(self):
+        lam, grads, tail = _shape_series(self)
+        return lam, grads, tail
+
+    def _shape(self, t):
+        lam, _, _ = self._series()
+        return zonal_series(lam, self.dim, t)
+
+    def _shape_dt(self, t):
+        lam, _, _ = self._series()
+        return zonal_series(lam, self.dim, t, derivative=True)[1]
+
+    def _shape_grads(self, t):
+        _, grads, _ = self._series()
+        return {k: zonal_series(v, self.dim, t) for k, v in grads.items()}
+
+    def shape_truncation(self) -> tuple[int, float]:
+        """(degree at which the shape's series is cut, relative mass left out)."""
+        lam, _, tail = self._series()
+        return lam.shape[0] - 1, tail
+
+    def __eq__(self, other):
+        return isinstance(other, ZonalKernel) and self._key() == other._key()
+
+    def __hash__(self):
+        return hash(self._key())
+
+
+_TAIL_LEVELS = 200_000
+
+
+def _mass_terms(kernel: _SpectralKernel, dim: int, upto: int):
+    ell = np.arange(upto + 1, dtype=np.float64)
+    log_raw, dlog = kernel._raw(ell)
+    counts = np.exp(
+        np.where(ell == 0, 0.0, np.log(np.maximum(2 * ell + dim - 2, 1.0)) - np.log(np.maximum(ell, 1.0)))
+        + _log_binom(ell + dim - 3, ell - 1)
+    )
+    counts[0] = 1.0
+    return log_raw, dlog, counts
+
+
+def _log_binom(n: np.ndarray, k: np.ndarray) -> np.ndarray:
+    from scipy.special import gammaln
+
+    k = np.maximum(k, 0.0)
+    return gammaln(n + 1.0) - gammaln(k + 1.0) - gammaln(np.maximum(n - k, 0.0) + 1.0)
+
+
+@lru_cache(maxsize=256)
+def _spectral_cache(kernel: _SpectralKernel, dim: int, L: int):
+    """Normalised spectrum (kappa(1) = 1) and its parameter derivatives at levels 0..L."""
+    upto = max(L, _TAIL_LEVELS)
+    log_raw, dlog, counts = _mass_terms(kernel, dim, upto)
+    shift = log_raw.max()
+    w = np.exp(log_raw - shift) * counts
+    total = w.sum()
+    # power-law tail beyond `upto` (terms ~ l^(-p)): integral estimate
+    p = -np.log(w[-1] / w[-2]) / np.log(upto / (upto - 1.0)) if w[-1] > 0 else np.inf
+    tail = w[-1] * upto / (p - 1.0) if np.isfinite(p) and p > 1.0 else 0.0
+    if np.isfinite(p) and p <= 1.0:
+        raise ValueError(
+            f"{kernel!r}: the series sum_l lambda_l N(l, {dim}) diverges (terms decay like "
+            f"l^-{p:.2f}); this spectrum cannot be normalised to a variance in d = {dim}"
+        )
+    norm = total + tail
+    lam = np.exp(log_raw[: L + 1] - shift) / norm
+    grads = {}
+    for name, dl in dlog.items():
+        dnorm = (w * dl).sum() + (tail * dl[-1] if tail else 0.0)
+        grads[name] = lam * (dl[: L + 1] - dnorm / norm)
+        grads[name].setflags(write=False)
+    lam.setflags(write=False)
+    return lam, grads
+
+
+@lru_cache(maxsize=64)
+def _shape_series(kernel: _SpectralKernel):
+    dim = kernel.dim
+    L = 16
+    while True:
+        lam, grads = _spectral_cache(kernel, dim, L)
+        counts = np.array([float(num_harmonics(e, dim)) for e in range(L + 1)])
+        tail = 1.0 - float((lam * counts).sum())
+        if tail <= kernel.shape_tol or L >= kernel.max_shape_degree:
+            break
+        L *= 2
+    if tail > kernel.shape_tol:
+        warnings.warn(
+            f"{kernel!r}: shape truncated at degree {L} leaves relative mass {tail:.1e} "
+            f"(> {kernel.shape_tol:.0e}); shape values near t = 1 are low by about that much",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    return lam, grads, tail
+
+
+class IntrinsicMatern(_SpectralKernel):
+    r"""Matérn (or, for ``nu = inf``, the heat / squared-exponential) kernel of the
+    Laplace–Beltrami operator on :math:`S^{d-1}`:
+
+    .. math:: \lambda_\ell \propto \Big(\frac{2\nu}{\rho^2} + \ell(\ell + d - 2)\Big)^{-(\nu +
+              \frac{d-1}{2})}, \qquad \lambda_\ell^{\infty} \propto
+              e^{-\rho^2 \ell(\ell + d - 2)/2},
+
+    normalised so that :math:`\kappa(1) = \sum_\ell \lambda_\ell N(\ell, d) = ` ``variance``
+    (seed 001 eqs. 33–34 use an unnormalised variant). ``lengthscale`` is :math:`\rho`. The
+    spectrum depends on the dimension, so the kernel is built for one ``dim``.
+    """
+
+    shape_params = ("lengthscale",)
+    structure = ("dim", "nu")
+
+    def __init__(self, dim: int, nu: float = 1.5, lengthscale: float = 1.0, variance: float = 1.0, bias: float = 1.0, input_scale: Any = 1.0):
+        self.dim = check_dim(dim)
+        v = float(nu)
+        if not (v > 0):
+            raise ValueError(f"nu must be > 0 (or inf), got {nu!r}")
+        self.nu = v
+        self.lengthscale = _positive(lengthscale, "lengthscale")
+        super().__init__(variance, bias, input_scale)
+
+    def _key(self):
+        return ("IntrinsicMatern", self.dim, self.nu, self.lengthscale)
+
+    def _raw(self, ell):
+        rho = self.lengthscale
+        lap = ell * (ell + self.dim - 2.0)
+        if math.isinf(self.nu):
+            return -0.5 * rho**2 * lap, {"lengthscale": -rho * lap}
+        a = 2.0 * self.nu / rho**2
+        power = self.nu + (self.dim - 1) / 2.0
+        log_raw = -power * np.log(a + lap)
+        # d/drho of -power log(a + lap) = -power * (da/drho) / (a + lap), da/drho = -2a/rho
+        return log_raw, {"lengthscale": power * 2.0 * a / rho / (a + lap)}
+
+
+class PolynomialDecay(_SpectralKernel):
+    r"""Continuous-depth kernel of seed 004 (eq. 15): :math:`\lambda_\ell \propto \ell^{-\beta}`.
+
+    Convention at :math:`\ell = 0` (where :math:`\ell^{-\beta}` is infinite): the constant level
+    gets the weight of level 1, :math:`\lambda_0 = \lambda_1`, i.e.
+    :math:`\lambda_\ell \propto \max(\ell, 1)^{-\beta}`. Normalised so that
+    :math:`\kappa(1) = ` ``variance``, which needs :math:`\beta > d - 1` (the series
+    :math:`\sum \ell^{-\beta} N(\ell, d)` converges); smaller :math:`\beta` (a "deeper" kernel)
+    is rejected with that explanation. The spectrum depends on ``dim``.
+    """
+
+    shape_params = ("beta",)
+    structure = ("dim",)
+
+    def __init__(self, dim: int, beta: float = 4.0, variance: float = 1.0, bias: float = 1.0, input_scale: Any = 1.0):
+        self.dim = check_dim(dim)
+        self.beta = _positive(beta, "beta")
+        if self.beta <= self.dim - 1:
+            raise ValueError(
+                f"beta must exceed dim - 1 = {self.dim - 1} so that sum_l l^-beta N(l, d) "
+                f"converges (kappa(1) finite), got beta = {self.beta}"
+            )
+        super().__init__(variance, bias, input_scale)
+
+    def _key(self):
+        return ("PolynomialDecay", self.dim, self.beta)
+
+    def _raw(self, ell):
+        log_l = np.log(np.maximum(ell, 1.0))
+        return -self.beta * log_l, {"beta": -log_l}

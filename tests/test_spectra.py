@@ -1,0 +1,359 @@
+"""Funk-Hecke coefficients, kernel spectra and activation coefficients."""
+
+from __future__ import annotations
+
+import math
+
+import mpmath
+import numpy as np
+import pytest
+
+import spherelab as sl
+from spherelab import activations as acts
+from spherelab import kernels as K
+from spherelab.funk_hecke import funk_hecke
+
+# seed 000, Table B.1 (arc-cosine order 1) and Table B.2 (ReLU), "analytical" columns, d = 3, 5, 7
+TABLE_B1 = {
+    3: ["0.375", "0.167", "0.0234", "0", "0.000651", "0", "9.16e-05", "0", "2.29e-05", "0"],
+    5: ["0.352", "0.1", "0.00977", "0", "0.000153", "0", "1.37e-05", "0", "2.38e-06", "0"],
+    7: ["0.342", "0.0714", "0.00534", "0", "5.34e-05", "0", "3.34e-06", "0", "4.26e-07", "0"],
+}
+TABLE_B2 = {
+    3: ["0.25", "0.167", "0.0625", "0", "-0.0104", "0", "0.00391", "0", "-0.00195", "0"],
+    5: ["0.188", "0.1", "0.0312", "0", "-0.00391", "0", "0.00117", "0", "-0.000488", "0"],
+    7: ["0.156", "0.0714", "0.0195", "0", "-0.00195", "0", "0.000488", "0", "-0.000174", "0"],
+}
+
+
+def printed_half_unit(text: str) -> float:
+    """Half a unit in the last printed digit of a number like '0.00977' or '9.16e-05'."""
+    mantissa, _, exponent = text.partition("e")
+    decimals = len(mantissa.split(".")[1]) if "." in mantissa else 0
+    return 0.5 * 10.0 ** (-decimals + (int(exponent) if exponent else 0))
+
+
+@pytest.mark.parametrize("d", [3, 5, 7])
+def test_seed000_tables_every_printed_digit(d):
+    lam = K.ArcCosine(1).spectrum(d, 9)
+    sig = acts.ReLU().coefficients(d, 9)
+    for ell in range(10):
+        for ours, printed in [(lam[ell], TABLE_B1[d][ell]), (sig[ell], TABLE_B2[d][ell])]:
+            if printed == "0":
+                assert ours == 0.0  # structural zero, exactly
+            else:
+                # the paper rounds half-way cases either way (0.03125 -> "0.0312")
+                assert abs(ours - float(printed)) <= printed_half_unit(printed) * (1 + 1e-9)
+
+
+def mp_funk_hecke(shape_mp, d: int, ell: int, split: bool) -> float:
+    """omega_d * int_0^pi s(cos th) P_l(cos th) sin^(d-2) th dth at 30 digits (mpmath)."""
+    with mpmath.workdps(30):
+        a = mpmath.mpf(d - 2) / 2
+        omega = mpmath.gamma(mpmath.mpf(d) / 2) / (mpmath.sqrt(mpmath.pi) * mpmath.gamma(mpmath.mpf(d - 1) / 2))
+
+        def P(t):
+            if d == 2:
+                return mpmath.chebyt(ell, t)
+            return mpmath.gegenbauer(ell, a, t) / mpmath.gegenbauer(ell, a, 1)
+
+        f = lambda th: shape_mp(mpmath.cos(th)) * P(mpmath.cos(th)) * mpmath.sin(th) ** (d - 2)  # noqa: E731
+        pts = [0, mpmath.pi / 2, mpmath.pi] if split else [0, mpmath.pi]
+        return float(omega * mpmath.quad(f, pts))
+
+
+MP_SHAPES = {
+    "relu": (lambda t: max(t, 0), acts.ReLU(), True),
+    "softplus3": (lambda t: mpmath.log(1 + mpmath.exp(3 * t)) / 3, acts.Softplus(3.0), False),
+    "erf": (lambda t: mpmath.erf(2 * t), acts.Erf(2.0), False),
+    "arccos1": (
+        lambda t: (mpmath.sqrt(1 - t * t) + t * (mpmath.pi - mpmath.acos(t))) / mpmath.pi,
+        K.ArcCosine(1),
+        False,
+    ),
+    "arccos2": (
+        lambda t: (3 * mpmath.sqrt(1 - t * t) * t + (mpmath.pi - mpmath.acos(t)) * (1 + 2 * t * t)) / (3 * mpmath.pi),
+        K.ArcCosine(2),
+        False,
+    ),
+    "matern32": (
+        lambda t: (1 + mpmath.sqrt(3) * mpmath.sqrt(2 - 2 * t) / mpmath.mpf("0.7"))
+        * mpmath.exp(-mpmath.sqrt(3) * mpmath.sqrt(2 - 2 * t) / mpmath.mpf("0.7")),
+        K.Matern(1.5, 0.7),
+        False,
+    ),
+    "ntk2": (None, K.NTK(2), False),
+}
+
+
+@pytest.mark.parametrize("name", [n for n in MP_SHAPES if MP_SHAPES[n][0] is not None])
+@pytest.mark.parametrize("d", [2, 3, 4, 6, 9])
+def test_against_mpmath_funk_hecke(name, d):
+    shape_mp, obj, split = MP_SHAPES[name]
+    L = 8
+    ours = obj.coefficients(d, L) if isinstance(obj, acts.Activation) else obj.spectrum(d, L)
+    for ell in range(L + 1):
+        ref = mp_funk_hecke(shape_mp, d, ell, split)
+        if ours[ell] == 0.0:
+            assert abs(ref) < 1e-14  # a structural zero is a true zero
+        else:
+            assert abs(ours[ell] - ref) <= 1e-10 * abs(ref), (ell, ours[ell], ref)
+
+
+ALL_KERNELS = [
+    K.ArcCosine(0),
+    K.ArcCosine(1),
+    K.ArcCosine(2),
+    K.DeepArcCosine(3),
+    K.NTK(1),
+    K.NTK(3),
+    K.Matern(0.5, 0.7),
+    K.Matern(1.5, 1.3),
+    K.Matern(2.5, 0.4),
+    K.Matern(np.inf, 0.8),
+]
+
+
+@pytest.mark.parametrize("kernel", ALL_KERNELS, ids=repr)
+@pytest.mark.parametrize("d", [2, 3, 4, 5, 9, 17])
+def test_spectra_non_negative(kernel, d):
+    lam = kernel.spectrum(d, 40)
+    assert np.all(lam >= -1e-15 * lam[0]), lam.min()
+
+
+@pytest.mark.parametrize("d", [2, 3, 5, 9])
+def test_spectral_kernels_non_negative_and_normalised(d):
+    for kernel in [K.IntrinsicMatern(d, 1.5, 0.6), K.IntrinsicMatern(d, np.inf, 0.5),
+                   K.PolynomialDecay(d, d + 1.5)]:
+        lam = kernel.spectrum(d, 30)
+        assert np.all(lam > 0)
+        deg, tail = kernel.shape_truncation()
+        assert abs(float(kernel.shape(np.ones(1))[0]) - 1.0) <= max(tail, 0) + 1e-12
+
+
+@pytest.mark.parametrize(
+    "shape, d, L, parity",
+    [
+        (K.Matern(np.inf, 0.8).shape, 3, 80, None),
+        (K.Matern(np.inf, 0.5).shape, 6, 80, None),
+        (acts.Softplus(3.0).shape, 3, 120, "even_plus_linear"),
+        (acts.Erf(1.5).shape, 5, 60, "odd"),
+        (lambda t: np.exp(2 * t), 9, 20, None),  # beyond ~20, N(l, 9) amplifies 1e-19 noise
+        (lambda t: np.cos(3 * t), 2, 60, "even"),
+    ],
+)
+def test_sum_rule(shape, d, L, parity):
+    """sum_l c_l N(l, d) = s(1) for shapes whose series converges fast."""
+    c = funk_hecke(shape, d, L, parity=parity)
+    counts = np.array([float(sl.num_harmonics(e, d)) for e in range(L + 1)])
+    assert abs((c * counts).sum() - float(shape(np.ones(1))[0])) < 1e-12
+
+
+@pytest.mark.parametrize("kernel", [K.ArcCosine(0), K.ArcCosine(1), K.ArcCosine(2), K.NTK(2),
+                                    K.Matern(1.5, 1.0), K.DeepArcCosine(2)], ids=repr)
+@pytest.mark.parametrize("d", [3, 5])
+def test_mercer_reconstruction_improves_with_level(kernel, d):
+    t = np.linspace(-1, 1, 201)
+    errors = []
+    for L in [2, 4, 8, 16, 32, 64]:
+        errors.append(np.abs(sl.zonal_series(kernel.spectrum(d, L), d, t) - kernel.shape(t)).max())
+    assert all(b < a for a, b in zip(errors, errors[1:])), errors
+    assert errors[-1] < 0.05 * errors[0]
+
+
+def test_structural_zeros_are_exact():
+    for d in [2, 3, 4, 7]:
+        lam = K.ArcCosine(1).spectrum(d, 21)
+        assert np.all(lam[3::2] == 0.0)
+        for a in [acts.ReLU(), acts.Softplus(3.0), acts.Swish()]:
+            assert np.all(a.coefficients(d, 21)[3::2] == 0.0)
+        assert np.all(acts.Erf().coefficients(d, 21)[0::2] == 0.0)
+        assert np.all(acts.Step().coefficients(d, 21)[2::2] == 0.0)
+
+
+def test_relu_closed_form_matches_quadrature():
+    for d in [2, 3, 4, 8, 33, 128]:
+        closed = acts.ReLU().coefficients(d, 30)
+        quad = funk_hecke(acts.ReLU().shape, d, 30, kinks=[0.0], parity="even_plus_linear")
+        assert np.allclose(closed, quad, rtol=1e-12, atol=1e-15)
+
+
+def test_error_estimate_and_methods():
+    c, err = funk_hecke(lambda t: np.exp(t), 5, 10, return_error=True)
+    assert err.shape == (11,) and np.all(err < 1e-14)
+    g = funk_hecke(lambda t: t**3 - t, 5, 6, method="gegenbauer", num_nodes=8)
+    a = funk_hecke(lambda t: t**3 - t, 5, 6)
+    assert np.allclose(g, a, atol=1e-15)
+    assert np.all(np.abs(g[4:]) < 1e-15)  # a cubic has no levels above 3
+
+
+# ---------------------------------------------------------------------------------------------
+# derivatives against finite differences
+# ---------------------------------------------------------------------------------------------
+
+
+def _with(kernel, name, value):
+    import copy
+
+    k = copy.copy(kernel)
+    setattr(k, name, value)
+    return k
+
+
+PARAM_KERNELS = [
+    (K.Matern(0.5, 0.8, variance=1.3), ["lengthscale", "variance"]),
+    (K.Matern(1.5, 0.8, variance=1.3), ["lengthscale", "variance"]),
+    (K.Matern(2.5, 1.1), ["lengthscale", "variance"]),
+    (K.Matern(np.inf, 0.6), ["lengthscale", "variance"]),
+    (K.IntrinsicMatern(4, 2.5, 0.7), ["lengthscale", "variance"]),
+    (K.IntrinsicMatern(3, np.inf, 0.5), ["lengthscale"]),
+    (K.PolynomialDecay(3, 4.5, variance=0.7), ["beta", "variance"]),
+    (K.ArcCosine(1, variance=2.0), ["variance"]),
+]
+
+
+@pytest.mark.parametrize("kernel, names", PARAM_KERNELS, ids=lambda x: repr(x)[:40])
+def test_shape_and_spectrum_gradients(kernel, names):
+    d = getattr(kernel, "dim", 4)
+    t = np.linspace(-0.95, 0.9, 9)
+    sg = kernel.shape_gradients(t)
+    lg = kernel.spectrum_gradients(d, 12)
+    for name in names:
+        v = getattr(kernel, name)
+        h = 1e-6 * v
+        up, dn = _with(kernel, name, v + h), _with(kernel, name, v - h)
+        fd_shape = (up.shape(t) - dn.shape(t)) / (2 * h)
+        fd_spec = (up.spectrum(d, 12) - dn.spectrum(d, 12)) / (2 * h)
+        assert np.allclose(sg[name], fd_shape, rtol=1e-6, atol=1e-9), name
+        assert np.allclose(lg[name], fd_spec, rtol=1e-5, atol=1e-12 * np.abs(fd_spec).max()), name
+
+
+@pytest.mark.parametrize("kernel", ALL_KERNELS + [K.IntrinsicMatern(3, 1.5, 0.9), K.PolynomialDecay(3, 5.0)], ids=repr)
+def test_shape_dt(kernel):
+    t = np.array([-0.9, -0.4, 0.0, 0.35, 0.8])
+    h = 1e-6
+    fd = (kernel.shape(t + h) - kernel.shape(t - h)) / (2 * h)
+    assert np.allclose(kernel.shape_dt(t), fd, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("act", [acts.Softplus(2.0), acts.Swish(1.5), acts.Erf(0.8)], ids=repr)
+def test_activation_coefficient_gradients(act):
+    (name,) = act.params
+    v = getattr(act, name)
+    h = 1e-6 * v
+    up, dn = type(act)(v + h), type(act)(v - h)
+    for d in [2, 3, 6]:
+        g = act.coefficient_gradients(d, 10)[name]
+        fd = (up.coefficients(d, 10) - dn.coefficients(d, 10)) / (2 * h)
+        assert np.allclose(g, fd, rtol=1e-6, atol=1e-10)
+        gs = act.shape_gradients(np.linspace(-1, 1, 5))[name]
+        fds = (up.shape(np.linspace(-1, 1, 5)) - dn.shape(np.linspace(-1, 1, 5))) / (2 * h)
+        assert np.allclose(gs, fds, rtol=1e-6, atol=1e-10)
+
+
+DATA_KERNELS = [
+    K.ArcCosine(1, variance=1.5, bias=0.7, input_scale=1.3),
+    K.ArcCosine(2, bias=1.2, input_scale=np.array([0.8, 1.5])),
+    K.Matern(1.5, 0.9, bias=0.5, input_scale=np.array([1.1, 0.6])),
+    K.Matern(np.inf, 0.7, variance=0.8, bias=2.0),
+    K.NTK(2, bias=1.0, input_scale=0.9),
+    K.IntrinsicMatern(3, 2.5, 0.8, bias=0.9, input_scale=np.array([1.0, 2.0])),
+    K.PolynomialDecay(3, 5.0, bias=1.1),
+]
+
+
+@pytest.mark.parametrize("kernel", DATA_KERNELS, ids=lambda k: repr(k)[:50])
+@pytest.mark.parametrize("cross", [False, True])
+def test_data_space_gradients(kernel, cross, rng):
+    X = rng.normal(size=(7, 2))
+    X2 = rng.normal(size=(5, 2)) if cross else None
+    G = rng.normal(size=(7, 5 if cross else 7))
+    grads = kernel.gradients(G, X, X2)
+    for name, value in kernel.hyperparameters.items():
+        if name == "input_scale" and np.ndim(value) == 1:
+            fd = np.zeros_like(value)
+            for k in range(value.size):
+                h = 1e-6 * value[k]
+                vu, vd = value.copy(), value.copy()
+                vu[k] += h
+                vd[k] -= h
+                fd[k] = (np.sum(G * _with(kernel, name, vu).K(X, X2)) - np.sum(G * _with(kernel, name, vd).K(X, X2))) / (2 * h)
+            assert np.allclose(grads[name], fd, rtol=1e-5, atol=1e-7), name
+        else:
+            h = 1e-6 * value
+            fd = (np.sum(G * _with(kernel, name, value + h).K(X, X2)) - np.sum(G * _with(kernel, name, value - h).K(X, X2))) / (2 * h)
+            assert math.isclose(grads[name], fd, rel_tol=1e-5, abs_tol=1e-7), (name, grads[name], fd)
+
+
+def test_gram_matches_definition(rng):
+    k = K.ArcCosine(1, variance=2.0, bias=0.5, input_scale=np.array([2.0, 0.5, 1.0]))
+    X = rng.normal(size=(6, 3))
+    Xt = np.concatenate([X / k.input_scale, np.full((6, 1), 0.5)], 1)
+    r = np.linalg.norm(Xt, axis=1)
+    T = np.clip((Xt / r[:, None]) @ (Xt / r[:, None]).T, -1, 1)
+    th = np.arccos(T)
+    ref = 2.0 * np.outer(r, r) * (np.sin(th) + (np.pi - th) * np.cos(th)) / np.pi
+    assert np.allclose(k.K(X), ref, atol=1e-12)
+    assert np.allclose(k.diag(X), np.diag(ref))
+    assert np.all(np.linalg.eigvalsh(k.K(X)) > -1e-12)
+
+
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: K.Matern(nu=2.0), "nu"),
+        (lambda: K.Matern(nu="3/2"), "nu"),
+        (lambda: K.Matern(1.5, lengthscale=0.0), "lengthscale"),
+        (lambda: K.Matern(1.5, lengthscale=-1.0), "lengthscale"),
+        (lambda: K.IntrinsicMatern(3, 1.5, lengthscale=np.nan), "lengthscale"),
+        (lambda: K.ArcCosine(3), "order"),
+        (lambda: K.ArcCosine(1, variance=0), "variance"),
+        (lambda: K.ArcCosine(1).spectrum(1, 3), "dim"),
+        (lambda: K.ArcCosine(1).spectrum(3, -1), "max_degree"),
+        (lambda: K.PolynomialDecay(5, beta=3.0), "beta must exceed"),
+        (lambda: K.IntrinsicMatern(3).spectrum(4, 3), "built for dim=3"),
+        (lambda: funk_hecke(lambda t: np.log(t), 3, 4), "NaN"),
+        (lambda: funk_hecke(lambda t: 1.0, 3, 4), "vectorised"),
+        (lambda: funk_hecke(np.exp, 3, 4, kinks=[1.0]), "kinks"),
+        (lambda: funk_hecke(np.exp, 3, 4, parity="weird"), "parity"),
+        (lambda: funk_hecke(np.exp, 1, 4), "dim"),
+        (lambda: acts.Softplus(beta=0), "beta"),
+        (lambda: K.ArcCosine(1, bias=0.0).K(np.zeros((2, 2))), "vanishes"),
+        (lambda: K.ArcCosine(1, input_scale=[1.0, 2.0]).K(np.zeros((2, 3))), "input_scale"),
+        (lambda: K.ArcCosine(1).K(np.array([[np.nan, 1.0]])), "NaN"),
+    ],
+)
+def test_bad_input(call, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        call()
+
+
+# ---------------------------------------------------------------------------------------------
+# analysis helpers
+# ---------------------------------------------------------------------------------------------
+
+
+def test_rkhs_norm_relu_grows_softplus_converges():
+    d, L = 3, 60
+    lam = K.ArcCosine(1).spectrum(d, L)
+    relu = sl.rkhs_norm_truncated(acts.ReLU().coefficients(d, L), lam, d)
+    soft = sl.rkhs_norm_truncated(acts.Softplus(3.0).coefficients(d, L), lam, d)
+    # ReLU under arc-cos 1: sigma_l^2 / lambda_l = 1 / (2d) on every non-zero level
+    steps = np.diff(relu)[1::2]  # even levels >= 2
+    assert np.allclose(steps[steps > 0] / np.array([sl.num_harmonics(e, d) for e in range(2, L + 1, 2)]), 1 / (2 * d))
+    assert relu[-1] > 10 * relu[4]
+    assert soft[-1] - soft[30] < 1e-6 * soft[-1]
+
+
+def test_mismatch_report_and_truncated_shape():
+    d, L = 5, 12
+    lam = K.Matern(2.5, 0.5).spectrum(d, L)
+    rep = sl.mismatch_report(lam, acts.ReLU().coefficients(d, L))
+    assert rep["activation_only_zero"].tolist() == [3, 5, 7, 9, 11]
+    assert rep["kernel_only_zero"].size == 0
+    rep2 = sl.mismatch_report(K.ArcCosine(1).spectrum(d, L), acts.Erf().coefficients(d, L))
+    assert rep2["kernel_only_zero"].tolist() == [3, 5, 7, 9, 11]
+    t = np.linspace(-1, 1, 11)
+    c = acts.Softplus(3.0).coefficients(d, 40)
+    assert np.allclose(sl.truncated_shape(c, d, t), acts.Softplus(3.0).shape(t), atol=1e-10)
+    assert np.abs(sl.truncated_shape(c, d, t, 2) - acts.Softplus(3.0).shape(t)).max() > 1e-3
