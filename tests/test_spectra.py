@@ -357,3 +357,27 @@ def test_mismatch_report_and_truncated_shape():
     c = acts.Softplus(3.0).coefficients(d, 40)
     assert np.allclose(sl.truncated_shape(c, d, t), acts.Softplus(3.0).shape(t), atol=1e-10)
     assert np.abs(sl.truncated_shape(c, d, t, 2) - acts.Softplus(3.0).shape(t)).max() > 1e-3
+
+
+@pytest.mark.parametrize("d, beta", [(3, 2.5), (3, 4.0), (5, 4.3), (5, 7.0)])
+def test_polynomial_decay_normalisation_against_zeta(d, beta):
+    """kappa(1) = 1: sum_l max(l,1)^-beta N(l, d) in closed form with Riemann zeta values
+    (N(l, 3) = 2l + 1, N(l, 5) = (2l^3 + 9l^2 + 13l + 6)/6); slow tails (p = 1.3) included."""
+    with mpmath.workdps(30):
+        poly = {3: [(2, 1), (1, 0)], 5: [(mpmath.mpf(2) / 6, 3), (mpmath.mpf(9) / 6, 2),
+                                         (mpmath.mpf(13) / 6, 1), (1, 0)]}[d]
+        total = 1 + sum(c * mpmath.zeta(beta - e) for c, e in poly)
+    lam = K.PolynomialDecay(d, beta).spectrum(d, 4)
+    assert abs(lam[1] * float(total) - 1) < 1e-11
+    assert lam[0] == lam[1]
+
+
+def test_intrinsic_matern_normalisation_direct_sum():
+    """Against a brute-force sum to l = 2e6 (+ its power-law tail)."""
+    d, nu, rho = 3, 1.5, 0.6
+    a, pw = 2 * nu / rho**2, nu + (d - 1) / 2
+    ell = np.arange(2_000_001, dtype=np.float64)
+    terms = (2 * ell + 1) * (a + ell * (ell + 1)) ** (-pw)
+    total = terms.sum() + terms[-1] * ell[-1] / 3.0  # tail ~ 2 l^-4
+    lam = K.IntrinsicMatern(d, nu, rho).spectrum(d, 3)
+    assert abs(lam[0] * total / a ** (-pw) - 1) < 1e-13

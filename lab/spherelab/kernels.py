@@ -573,48 +573,77 @@ class _SpectralKernel(ZonalKernel):
         return hash(self._key())
 
 
-_TAIL_LEVELS = 200_000
+_DIRECT_LEVELS = 2048  # summed term by term; beyond, Euler-Maclaurin on the smooth tail
 
 
-def _mass_terms(kernel: _SpectralKernel, dim: int, upto: int):
-    ell = np.arange(upto + 1, dtype=np.float64)
-    log_raw, dlog = kernel._raw(ell)
-    counts = np.exp(
-        np.where(ell == 0, 0.0, np.log(np.maximum(2 * ell + dim - 2, 1.0)) - np.log(np.maximum(ell, 1.0)))
-        + _log_binom(ell + dim - 3, ell - 1)
-    )
-    counts[0] = 1.0
-    return log_raw, dlog, counts
+def _log_counts(ell: np.ndarray, dim: int) -> np.ndarray:
+    """log N(l, d) for real l >= 1 (continuous in l, for the tail integral); N(0, d) = 1.
 
-
-def _log_binom(n: np.ndarray, k: np.ndarray) -> np.ndarray:
+    N(l, d) = (2l + d - 2)/l * prod_{j < d-2} (l + j) / (d - 2)!: the product form stays exact
+    for huge l, where lgamma(l + d - 2) - lgamma(l) would cancel catastrophically."""
     from scipy.special import gammaln
 
-    k = np.maximum(k, 0.0)
-    return gammaln(n + 1.0) - gammaln(k + 1.0) - gammaln(np.maximum(n - k, 0.0) + 1.0)
+    x = np.maximum(np.asarray(ell, dtype=np.float64), 1.0)
+    out = np.log(2 * x + dim - 2.0) - np.log(x) - gammaln(dim - 1.0)
+    for j in range(dim - 2):
+        out = out + np.log(x + j)
+    return np.where(ell == 0, 0.0, out)
+
+
+@lru_cache(maxsize=16)
+def _log_counts_cached(dim: int, upto: int) -> np.ndarray:
+    out = _log_counts(np.arange(upto + 1, dtype=np.float64), dim)
+    out.setflags(write=False)
+    return out
+
+
+def _tail_sum(f, n: float, p: float) -> float:
+    """Sum of f(l) over integers l > n for a smooth f decaying like l^-p, by Euler-Maclaurin:
+    the integral from n to inf of f, minus f(n)/2, minus f1(n)/12, plus f3(n)/720 (f1, f3 the
+    first and third derivatives). The integral is mapped to (0, 1] by x = n / v^m with
+    m(p - 1) >= 2, which makes the integrand smooth, and done by 128-point Gauss-Legendre."""
+    from scipy.special import roots_legendre
+
+    m = max(1, math.ceil(2.0 / (p - 1.0)))
+    u, w = roots_legendre(128)
+    v = 0.5 * (u + 1.0)
+    integral = float(np.sum(0.5 * w * f(n / v**m) * m * n * v ** (-m - 1.0)))
+    h = 0.25
+    vals = f(n + h * np.arange(-2, 3, dtype=np.float64))
+    d1 = (vals[3] - vals[1]) / (2 * h)
+    d3 = (vals[4] - 2 * vals[3] + 2 * vals[1] - vals[0]) / (2 * h**3)
+    return integral - vals[2] / 2 - d1 / 12 + d3 / 720
 
 
 @lru_cache(maxsize=256)
 def _spectral_cache(kernel: _SpectralKernel, dim: int, L: int):
     """Normalised spectrum (kappa(1) = 1) and its parameter derivatives at levels 0..L."""
-    upto = max(L, _TAIL_LEVELS)
-    log_raw, dlog, counts = _mass_terms(kernel, dim, upto)
+    upto = max(L, _DIRECT_LEVELS)
+    ell = np.arange(upto + 1, dtype=np.float64)
+    log_raw, dlog = kernel._raw(ell)
     shift = log_raw.max()
-    w = np.exp(log_raw - shift) * counts
-    total = w.sum()
-    # power-law tail beyond `upto` (terms ~ l^(-p)): integral estimate
-    p = -np.log(w[-1] / w[-2]) / np.log(upto / (upto - 1.0)) if w[-1] > 0 else np.inf
-    tail = w[-1] * upto / (p - 1.0) if np.isfinite(p) and p > 1.0 else 0.0
-    if np.isfinite(p) and p <= 1.0:
-        raise ValueError(
-            f"{kernel!r}: the series sum_l lambda_l N(l, {dim}) diverges (terms decay like "
-            f"l^-{p:.2f}); this spectrum cannot be normalised to a variance in d = {dim}"
-        )
-    norm = total + tail
+    w = np.exp(log_raw - shift + _log_counts_cached(dim, upto))
+
+    def term(x, name=None):
+        lr, dl = kernel._raw(x)
+        val = np.exp(lr - shift + _log_counts(x, dim))
+        return val if name is None else val * dl[name]
+
+    tail, p = 0.0, np.inf
+    if w[-1] > 0:
+        p = -np.log(w[-1] / w[-2]) / np.log(upto / (upto - 1.0))
+        if p <= 1.0 + 1e-9:
+            raise ValueError(
+                f"{kernel!r}: the series sum_l lambda_l N(l, {dim}) diverges (terms decay like "
+                f"l^-{p:.2f}); this spectrum cannot be normalised to a variance in d = {dim}"
+            )
+        tail = _tail_sum(term, float(upto), p)
+    norm = w.sum() + tail
     lam = np.exp(log_raw[: L + 1] - shift) / norm
     grads = {}
     for name, dl in dlog.items():
-        dnorm = (w * dl).sum() + (tail * dl[-1] if tail else 0.0)
+        dtail = _tail_sum(lambda x, n=name: term(x, n), float(upto), p) if tail else 0.0
+        dnorm = (w * dl[: upto + 1]).sum() + dtail
         grads[name] = lam * (dl[: L + 1] - dnorm / norm)
         grads[name].setflags(write=False)
     lam.setflags(write=False)
