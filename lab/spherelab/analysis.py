@@ -41,22 +41,25 @@ def truncated_shape(coeffs: Any, dim: int, t: Any, max_degree: int | None = None
 
 
 def _nonzero(x: np.ndarray, rtol: float) -> np.ndarray:
+    # The library returns structural zeros as exact zeros, so the default rtol = 0 separates
+    # "vanishes" from "tiny": a fast-decaying spectrum in high d has genuine 1e-20 levels.
     return np.abs(x) > rtol * np.abs(x).max() if np.any(x) else np.zeros(x.shape, bool)
 
 
 def rkhs_norm_truncated(
-    activation_coeffs: Any, kernel_spectrum: Any, dim: int, rtol: float = 1e-12
+    activation_coeffs: Any, kernel_spectrum: Any, dim: int, rtol: float = 0.0
 ) -> np.ndarray:
     r"""Cumulative :math:`\|\sigma_L\|^2_{\mathcal H}` for L = 0..len - 1, shape ``(L + 1,)``.
 
-    Levels with :math:`\lambda_\ell = 0` (to ``rtol`` of the largest eigenvalue) are dropped, as
-    in the activated-feature ``Kuu`` (``shared/design.md`` §3).
+    Levels with :math:`\lambda_\ell = 0` (or below ``rtol`` times the largest eigenvalue, for
+    spectra computed elsewhere with quadrature noise) are dropped, as in the activated-feature
+    ``Kuu`` (``shared/design.md`` §3).
     """
     s = check_finite_array(activation_coeffs, "activation_coeffs", ndim=1)
     lam = check_finite_array(kernel_spectrum, "kernel_spectrum", ndim=1)
     if s.shape != lam.shape:
         raise ValueError(f"activation_coeffs {s.shape} and kernel_spectrum {lam.shape} differ")
-    if np.any(lam < -rtol * np.abs(lam).max()):
+    if np.any(lam < -max(rtol, 1e-12) * np.abs(lam).max()):
         raise ValueError("kernel_spectrum must be non-negative")
     keep = _nonzero(lam, rtol)
     terms = np.zeros_like(s)
@@ -65,9 +68,10 @@ def rkhs_norm_truncated(
 
 
 def mismatch_report(
-    kernel_spectrum: Any, activation_coeffs: Any, rtol: float = 1e-12
+    kernel_spectrum: Any, activation_coeffs: Any, rtol: float = 0.0
 ) -> dict[str, np.ndarray]:
-    """Levels where exactly one of the two spectra vanishes.
+    """Levels where exactly one of the two spectra vanishes (a value counts as zero when
+    ``|x| <= rtol * max|x|``; the default 0 trusts the exact zeros the library returns).
 
     Returns
     -------

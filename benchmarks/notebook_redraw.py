@@ -1,0 +1,98 @@
+"""Benchmark: how long one slider move takes to redraw in the spectra notebooks (02, 03).
+
+Runs each notebook's code (non-interactive Agg canvas, full-size data, widgets live), then
+times ``slider.value = v`` followed by a full ``canvas.draw()`` — the work a browser's slider
+event triggers, plus rendering. Target: under 100 ms after the first draw.
+
+    .venv/bin/python benchmarks/notebook_redraw.py [--save DIR]   # --save: PNG of each figure
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import nbformat  # noqa: E402
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(__file__))
+from _machine import describe  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_notebook(name: str) -> dict:
+    """Execute a notebook's code cells in a fresh namespace (widget backend switched off)."""
+    nb = nbformat.read(ROOT / "notebooks" / name, as_version=4)
+    src = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    src = src.replace('get_ipython().run_line_magic("matplotlib", "widget")', "pass")
+    import IPython.display
+
+    IPython.display.display = lambda *a, **k: None
+    ns: dict = {"display": lambda *a, **k: None}
+    src = src.replace("from IPython.display import display", "")
+    exec(compile(src, name, "exec"), ns)
+    return ns
+
+
+def time_moves(fig, moves) -> list[float]:
+    """Seconds per move: the callback, plus a full render if the callback asked for one
+    (``draw_idle``, which a live front end would run once, right after), else only the
+    blitted artists the callback drew itself."""
+    fig.canvas.draw()  # the first draw is not what the target is about
+    requested = []
+    fig.canvas.draw_idle = lambda *a, **k: requested.append(True)
+    out = []
+    for widget, value in moves:
+        requested.clear()
+        t0 = time.perf_counter()
+        widget.value = value
+        if requested:
+            fig.canvas.draw()
+        out.append((widget.description, time.perf_counter() - t0))
+    return out
+
+
+def report(name: str, timings) -> None:
+    by: dict[str, list[float]] = {}
+    for label, t in timings:
+        by.setdefault(label, []).append(t * 1e3)
+    parts = ", ".join(f"{k}: median {np.median(v):.0f} ms (max {max(v):.0f})" for k, v in by.items())
+    print(f"{name}: {parts}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--save", type=Path, default=None)
+    args = parser.parse_args()
+    os.environ.pop("SPHERELAB_SMOKE", None)
+    print("machine:", describe())
+
+    ns = run_notebook("02_spectra_mismatch.ipynb")
+    e = ns["explorer"]
+    moves = [(e.levels, v) for v in (25, 30, 35, 40)] + [(e.dim, v) for v in (4, 9, 15)]
+    moves += [(e.kernel, "arc-cosine, order 1"), (e.act, "softplus (β = 3)"), (e.kernel, "intrinsic Matérn-3/2")]
+    report("02 spectra mismatch", time_moves(e.fig, moves))
+    if args.save:
+        args.save.mkdir(parents=True, exist_ok=True)
+        e.fig.savefig(args.save / "02_spectra_mismatch.png", dpi=80)
+
+    ns = run_notebook("03_truncation.ipynb")
+    e = ns["explorer"]
+    moves = [(e.L, v) for v in (8, 12, 20, 30, 40)] + [(e.dim, v) for v in (5, 9)]
+    moves += [(e.act, "softplus (β = 3)"), (e.kernel, "Matérn-5/2 (chordal)")]
+    report("03 truncation", time_moves(e.fig, moves))
+    if args.save:
+        e.fig.savefig(args.save / "03_truncation.png", dpi=80)
+    plt.close("all")
+
+
+if __name__ == "__main__":
+    main()
