@@ -4,7 +4,7 @@ Conventions follow ``shared/design.md``: inputs are lifted to :math:`S^{d-1}`, h
 orthonormal for the normalised surface measure, :math:`\alpha = (d-2)/2`.
 """
 
-from . import activations, kernels, widgets
+from . import activations, kernels, likelihoods, widgets
 from .analysis import mismatch_report, rkhs_norm_truncated, truncated_shape
 from .funk_hecke import funk_hecke
 from .gegenbauer import (
@@ -17,6 +17,7 @@ from .gegenbauer import (
     zonal_table,
 )
 from .harmonics import SphericalHarmonics
+from .models import VISH
 from .sphere import lonlat_grid, orthographic_grid, product_quadrature, sample_sphere
 from .special import (
     cumulative_num_harmonics,
@@ -47,6 +48,8 @@ def warmup() -> None:
 
 __all__ = [
     "SphericalHarmonics",
+    "VISH",
+    "likelihoods",
     "funk_hecke",
     "kernels",
     "activations",

@@ -49,6 +49,7 @@ __all__ = [
     "Matern",
     "IntrinsicMatern",
     "PolynomialDecay",
+    "Truncated",
 ]
 
 
@@ -741,3 +742,78 @@ class PolynomialDecay(_SpectralKernel):
     def _raw(self, ell):
         log_l = np.log(np.maximum(ell, 1.0))
         return -self.beta * log_l, {"beta": -log_l}
+
+
+class Truncated(ZonalKernel):
+    r"""The kernel :math:`\kappa_L(t) = \sum_{\ell \le L} \lambda_\ell Z_\ell(t)` of a base kernel
+    truncated at degree L (``shared/design.md`` §2): a valid kernel in its own right, and exactly
+    the prior that VISH with every harmonic up to degree L represents. Hyper-parameters are the
+    base kernel's (reads and writes go to it)."""
+
+    _own = ("base", "dim", "max_degree")
+
+    def __init__(self, kernel: ZonalKernel, dim: int, max_degree: int) -> None:
+        if not isinstance(kernel, ZonalKernel):
+            raise TypeError(f"kernel must be a spherelab kernel, got {kernel!r}")
+        object.__setattr__(self, "base", kernel)
+        object.__setattr__(self, "dim", check_dim(dim))
+        object.__setattr__(self, "max_degree", check_degree(max_degree))
+
+    @property
+    def shape_params(self):  # type: ignore[override]
+        return self.base.shape_params
+
+    @property
+    def structure(self):  # type: ignore[override]
+        return ("dim", "max_degree")
+
+    def __getattr__(self, name):
+        if name in ("variance", "bias", "input_scale") or name in self.base.shape_params:
+            return getattr(self.base, name)
+        raise AttributeError(name)
+
+    def __setattr__(self, name, value):
+        if name in self._own:
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self.base, name, value)
+
+    def __copy__(self):
+        import copy
+
+        return Truncated(copy.copy(self.base), self.dim, self.max_degree)
+
+    def _key(self):
+        return ("Truncated", self.base._key(), self.dim, self.max_degree)
+
+    def _levels(self):
+        return self.base._spectrum(self.dim, self.max_degree)
+
+    def _spectrum(self, dim, L):
+        if dim != self.dim:
+            raise ValueError(f"this Truncated kernel was built for dim={self.dim}, asked for dim={dim}")
+        out = np.zeros(L + 1)
+        k = min(L, self.max_degree)
+        out[: k + 1] = self._levels()[: k + 1]
+        return out
+
+    def _spectrum_grads(self, dim, L):
+        k = min(L, self.max_degree)
+        out = {}
+        for name, g in self.base._spectrum_grads(self.dim, self.max_degree).items():
+            padded = np.zeros(L + 1)
+            padded[: k + 1] = g[: k + 1]
+            out[name] = padded
+        return out
+
+    def _shape(self, t):
+        return zonal_series(self._levels(), self.dim, t)
+
+    def _shape_dt(self, t):
+        return zonal_series(self._levels(), self.dim, t, derivative=True)[1]
+
+    def _shape_grads(self, t):
+        return {
+            name: zonal_series(g, self.dim, t)
+            for name, g in self.base._spectrum_grads(self.dim, self.max_degree).items()
+        }

@@ -1,0 +1,185 @@
+"""VISH: exact limit, bound properties, gradients, streaming statistics, bad input."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+
+import spherelab as sl
+from spherelab import kernels as K
+from spherelab.bounds import collapsed_bound
+from spherelab.inducing import HarmonicStatistics, SphericalHarmonicFeatures, harmonic_statistics
+
+
+def data(rng, n=60, D=2):
+    X = rng.normal(size=(n, D))
+    y = np.sin(2 * X[:, 0]) + 0.3 * X[:, -1] + 0.1 * rng.normal(size=n)
+    return X, y
+
+
+def exact_gp(kernel, X, y, Xs, noise):
+    Kxx = kernel.K(X) + noise * np.eye(len(y))
+    Ksx = kernel.K(Xs, X)
+    mean = Ksx @ np.linalg.solve(Kxx, y)
+    var = kernel.diag(Xs) - np.einsum("ij,ji->i", Ksx, np.linalg.solve(Kxx, Ksx.T))
+    _, logdet = np.linalg.slogdet(Kxx)
+    lml = -0.5 * (y @ np.linalg.solve(Kxx, y) + logdet + len(y) * np.log(2 * np.pi))
+    return mean, var, lml
+
+
+@pytest.mark.parametrize(
+    "base, D, L",
+    [
+        (K.Matern(1.5, 0.8, variance=1.3, bias=0.7, input_scale=1.2), 2, 5),
+        (K.ArcCosine(1, variance=0.9, bias=1.1), 1, 12),  # d = 2: the circle
+        (K.NTK(2, bias=0.5, input_scale=np.array([1.0, 2.0, 0.5])), 3, 4),
+        (K.IntrinsicMatern(4, 2.5, 0.9, bias=1.0), 3, 4),
+    ],
+    ids=["matern-d3", "arccos-d2", "ntk-d4", "intrinsic-d4"],
+)
+def test_all_harmonics_equal_exact_gp_with_truncated_kernel(base, D, L, rng):
+    X, y = data(rng, D=D)
+    Xs = rng.normal(size=(9, D))
+    kernel = K.Truncated(base, D + 1, L)
+    model = sl.VISH(kernel, L, sl.likelihoods.Gaussian(0.05)).fit(X, y, optimize=False)
+    mean, var = model.predict_f(Xs)
+    mean_ex, var_ex, lml = exact_gp(kernel, X, y, Xs, 0.05)
+    assert np.allclose(mean, mean_ex, atol=1e-8)
+    assert np.allclose(var, var_ex, atol=1e-8)
+    assert abs(model.elbo() - lml) < 1e-8 * abs(lml)
+
+
+def test_elbo_increases_with_degree_and_stays_below_exact(rng):
+    X, y = data(rng, n=80)
+    kernel = K.Matern(2.5, 1.0, bias=1.0)
+    _, _, lml = exact_gp(kernel, X, y, X[:1], 0.05)
+    elbos = [
+        sl.VISH(copy.copy(kernel), L, sl.likelihoods.Gaussian(0.05)).fit(X, y, optimize=False).elbo()
+        for L in range(0, 9)
+    ]
+    assert all(b > a for a, b in zip(elbos, elbos[1:])), elbos
+    assert elbos[-1] < lml
+    assert lml - elbos[-1] < 0.2 * (lml - elbos[2])  # the gap closes as features are added
+
+
+@pytest.mark.parametrize(
+    "kernel",
+    [K.Matern(1.5, 0.7, variance=1.4, bias=0.8), K.ArcCosine(1, variance=2.0),
+     K.IntrinsicMatern(3, 1.5, 0.9), K.PolynomialDecay(3, 4.5, variance=0.8), K.Matern(np.inf, 0.5)],
+    ids=repr,
+)
+def test_model_gradients_against_finite_differences(kernel, rng):
+    X, y = data(rng)
+    model = sl.VISH(kernel, 6, sl.likelihoods.Gaussian(0.1)).fit(X, y, optimize=False)
+    grads = model.elbo_gradient()
+    for name in ["variance", *kernel.shape_params]:
+        v = getattr(kernel, name)
+        h = 1e-6 * v
+        setattr(kernel, name, v + h)
+        up = model.elbo()
+        setattr(kernel, name, v - h)
+        dn = model.elbo()
+        setattr(kernel, name, v)
+        assert np.isclose(grads[name], (up - dn) / (2 * h), rtol=1e-5, atol=1e-6), name
+    n = model.likelihood.variance
+    h = 1e-7
+    model.likelihood.variance = n + h
+    up = model.elbo()
+    model.likelihood.variance = n - h
+    dn = model.elbo()
+    model.likelihood.variance = n
+    assert np.isclose(grads["noise"], (up - dn) / (2 * h), rtol=1e-5)
+
+
+def test_bound_matrix_gradients(rng):
+    """dL/dG, dL/dc, dL/dsum_r2, dL/dv, dL/dlam against finite differences (GPy contract)."""
+    M, n = 7, 30
+    Phi = rng.normal(size=(n, M))
+    y = rng.normal(size=n)
+    stats = HarmonicStatistics(Phi.T @ Phi, Phi.T @ y, float(y @ y), 41.0, n)
+    lam = np.exp(rng.normal(size=M)) * np.logspace(0, -6, M)
+    v, noise = 3.0, 0.3
+    res = collapsed_bound(lam, v, noise, stats)
+
+    def value(**kw):
+        s = HarmonicStatistics(kw.get("G", stats.G), kw.get("c", stats.c), stats.yy,
+                               kw.get("sum_r2", stats.sum_r2), n)
+        return collapsed_bound(kw.get("lam", lam), kw.get("v", v), noise, s, gradients=False)
+
+    E = np.zeros((M, M))
+    E[2, 4] = E[4, 2] = 1.0
+    h = 1e-6
+    fd = (value(G=stats.G + h * E) - value(G=stats.G - h * E)) / (2 * h)
+    assert np.isclose(res.dG[2, 4] + res.dG[4, 2], fd, rtol=1e-6)
+    e = np.zeros(M)
+    e[3] = 1.0
+    assert np.isclose(res.dc[3], (value(c=stats.c + h * e) - value(c=stats.c - h * e)) / (2 * h), rtol=1e-6)
+    assert np.isclose(res.dsum_r2, (value(sum_r2=41.0 + h) - value(sum_r2=41.0 - h)) / (2 * h), rtol=1e-6)
+    assert np.isclose(res.dv, (value(v=v + h) - value(v=v - h)) / (2 * h), rtol=1e-6)
+    for m in [0, M - 1]:  # largest and smallest (1e-6) eigenvalue
+        hm = 1e-4 * lam[m]  # finite-difference noise ~ eps |L| / h must stay small
+        fd = (value(lam=lam + hm * np.eye(M)[m]) - value(lam=lam - hm * np.eye(M)[m])) / (2 * hm)
+        assert np.isclose(res.dlam[m], fd, rtol=1e-5), m
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 64, 10_000])
+def test_streaming_statistics_are_chunk_independent(chunk, rng):
+    kernel = K.Matern(1.5, 1.0, bias=0.6, input_scale=np.array([1.0, 0.5, 2.0]))
+    feats = SphericalHarmonicFeatures(4, 3)
+    X = rng.normal(size=(301, 3))
+    y = rng.normal(size=301)
+    st = harmonic_statistics(kernel, feats, X, y, chunk_size=chunk)
+    Phi = feats.Kuf(kernel, X)
+    assert np.allclose(st.G, Phi.T @ Phi, atol=1e-10)
+    assert np.allclose(st.c, Phi.T @ y, atol=1e-11)
+    assert np.isclose(st.sum_r2, np.sum(kernel.lift(X)[0] ** 2))
+    assert st.n == 301 and np.isclose(st.yy, y @ y)
+
+
+def test_arccos_zero_levels_are_dropped(rng):
+    X, y = data(rng)
+    model = sl.VISH(K.ArcCosine(1), 7).fit(X, y, optimize=False)
+    degrees = model.features.degrees[model._active_mask]
+    assert not np.any((degrees % 2 == 1) & (degrees >= 3))
+    assert np.isfinite(model.elbo())
+
+
+def test_fit_optimises_and_returns_self(rng):
+    X, y = data(rng, n=120)
+    model = sl.VISH(K.Matern(1.5, 1.0), 6, sl.likelihoods.Gaussian(1.0))
+    before = sl.VISH(K.Matern(1.5, 1.0), 6, sl.likelihoods.Gaussian(1.0)).fit(X, y, optimize=False).elbo()
+    assert model.fit(X, y) is model
+    assert model.optimizer_result.success
+    assert model.elbo() > before + 10
+    mean, var = model.predict_y(X[:5])
+    assert mean.shape == (5,) and np.all(var > model.likelihood.variance * 0.999)
+
+
+@pytest.mark.parametrize(
+    "X, y, match",
+    [
+        (np.array([[np.nan, 1.0]]), np.ones(1), "X contains"),
+        (np.ones((3, 2)), np.array([1.0, np.inf, 0.0]), "y contains"),
+        (np.ones((3, 2)), np.ones(4), "3 rows but y has 4"),
+        (np.ones((0, 2)), np.ones(0), "empty"),
+        (np.ones(3), np.ones(3), "2-d array"),
+    ],
+)
+def test_bad_input(X, y, match):
+    with pytest.raises(ValueError, match=match):
+        sl.VISH(K.Matern(1.5, 1.0), 3).fit(X, y)
+
+
+def test_bad_construction_and_use():
+    with pytest.raises(TypeError, match="kernel"):
+        sl.VISH("matern", 3)
+    with pytest.raises(ValueError, match="max_degree"):
+        sl.VISH(K.Matern(1.5, 1.0), -1)
+    with pytest.raises(ValueError, match="noise"):
+        sl.likelihoods.Gaussian(0.0)
+    with pytest.raises(RuntimeError, match="fit"):
+        sl.VISH(K.Matern(1.5, 1.0), 3).elbo()
+    with pytest.raises(ValueError, match="vanishes"):
+        sl.VISH(K.Matern(1.5, 1.0, bias=0.0), 3).fit(np.zeros((2, 2)), np.ones(2))
