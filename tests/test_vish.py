@@ -183,3 +183,54 @@ def test_bad_construction_and_use():
         sl.VISH(K.Matern(1.5, 1.0), 3).elbo()
     with pytest.raises(ValueError, match="vanishes"):
         sl.VISH(K.Matern(1.5, 1.0, bias=0.0), 3).fit(np.zeros((2, 2)), np.ones(2))
+
+
+@pytest.mark.parametrize(
+    "kernel",
+    [K.Matern(1.5, 0.8, variance=1.3, bias=0.7, input_scale=1.2),
+     K.ArcCosine(1, bias=0.9, input_scale=np.array([0.7, 1.4])),
+     K.NTK(2, bias=1.3, input_scale=np.array([1.1, 0.6]))],
+    ids=repr,
+)
+def test_lift_gradients_against_finite_differences(kernel, rng):
+    """bias and input_scale change the features: FD recomputes the statistics."""
+    X, y = data(rng)
+    model = sl.VISH(kernel, 5, sl.likelihoods.Gaussian(0.05)).fit(X, y, optimize=False)
+    grads = model.elbo_gradient()
+
+    def elbo_now():
+        model.stats = harmonic_statistics(kernel, model.features, X, y)
+        model._posterior = None
+        return model.elbo()
+
+    h = 1e-6
+    b = kernel.bias
+    kernel.bias = b + h
+    up = elbo_now()
+    kernel.bias = b - h
+    dn = elbo_now()
+    kernel.bias = b
+    assert np.isclose(grads["bias"], (up - dn) / (2 * h), rtol=1e-6, atol=1e-6)
+    s = np.atleast_1d(kernel.input_scale).astype(float)
+    fd = []
+    for j in range(s.size):
+        for sign in (+1, -1):
+            v = s.copy()
+            v[j] += sign * h
+            kernel.input_scale = v if s.size > 1 else float(v[0])
+            fd.append(elbo_now())
+    kernel.input_scale = s if s.size > 1 else float(s[0])
+    fd = [(fd[2 * j] - fd[2 * j + 1]) / (2 * h) for j in range(s.size)]
+    assert np.allclose(np.atleast_1d(grads["input_scale"]), fd, rtol=1e-6, atol=1e-6)
+
+
+def test_lift_training_on_a_subsample_counts_passes(rng):
+    X, y = data(rng, n=400)
+    X[:, 1] *= 5.0  # a badly scaled input the lift should learn to shrink
+    kernel = K.Matern(1.5, 1.0, input_scale=np.array([1.0, 1.0]))
+    model = sl.VISH(kernel, 5).fit(X, y, lift_subsample=150)
+    assert model.passes == 1  # the lift was fitted on the subsample; one full pass after
+    assert model.lift_result.success or model.lift_result.nit > 5
+    assert kernel.input_scale[1] > kernel.input_scale[0]
+    full = sl.VISH(K.Matern(1.5, 1.0, input_scale=np.array([1.0, 1.0])), 5).fit(X, y)
+    assert full.passes > 1  # subsample = all rows: every lift step was a full pass

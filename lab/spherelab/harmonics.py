@@ -255,8 +255,14 @@ def _inverse_norm_powers(x, rpow):  # pragma: no cover - compiled
 def _fill_factors(x, L, buf, rpow):  # pragma: no cover - compiled
     """Per-point factor values: circle powers (x1 + i x2)^m, then rho_k^n P_n^lam(x_k / rho_k),
     each divided by |x|^(its degree) so that the product is exactly scale invariant."""
-    d = x.shape[0]
     _inverse_norm_powers(x, rpow)
+    _fill_core(x, L, buf, rpow)
+
+
+@jit(parallel=False)
+def _fill_core(x, L, buf, rpow):  # pragma: no cover - compiled
+    """Factor values scaled by rpow[degree] (ones: the solid harmonics' raw factors)."""
+    d = x.shape[0]
     buf[0] = 1.0
     x0 = x[0]
     x1 = x[1]
@@ -416,6 +422,41 @@ class SphericalHarmonics:
             f"num_features={self.num_features})"
         )
 
+    def solid_vjp(self, X: Any, W: Any, *, parallel: bool = True) -> np.ndarray:
+        r"""Vector-Jacobian product with the *solid* harmonics :math:`H_m(x) = |x|^{\ell_m}
+        \phi_m(\hat x)` (homogeneous polynomials): row n of the result is
+        :math:`\nabla_x \sum_m W_{nm} H_m(x_n)`, shape ``(N, d)``.
+
+        On the unit sphere the tangential gradient of :math:`\phi_m` is
+        :math:`\nabla H_m - \ell_m \phi_m x`. Computed by reverse-mode differentiation of the
+        evaluation (products and factor recurrences), O(M min(L, d-1)^2 + d L^2) per point.
+
+        Parameters
+        ----------
+        X
+            ``(N, d)`` points (any non-zero norm; the solid harmonics are evaluated as given).
+        W
+            ``(N, M)`` weights.
+        """
+        from ._validation import check_finite_array
+
+        Xa = check_finite_array(X, "X", ndim=2)
+        if Xa.shape[1] != self.dim:
+            raise ValueError(f"X must have {self.dim} columns, got shape {Xa.shape}")
+        Wa = check_finite_array(W, "W", ndim=2)
+        if Wa.shape != (Xa.shape[0], self.num_features):
+            raise ValueError(f"W must have shape {(Xa.shape[0], self.num_features)}, got {Wa.shape}")
+        out = np.empty(Xa.shape)
+        if Xa.shape[0] == 0:
+            return out
+        plan = self._plan
+        with threads(None if parallel else 1):
+            _vjp_kernel(
+                np.ascontiguousarray(Xa), plan.max_degree, plan.const, plan.index,
+                plan.buffer_size, np.ascontiguousarray(Wa), out,
+            )
+        return out
+
     def __call__(
         self,
         X: Any,
@@ -467,3 +508,102 @@ class SphericalHarmonics:
         with threads(None if parallel else 1):
             _eval_kernel(*args, out)
         return out
+
+
+@jit(parallel=True)
+def _vjp_kernel(X, L, const, index, buffer_size, W, grad):  # pragma: no cover - compiled
+    """grad[n] = d/dx sum_m W[n, m] H_m(x) at x = X[n], H_m the solid (homogeneous degree-l)
+    harmonic: reverse-mode through the feature products and the factor recurrences."""
+    n_points = X.shape[0]
+    d = X.shape[1]
+    M = index.shape[0]
+    P = index.shape[1]
+    T = L * (L + 1) // 2
+    n_chunks = (n_points + _CHUNK - 1) // _CHUNK
+    for ch in prange(n_chunks):
+        buf = np.empty(buffer_size)
+        bbar = np.empty(buffer_size)
+        ones = np.ones(L + 1)
+        rho2bar = np.empty(d + 1)
+        g = np.empty(d)
+        start = ch * _CHUNK
+        stop = min(start + _CHUNK, n_points)
+        for i in range(start, stop):
+            x = X[i]
+            _fill_core(x, L, buf, ones)
+            bbar[:] = 0.0
+            for f in range(M):
+                w = W[i, f] * const[f]
+                if w == 0.0:
+                    continue
+                for p in range(P):
+                    slot = index[f, p]
+                    if slot == 0:
+                        continue
+                    prod = w
+                    for q in range(P):
+                        if q != p:
+                            prod *= buf[index[f, q]]
+                    bbar[slot] += prod
+            for j in range(d):
+                g[j] = 0.0
+                rho2bar[j] = 0.0
+            rho2bar[d] = 0.0
+            # level recurrences, from the last level down (rho_k^2 adjoints collected per k)
+            rho2 = 0.0
+            for j in range(d):
+                rho2 += x[j] * x[j]
+            for k in range(d, 2, -1):
+                xk = x[k - 1]
+                base = 1 + 2 * L + (k - 3) * T
+                off = 0
+                for m in range(L):
+                    nmax = L - m
+                    two_lam = 2.0 * m + (k - 2)
+                    # recompute G_0..G_nmax for this (k, m) (cheap, avoids storing them)
+                    gbar_next = 0.0  # adjoint of G_{j+1}
+                    gbar_cur = bbar[base + off + nmax - 1]  # adjoint of G_nmax (slot only)
+                    # walk j = nmax - 1 .. 1: G_{j+1} = a_j xk G_j - b_j rho2 G_{j-1}
+                    for j in range(nmax - 1, 0, -1):
+                        a_j = (2.0 * j + two_lam) / (j + two_lam)
+                        b_j = j / (j + two_lam)
+                        g_j = buf[base + off + j - 1]
+                        g_jm1 = 1.0 if j == 1 else buf[base + off + j - 2]
+                        # gbar_cur is the adjoint of G_{j+1}
+                        g[k - 1] += gbar_cur * a_j * g_j
+                        rho2bar[k] += -gbar_cur * b_j * g_jm1
+                        new_cur = bbar[base + off + j - 1] + gbar_cur * a_j * xk + gbar_next
+                        gbar_next = -gbar_cur * b_j * rho2
+                        gbar_cur = new_cur
+                    # G_1 = xk
+                    g[k - 1] += gbar_cur
+                    off += nmax
+                rho2 -= xk * xk  # rho_{k-1}^2 for the next (lower) level
+            # circle: (c_m + i s_m) = (x0 + i x1)^m, slots 2m-1 (cos) and 2m (sin)
+            x0 = x[0]
+            x1 = x[1]
+            cbar = 0.0
+            sbar = 0.0
+            for m in range(L, 0, -1):
+                cbar += bbar[2 * m - 1]
+                sbar += bbar[2 * m]
+                if m == 1:
+                    g[0] += cbar
+                    g[1] += sbar
+                else:
+                    c_prev = buf[2 * m - 3]
+                    s_prev = buf[2 * m - 2]
+                    g[0] += cbar * c_prev + sbar * s_prev
+                    g[1] += -cbar * s_prev + sbar * c_prev
+                    new_c = cbar * x0 + sbar * x1
+                    new_s = -cbar * x1 + sbar * x0
+                    cbar = new_c
+                    sbar = new_s
+            # rho_k^2 = sum_{j <= k} x_j^2
+            acc = 0.0
+            for k in range(d, 0, -1):
+                if k >= 3:
+                    acc += rho2bar[k]
+                g[k - 1] += 2.0 * x[k - 1] * acc
+            for j in range(d):
+                grad[i, j] = g[j]

@@ -8,10 +8,13 @@ variables are the projections of f on the harmonics of degree at most L, so
 :class:`~spherelab.inducing.HarmonicStatistics`, computed in one streaming pass; every optimiser
 step after that costs :math:`O(M^3)` whatever N.
 
-Current scope: Gaussian likelihood, collapsed bound, hyper-parameters of the kernel's spectrum
-(variance, lengthscale / beta) and the noise variance trained by L-BFGS-B. ``bias`` and
-``input_scale`` are kept fixed (they change the features and need the harmonics' input
-derivatives, which are not implemented yet).
+Current scope: Gaussian likelihood, collapsed bound; every hyper-parameter (variance,
+lengthscale / beta, noise, ``bias``, ``input_scale``) trained by L-BFGS-B with analytic
+gradients. ``bias`` and ``input_scale`` change the features, so their gradient needs a pass over
+the data (:meth:`SphericalHarmonics.solid_vjp`); the default strategy keeps large N cheap: all
+parameters are fitted on a random subsample of at most ``lift_subsample`` rows, then the lift is
+frozen, the statistics are computed in one pass over all rows and the spectrum and noise are
+refined at O(M^3) per step. ``passes`` records how many full passes a fit made.
 """
 
 from __future__ import annotations
@@ -36,7 +39,8 @@ def _softplus(u: np.ndarray) -> np.ndarray:
 
 
 def _softplus_inverse(x: np.ndarray) -> np.ndarray:
-    x = np.asarray(x, dtype=np.float64)
+    # a parameter at exactly 0 (bias = 0) maps to softplus(-690) = 1e-300, i.e. stays ~0
+    x = np.maximum(np.asarray(x, dtype=np.float64), 1e-300)
     return np.where(x > 30, x, np.log(np.expm1(np.minimum(x, 30))))
 
 
@@ -104,12 +108,25 @@ class VISH:
         self.likelihood.variance = float(values[-1])
         self._posterior = None
 
+    def _get_lift(self) -> np.ndarray:
+        return np.concatenate([[self.kernel.bias], np.atleast_1d(self.kernel.input_scale)])
+
+    def _set_lift(self, values: np.ndarray) -> None:
+        self.kernel.bias = float(values[0])
+        if np.ndim(self.kernel.input_scale) == 0:
+            self.kernel.input_scale = float(values[1])
+        else:
+            self.kernel.input_scale = np.array(values[1:], dtype=np.float64)
+        self._posterior = None
+
     # ---- bound ----------------------------------------------------------------------------
     def _active(self) -> np.ndarray:
         lam_levels = self.kernel.spectrum(self.features.dim, self.max_degree)
         return lam_levels[self.features.degrees] > 0
 
-    def _bound_and_grad(self, gradients: bool = True):
+    def _bound_and_grad(self, gradients: bool = True, lift_data=None):
+        """Bound and gradient over [variance, shape params, noise] (+ [bias, input_scale...]
+        when ``lift_data = (X, y)``: one extra pass over those rows)."""
         feats, stats = self.features, self.stats
         dim, L = feats.dim, self.max_degree
         lam_levels = self.kernel.spectrum(dim, L)
@@ -128,23 +145,72 @@ class VISH:
             g = float(res.dlam @ sgrads[name][deg]) + res.dv * float(vgrads[name][0])
             grads.append(g)
         grads.append(res.dnoise)
+        if lift_data is not None:
+            grads.extend(self._lift_gradient(res, act, *lift_data))
         return res.value, np.array(grads)
+
+    def _lift_gradient(self, res, act, X, y) -> list[float]:
+        r"""d bound / d (bias, input_scale) through :math:`\Phi_n = \psi(\tilde x_n)`,
+        :math:`\nabla\psi_m = \nabla H_m(\hat x) + (1 - \ell_m)\phi_m(\hat x)\hat x`."""
+        feats = self.features
+        deg = feats.degrees
+        scale = np.asarray(self.kernel.input_scale, dtype=np.float64)
+        D = X.shape[1]
+        g_bias = 0.0
+        g_scale = np.zeros(D)
+        dG2 = 2.0 * res.dG
+        for start in range(0, X.shape[0], self.chunk_size):
+            Xc, yc = X[start : start + self.chunk_size], y[start : start + self.chunk_size]
+            r, Xh = self.kernel.lift(Xc)
+            Phi_hat = feats.harmonics(Xh)
+            W = np.zeros_like(Phi_hat)
+            W[:, act] = (Phi_hat[:, act] * r[:, None]) @ dG2 + yc[:, None] * res.dc[None, :]
+            grad_x = feats.harmonics.solid_vjp(Xh, W)
+            grad_x += Xh * np.einsum("nm,nm,m->n", W, Phi_hat, 1.0 - deg)[:, None]
+            Xt = Xh * r[:, None]
+            grad_x += 2.0 * res.dsum_r2 * Xt
+            g_bias += float(grad_x[:, -1].sum())
+            g_scale -= np.einsum("nk,nk->k", grad_x[:, :D], Xt[:, :D])
+        g_scale /= np.broadcast_to(scale, (D,))
+        return [g_bias, *([g_scale.sum()] if scale.ndim == 0 else list(g_scale))]
 
     def elbo(self) -> float:
         """The collapsed bound at the current hyper-parameters (after :meth:`fit`)."""
         self._check_fitted()
         return float(self._bound_and_grad(gradients=False)[0])
 
-    def elbo_gradient(self) -> dict[str, float]:
-        """Derivatives of :meth:`elbo` with respect to every trained hyper-parameter."""
+    def elbo_gradient(self) -> dict[str, Any]:
+        """Derivatives of :meth:`elbo` with respect to every hyper-parameter (``bias`` and
+        ``input_scale`` need one pass over the training data)."""
         self._check_fitted()
-        _, g = self._bound_and_grad()
-        return dict(zip(self._param_names(), g))
+        _, g = self._bound_and_grad(lift_data=(self._X, self._y))
+        names = self._param_names()
+        out: dict[str, Any] = dict(zip(names, g[: len(names)]))
+        out["bias"] = g[len(names)]
+        rest = g[len(names) + 1 :]
+        out["input_scale"] = float(rest[0]) if np.ndim(self.kernel.input_scale) == 0 else np.array(rest)
+        return out
 
     # ---- fitting --------------------------------------------------------------------------
-    def fit(self, X: Any, y: Any, optimize: bool = True, *, maxiter: int = 500) -> "VISH":
-        """Compute the sufficient statistics (one pass over the data), then optimise the
-        hyper-parameters with L-BFGS-B (``optimize=True``) and set the optimal q(u).
+    def fit(
+        self,
+        X: Any,
+        y: Any,
+        optimize: bool = True,
+        *,
+        train_lift: bool = True,
+        lift_subsample: int = 20_000,
+        maxiter: int = 500,
+        seed: int = 0,
+    ) -> "VISH":
+        """Fit the model.
+
+        With ``optimize=True``: (1) if ``train_lift``, optimise every hyper-parameter including
+        ``bias`` and ``input_scale`` on a random subsample of at most ``lift_subsample`` rows
+        (each step: two passes over the subsample); (2) freeze the lift, compute the sufficient
+        statistics in one pass over all rows, and optimise the spectrum and noise (O(M^3) per
+        step). ``optimize=False`` keeps the hyper-parameters and only sets q(u).
+        ``self.passes`` counts the full passes over (X, y).
 
         Returns
         -------
@@ -156,19 +222,55 @@ class VISH:
             y = y[:, 0]
         if y.ndim != 1:
             raise ValueError(f"y must be 1-d (or a single column), got shape {y.shape}")
+        if X.shape[0] != y.shape[0]:
+            raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]} values")
+        if X.shape[0] == 0:
+            raise ValueError("X and y are empty: need at least one observation")
+        self.kernel.lift(X)  # clear errors (rows vanishing after the lift, wrong input_scale)
+        self._X, self._y = X, y
         self.features = SphericalHarmonicFeatures(X.shape[1] + 1, self.max_degree)
+        self.passes = 0
+        n_spec = len(self._param_names())
+        if optimize and train_lift:
+            n = X.shape[0]
+            if n > lift_subsample:
+                idx = np.sort(np.random.default_rng(seed).choice(n, lift_subsample, replace=False))
+                Xs, ys = X[idx], y[idx]
+            else:
+                Xs, ys = X, y
+            self._active_mask = None
+
+            def objective(u):
+                theta = _softplus(u)
+                self._set(theta[:n_spec])
+                self._set_lift(theta[n_spec:])
+                self.stats = harmonic_statistics(self.kernel, self.features, Xs, ys, chunk_size=self.chunk_size)
+                if self._active_mask is None:
+                    self._active_mask = self._active()
+                value, grad = self._bound_and_grad(lift_data=(Xs, ys))
+                return -value, -grad * expit(u)
+
+            u0 = _softplus_inverse(np.concatenate([self._get(), self._get_lift()]))
+            self.lift_result = minimize(objective, u0, jac=True, method="L-BFGS-B",
+                                        options={"maxiter": int(maxiter)})
+            theta = _softplus(self.lift_result.x)
+            self._set(theta[:n_spec])
+            self._set_lift(theta[n_spec:])
+            if Xs is X:
+                self.passes += 2 * self.lift_result.nfev
         self.stats = harmonic_statistics(self.kernel, self.features, X, y, chunk_size=self.chunk_size)
+        self.passes += 1
         self._active_mask = self._active()
         if optimize:
             u0 = _softplus_inverse(self._get())
 
-            def objective(u):
+            def objective_spectrum(u):
                 self._set(_softplus(u))
                 value, grad = self._bound_and_grad()
                 return -value, -grad * expit(u)
 
             self.optimizer_result = minimize(
-                objective, u0, jac=True, method="L-BFGS-B", options={"maxiter": int(maxiter)}
+                objective_spectrum, u0, jac=True, method="L-BFGS-B", options={"maxiter": int(maxiter)}
             )
             self._set(_softplus(self.optimizer_result.x))
         self._posterior = None
