@@ -26,21 +26,35 @@ from .inducing import HarmonicStatistics
 __all__ = ["CollapsedBound", "collapsed_bound", "cholesky_or_explain"]
 
 
+#: jitter tried on a failed Cholesky, relative to the largest diagonal entry (bounded)
+JITTERS = (0.0, 1e-12, 1e-10, 1e-8)
+
+
 def cholesky_or_explain(A: np.ndarray, name: str, hint: str) -> np.ndarray:
-    """Lower Cholesky factor, or a ``numpy.linalg.LinAlgError`` that names the matrix, its size,
-    its smallest diagonal entry and what to try."""
-    try:
-        L = cholesky(A, lower=True, check_finite=True)
-    except (np.linalg.LinAlgError, ValueError) as err:
-        diag = np.diag(A)
+    """Lower Cholesky factor with bounded jitter (relative ``JITTERS``), or a
+    ``numpy.linalg.LinAlgError`` that names the matrix, its size, its smallest diagonal entry,
+    the largest jitter tried and what to try."""
+    if not np.all(np.isfinite(A)):
         raise np.linalg.LinAlgError(
-            f"Cholesky of {name} ({A.shape[0]}x{A.shape[0]}) failed: {err}. Smallest diagonal "
-            f"entry {np.nanmin(diag):.3e}, {int(np.sum(~np.isfinite(A)))} non-finite entries. "
-            f"{hint}"
-        ) from None
-    if not np.all(np.isfinite(L)):
-        raise np.linalg.LinAlgError(f"Cholesky of {name} produced non-finite values. {hint}")
-    return L
+            f"{name} ({A.shape[0]}x{A.shape[0]}) has {int(np.sum(~np.isfinite(A)))} non-finite "
+            f"entries. {hint}"
+        )
+    scale = float(np.max(np.abs(np.diag(A)))) if A.size else 1.0
+    err = None
+    for jitter in JITTERS:
+        try:
+            B = A if jitter == 0.0 else A + jitter * scale * np.eye(A.shape[0])
+            L = cholesky(B, lower=True, check_finite=False)
+            if np.all(np.isfinite(L)):
+                return L
+        except (np.linalg.LinAlgError, ValueError) as e:  # not positive definite
+            err = e
+    diag = np.diag(A)
+    raise np.linalg.LinAlgError(
+        f"Cholesky of {name} ({A.shape[0]}x{A.shape[0]}) failed even with jitter "
+        f"{JITTERS[-1]:g} x max diagonal: {err}. Smallest diagonal entry {np.min(diag):.3e}, "
+        f"largest {np.max(diag):.3e}. {hint}"
+    )
 
 
 @dataclass

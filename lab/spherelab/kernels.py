@@ -148,6 +148,15 @@ class ZonalKernel:
         grads["variance"] = self._shape(t)
         return grads
 
+    def at_one(self) -> float:
+        r""":math:`\kappa(1)`, the prior variance at unit radius (exact where the shape is a
+        truncated series)."""
+        return float(self.shape(np.ones(1))[0])
+
+    def at_one_gradients(self) -> dict[str, float]:
+        r""":math:`\partial\kappa(1)/\partial\theta` for ``variance`` and the shape parameters."""
+        return {k: float(v[0]) for k, v in self.shape_gradients(np.ones(1)).items()}
+
     def spectrum(self, dim: int, max_degree: int) -> np.ndarray:
         r"""Eigenvalues :math:`\lambda_0..\lambda_L` on :math:`S^{d-1}` (``(L + 1,)``)."""
         dim, L = check_dim(dim), check_degree(max_degree)
@@ -562,6 +571,12 @@ class _SpectralKernel(ZonalKernel):
         _, grads, _ = self._series()
         return {k: zonal_series(v, self.dim, t) for k, v in grads.items()}
 
+    def at_one(self) -> float:
+        return self.variance  # normalised: sum_l lambda_l N(l, d) = variance exactly
+
+    def at_one_gradients(self) -> dict[str, float]:
+        return {"variance": 1.0, **{p: 0.0 for p in self.shape_params}}
+
     def shape_truncation(self) -> tuple[int, float]:
         """(degree at which the shape's series is cut, relative mass left out)."""
         lam, _, tail = self._series()
@@ -808,6 +823,17 @@ class Truncated(ZonalKernel):
 
     def _shape(self, t):
         return zonal_series(self._levels(), self.dim, t)
+
+    def at_one(self) -> float:
+        counts = np.array([float(num_harmonics(e, self.dim)) for e in range(self.max_degree + 1)])
+        return self.variance * float(self._levels() @ counts)
+
+    def at_one_gradients(self) -> dict[str, float]:
+        counts = np.array([float(num_harmonics(e, self.dim)) for e in range(self.max_degree + 1)])
+        grads = {k: self.variance * float(g @ counts)
+                 for k, g in self.base._spectrum_grads(self.dim, self.max_degree).items()}
+        grads["variance"] = float(self._levels() @ counts)
+        return grads
 
     def _shape_dt(self, t):
         return zonal_series(self._levels(), self.dim, t, derivative=True)[1]

@@ -34,6 +34,11 @@ from .likelihoods import Gaussian
 __all__ = ["VISH"]
 
 
+#: objective value returned for a trial point whose Cholesky fails even with jitter: a huge
+#: finite value makes L-BFGS-B's line search step back instead of aborting
+_REJECT = 1e300
+
+
 def _softplus(u: np.ndarray) -> np.ndarray:
     return np.logaddexp(0.0, u)
 
@@ -133,16 +138,16 @@ class VISH:
         act = self._active_mask
         deg = feats.degrees[act]
         sub = HarmonicStatistics(stats.G[np.ix_(act, act)], stats.c[act], stats.yy, stats.sum_r2, stats.n)
-        v = float(self.kernel.shape(np.ones(1))[0])
+        v = self.kernel.at_one()
         noise = self.likelihood.variance
         res = collapsed_bound(lam_levels[deg], v, noise, sub, gradients=gradients)
         if not gradients:
             return res, None
         sgrads = self.kernel.spectrum_gradients(dim, L)
-        vgrads = self.kernel.shape_gradients(np.ones(1))
+        vgrads = self.kernel.at_one_gradients()
         grads = []
         for name in ["variance", *self.kernel.shape_params]:
-            g = float(res.dlam @ sgrads[name][deg]) + res.dv * float(vgrads[name][0])
+            g = float(res.dlam @ sgrads[name][deg]) + res.dv * vgrads[name]
             grads.append(g)
         grads.append(res.dnoise)
         if lift_data is not None:
@@ -247,7 +252,10 @@ class VISH:
                 self.stats = harmonic_statistics(self.kernel, self.features, Xs, ys, chunk_size=self.chunk_size)
                 if self._active_mask is None:
                     self._active_mask = self._active()
-                value, grad = self._bound_and_grad(lift_data=(Xs, ys))
+                try:
+                    value, grad = self._bound_and_grad(lift_data=(Xs, ys))
+                except np.linalg.LinAlgError:
+                    return _REJECT, np.zeros_like(u)  # the line search steps back
                 return -value, -grad * expit(u)
 
             u0 = _softplus_inverse(np.concatenate([self._get(), self._get_lift()]))
@@ -266,7 +274,10 @@ class VISH:
 
             def objective_spectrum(u):
                 self._set(_softplus(u))
-                value, grad = self._bound_and_grad()
+                try:
+                    value, grad = self._bound_and_grad()
+                except np.linalg.LinAlgError:
+                    return _REJECT, np.zeros_like(u)  # the line search steps back
                 return -value, -grad * expit(u)
 
             self.optimizer_result = minimize(
@@ -299,7 +310,7 @@ class VISH:
             Binv = cho_solve((LB, True), np.eye(lam.size))
             weights = s * (Binv @ (s * self.stats.c[act])) / noise
             C = np.diag(lam) - Binv * np.outer(s, s)
-            v = float(self.kernel.shape(np.ones(1))[0])
+            v = self.kernel.at_one()
             self._posterior = (act, weights, C, v)
         return self._posterior
 
