@@ -234,3 +234,27 @@ def test_lift_training_on_a_subsample_counts_passes(rng):
     assert kernel.input_scale[1] > kernel.input_scale[0]
     full = sl.VISH(K.Matern(1.5, 1.0, input_scale=np.array([1.0, 1.0])), 5).fit(X, y)
     assert full.passes > 1  # subsample = all rows: every lift step was a full pass
+
+
+def test_synthetic_generator_is_deterministic_and_chunked():
+    X1, y1 = sl.datasets.synthetic_regression(2500, seed=3, chunk=1000)
+    X2, y2 = sl.datasets.synthetic_regression(2500, seed=3, chunk=1000)
+    assert X1.shape == (2500, 8) and y1.shape == (2500,)
+    assert np.array_equal(X1, X2) and np.array_equal(y1, y2)
+    assert 0.3 < y1.std() < 2.0
+    with pytest.raises(ValueError, match="num_points"):
+        sl.datasets.synthetic_regression(0)
+
+
+def test_kappa_at_one():
+    for k in [K.Matern(1.5, 0.4, variance=2.0), K.ArcCosine(2, variance=0.5), K.NTK(2)]:
+        assert np.isclose(k.at_one(), float(k.shape(np.ones(1))[0]))
+    assert K.IntrinsicMatern(3, 0.5, 0.05, variance=1.7).at_one() == 1.7
+    t = K.Truncated(K.Matern(1.5, 0.7, variance=1.3), 3, 5)
+    assert np.isclose(t.at_one(), float(t.shape(np.ones(1))[0]), rtol=1e-13)
+    g = t.at_one_gradients()
+    h = 1e-6
+    up, dn = copy.copy(t), copy.copy(t)
+    up.lengthscale = 0.7 + h
+    dn.lengthscale = 0.7 - h
+    assert np.isclose(g["lengthscale"], (up.at_one() - dn.at_one()) / (2 * h), rtol=1e-6)

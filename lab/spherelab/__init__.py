@@ -4,7 +4,7 @@ Conventions follow ``shared/design.md``: inputs are lifted to :math:`S^{d-1}`, h
 orthonormal for the normalised surface measure, :math:`\alpha = (d-2)/2`.
 """
 
-from . import activations, kernels, likelihoods, widgets
+from . import activations, datasets, kernels, likelihoods, widgets
 from .analysis import mismatch_report, rkhs_norm_truncated, truncated_shape
 from .funk_hecke import funk_hecke
 from .gegenbauer import (
@@ -50,6 +50,7 @@ __all__ = [
     "SphericalHarmonics",
     "VISH",
     "likelihoods",
+    "datasets",
     "funk_hecke",
     "kernels",
     "activations",
