@@ -34,6 +34,9 @@ from .likelihoods import Gaussian
 __all__ = ["VISH"]
 
 
+#: eigenvalues below this fraction of the largest are treated as zero prior variance
+_LAMBDA_FLOOR = 1e-250
+
 #: objective value returned for a trial point whose Cholesky fails even with jitter: a huge
 #: finite value makes L-BFGS-B's line search step back instead of aborting
 _REJECT = 1e300
@@ -140,9 +143,17 @@ class VISH:
         sub = HarmonicStatistics(stats.G[np.ix_(act, act)], stats.c[act], stats.yy, stats.sum_r2, stats.n)
         v = self.kernel.at_one()
         noise = self.likelihood.variance
-        res = collapsed_bound(lam_levels[deg], v, noise, sub, gradients=gradients)
+        # Quadrature spectra of very smooth kernels reach the rounding floor (|lambda| ~ 1e-17
+        # lambda_0, either sign) at high levels; such a level carries no prior variance, so it
+        # is clamped to a tiny positive value (and gets no gradient) instead of breaking B.
+        lam = lam_levels[deg]
+        floor = _LAMBDA_FLOOR * max(float(lam.max()), 1e-300)
+        clamped = lam < floor
+        lam = np.where(clamped, floor, lam)
+        res = collapsed_bound(lam, v, noise, sub, gradients=gradients)
         if not gradients:
             return res, None
+        res.dlam = np.where(clamped, 0.0, res.dlam)
         sgrads = self.kernel.spectrum_gradients(dim, L)
         vgrads = self.kernel.at_one_gradients()
         grads = []
@@ -254,8 +265,10 @@ class VISH:
                     self._active_mask = self._active()
                 try:
                     value, grad = self._bound_and_grad(lift_data=(Xs, ys))
-                except np.linalg.LinAlgError:
-                    return _REJECT, np.zeros_like(u)  # the line search steps back
+                except (np.linalg.LinAlgError, ValueError, FloatingPointError):
+                    # a trial point outside the usable range (Cholesky fails even with jitter,
+                    # a parameter under/overflowed): the line search steps back
+                    return _REJECT, np.zeros_like(u)
                 return -value, -grad * expit(u)
 
             u0 = _softplus_inverse(np.concatenate([self._get(), self._get_lift()]))
@@ -276,8 +289,10 @@ class VISH:
                 self._set(_softplus(u))
                 try:
                     value, grad = self._bound_and_grad()
-                except np.linalg.LinAlgError:
-                    return _REJECT, np.zeros_like(u)  # the line search steps back
+                except (np.linalg.LinAlgError, ValueError, FloatingPointError):
+                    # a trial point outside the usable range (Cholesky fails even with jitter,
+                    # a parameter under/overflowed): the line search steps back
+                    return _REJECT, np.zeros_like(u)
                 return -value, -grad * expit(u)
 
             self.optimizer_result = minimize(
@@ -297,6 +312,7 @@ class VISH:
         if self._posterior is None:
             act = self._active_mask
             lam = self.kernel.spectrum(self.features.dim, self.max_degree)[self.features.degrees[act]]
+            lam = np.maximum(lam, _LAMBDA_FLOOR * max(float(lam.max()), 1e-300))
             noise = self.likelihood.variance
             G = self.stats.G[np.ix_(act, act)]
             s = np.sqrt(lam)
