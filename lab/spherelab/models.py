@@ -271,6 +271,13 @@ class VISH:
                     return _REJECT, np.zeros_like(u)
                 return -value, -grad * expit(u)
 
+            # warm start: fit the spectrum and noise at the initial lift first (cheap, O(M^3)
+            # per step); joint optimisation from the defaults tends to run into degenerate
+            # lifts (input scales -> 0) that are worse local optima
+            self.stats = harmonic_statistics(self.kernel, self.features, Xs, ys, chunk_size=self.chunk_size)
+            self._active_mask = self._active()
+            self._optimise_spectrum(maxiter)
+            self._active_mask = None
             u0 = _softplus_inverse(np.concatenate([self._get(), self._get_lift()]))
             self.lift_result = minimize(objective, u0, jac=True, method="L-BFGS-B",
                                         options={"maxiter": int(maxiter)})
@@ -283,24 +290,27 @@ class VISH:
         self.passes += 1
         self._active_mask = self._active()
         if optimize:
-            u0 = _softplus_inverse(self._get())
-
-            def objective_spectrum(u):
-                self._set(_softplus(u))
-                try:
-                    value, grad = self._bound_and_grad()
-                except (np.linalg.LinAlgError, ValueError, FloatingPointError):
-                    # a trial point outside the usable range (Cholesky fails even with jitter,
-                    # a parameter under/overflowed): the line search steps back
-                    return _REJECT, np.zeros_like(u)
-                return -value, -grad * expit(u)
-
-            self.optimizer_result = minimize(
-                objective_spectrum, u0, jac=True, method="L-BFGS-B", options={"maxiter": int(maxiter)}
-            )
-            self._set(_softplus(self.optimizer_result.x))
+            self.optimizer_result = self._optimise_spectrum(maxiter)
         self._posterior = None
         return self
+
+    def _optimise_spectrum(self, maxiter: int):
+        """L-BFGS-B over the spectrum and noise parameters with the statistics fixed."""
+        u0 = _softplus_inverse(self._get())
+
+        def objective_spectrum(u):
+            self._set(_softplus(u))
+            try:
+                value, grad = self._bound_and_grad()
+            except (np.linalg.LinAlgError, ValueError, FloatingPointError):
+                # a trial point outside the usable range (Cholesky fails even with jitter,
+                # a parameter under/overflowed): the line search steps back
+                return _REJECT, np.zeros_like(u)
+            return -value, -grad * expit(u)
+
+        result = minimize(objective_spectrum, u0, jac=True, method="L-BFGS-B", options={"maxiter": int(maxiter)})
+        self._set(_softplus(result.x))
+        return result
 
     def _check_fitted(self) -> None:
         if self.stats is None:
