@@ -38,10 +38,7 @@ PAPER = {
 
 
 def load(name: str, split: int):
-    A = np.loadtxt(DATA / name / f"{name}.csv", delimiter=",", skiprows=1)
-    tr = np.loadtxt(DATA / name / "original" / f"index_train_{split}.txt", dtype=int)
-    te = np.loadtxt(DATA / name / "original" / f"index_test_{split}.txt", dtype=int)
-    return A[tr, :-1], A[tr, -1], A[te, :-1], A[te, -1]
+    return sl.datasets.load_uci(name, split, data_dir_=DATA)
 
 
 def run(name: str, split: int, degree: int):

@@ -258,3 +258,21 @@ def test_kappa_at_one():
     up.lengthscale = 0.7 + h
     dn.lengthscale = 0.7 - h
     assert np.isclose(g["lengthscale"], (up.at_one() - dn.at_one()) / (2 * h), rtol=1e-6)
+
+
+SHARED = __import__("pathlib").Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+
+
+@pytest.mark.skipif(not (SHARED / "yacht" / "yacht.csv").exists(), reason="../shared/data not present")
+def test_load_uci_from_a_data_directory():
+    Xtr, ytr, Xte, yte = sl.datasets.load_uci("yacht", 3, data_dir_=SHARED)
+    assert Xtr.shape == (277, 6) and Xte.shape == (31, 6)
+    assert ytr.shape == (277,) and yte.shape == (31,)
+
+
+def test_load_uci_missing_gives_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPHERELAB_DATA", str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="download=True"):
+        sl.datasets.load_uci("energy")
+    with pytest.raises(ValueError, match="name must be one of"):
+        sl.datasets.load_uci("iris")
