@@ -28,8 +28,11 @@ $(STAMP): pyproject.toml $(CONSTRAINTS) | $(BIN)/python
 	$(BIN)/python -c "import spherelab; spherelab.warmup()"
 	touch $@
 
+# JupyterLab refuses to start as root unless told (containers, CI machines run as root)
+ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
+
 lab: $(STAMP)
-	$(BIN)/jupyter lab --notebook-dir=notebooks \
+	$(BIN)/jupyter lab --notebook-dir=notebooks $(ALLOW_ROOT) \
 	  $(if $(HEADLESS),--no-browser --ip=127.0.0.1 --ServerApp.open_browser=False,) --port=$(PORT)
 
 test: $(STAMP)
