@@ -102,10 +102,9 @@ def harmonic_statistics(
         raise ValueError(
             f"X has {X.shape[1]} columns; features on S^{features.dim - 1} need {features.dim - 1}"
         )
-    from scipy.linalg.blas import dsyrk
-
     M = features.num_features
-    G = np.zeros((M, M), order="F")  # upper triangle accumulated in place by BLAS dsyrk
+    G = np.zeros((M, M))
+    tmp = np.empty((M, M))
     c = np.zeros(M)
     sum_r2 = 0.0
     n = X.shape[0]
@@ -123,9 +122,11 @@ def harmonic_statistics(
             buf = np.empty((stop - start, M))
         Phi = features.harmonics(Xh, out=buf)
         Phi *= r[:, None]
-        # G += Phi^T Phi, upper triangle only; Phi.T is Fortran-ordered, so no copy is made
-        G = dsyrk(1.0, Phi.T, beta=1.0, c=G, trans=0, lower=0, overwrite_c=1)
+        # G += Phi^T Phi by NumPy's dgemm: measured 4x faster here than SciPy's dsyrk (a
+        # different OpenBLAS build), despite computing both triangles
+        np.matmul(Phi.T, Phi, out=tmp)
+        G += tmp
         c += Phi.T @ y[start:stop]
         sum_r2 += float(r @ r)
-    G = np.triu(G) + np.triu(G, 1).T
-    return HarmonicStatistics(np.ascontiguousarray(G), c, float(y @ y), sum_r2, n)
+    G = 0.5 * (G + G.T)  # exactly symmetric
+    return HarmonicStatistics(G, c, float(y @ y), sum_r2, n)
