@@ -44,7 +44,9 @@ def warmup() -> None:
     normalized_gegenbauer_derivative_table(2, 0.5, t)
     gegenbauer_series(np.ones(3), 0.5, t, normalized=True, derivative=True)
     gegenbauer(2, 0.5, t)
-    SphericalHarmonics(3, 2)(np.eye(3))
+    Y = SphericalHarmonics(3, 2)
+    Y(np.eye(3))
+    Y.solid_vjp(np.eye(3), np.ones((3, Y.num_features)))
 
 __all__ = [
     "SphericalHarmonics",

@@ -175,14 +175,20 @@ class VISH:
         g_bias = 0.0
         g_scale = np.zeros(D)
         dG2 = 2.0 * res.dG
+        all_active = bool(np.all(act))
         for start in range(0, X.shape[0], self.chunk_size):
             Xc, yc = X[start : start + self.chunk_size], y[start : start + self.chunk_size]
             r, Xh = self.kernel.lift(Xc)
             Phi_hat = feats.harmonics(Xh)
-            W = np.zeros_like(Phi_hat)
-            W[:, act] = (Phi_hat[:, act] * r[:, None]) @ dG2 + yc[:, None] * res.dc[None, :]
+            # dL/dPhi_n = 2 dG Phi_n + y_n dc (features of zero prior variance get no weight)
+            if all_active:
+                W = (Phi_hat * r[:, None]) @ dG2
+                W += yc[:, None] * res.dc[None, :]
+            else:
+                W = np.zeros_like(Phi_hat)
+                W[:, act] = (Phi_hat[:, act] * r[:, None]) @ dG2 + yc[:, None] * res.dc[None, :]
             grad_x = feats.harmonics.solid_vjp(Xh, W)
-            grad_x += Xh * np.einsum("nm,nm,m->n", W, Phi_hat, 1.0 - deg)[:, None]
+            grad_x += Xh * ((W * Phi_hat) @ (1.0 - deg))[:, None]
             Xt = Xh * r[:, None]
             grad_x += 2.0 * res.dsum_r2 * Xt
             g_bias += float(grad_x[:, -1].sum())
