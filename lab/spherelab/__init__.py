@@ -53,6 +53,7 @@ __all__ = [
     "VISH",
     "likelihoods",
     "datasets",
+    "widgets",
     "funk_hecke",
     "kernels",
     "activations",

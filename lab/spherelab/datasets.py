@@ -3,6 +3,7 @@ regression sets (user data directory, optional download from the original source
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -69,11 +70,10 @@ _ORIGIN = (
 )
 
 
-def data_dir() -> "Path":
+def data_dir() -> Path:
     """The user data directory: ``$SPHERELAB_DATA``, else ``$XDG_DATA_HOME/spherelab``, else
     ``~/.local/share/spherelab``."""
     import os
-    from pathlib import Path
 
     if os.environ.get("SPHERELAB_DATA"):
         return Path(os.environ["SPHERELAB_DATA"])
@@ -81,7 +81,7 @@ def data_dir() -> "Path":
     return Path(base) / "spherelab"
 
 
-def _download_uci(name: str, target: "Path") -> None:
+def _download_uci(name: str, target: Path) -> None:
     """Fetch data.txt, the feature/target indices and the split indices from the original
     repository (pinned commit) into ``target/original`` and write ``target/<name>.csv``."""
     import urllib.request
@@ -118,8 +118,6 @@ def load_uci(
     is fetched from the original source (the PBP/MC-dropout repository, pinned commit) into
     :func:`data_dir`. Raw (unnormalised) values are returned.
     """
-    from pathlib import Path
-
     if name not in UCI_SETS:
         raise ValueError(f"name must be one of {sorted(UCI_SETS)}, got {name!r}")
     split = check_int(split, "split", minimum=0)

@@ -44,7 +44,6 @@ Thm. 1.5.1 (hyperspherical basis); Avery (1989); seed 000 App. A; ``shared/desig
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass
 from fractions import Fraction
