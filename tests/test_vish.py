@@ -276,3 +276,74 @@ def test_load_uci_missing_gives_clear_error(tmp_path, monkeypatch):
         sl.datasets.load_uci("energy")
     with pytest.raises(ValueError, match="name must be one of"):
         sl.datasets.load_uci("iris")
+
+
+# ---------------------------------------------------------------------------------------------
+# uncollapsed (SVGP) bound
+# ---------------------------------------------------------------------------------------------
+
+from spherelab.bounds import uncollapsed_bound  # noqa: E402
+
+
+def _svgp_problem(rng, n=40, M=6):
+    Phi = rng.normal(size=(n, M))
+    y = rng.normal(size=n)
+    r2 = 1.0 + rng.random(n)
+    lam = np.exp(rng.normal(size=M))
+    m = rng.normal(size=M)
+    L = np.tril(rng.normal(size=(M, M)) * 0.3) + np.diag(0.5 + rng.random(M))
+    return Phi, y, r2, lam, m, L
+
+
+def test_uncollapsed_gradients(rng):
+    Phi, y, r2, lam, m, L = _svgp_problem(rng)
+    v, noise, N = 2.5, 0.4, 100
+    res = uncollapsed_bound(lam, v, noise, m, L, Phi, y, r2, N)
+    f = lambda **kw: uncollapsed_bound(  # noqa: E731
+        kw.get("lam", lam), kw.get("v", v), kw.get("noise", noise), kw.get("m", m), kw.get("L", L),
+        Phi, y, r2, N).value
+    h = 1e-6
+    for k in range(len(m)):
+        e = np.eye(len(m))[k]
+        assert np.isclose(res.dm[k], (f(m=m + h * e) - f(m=m - h * e)) / (2 * h), rtol=1e-6, atol=1e-7)
+        hl = 1e-6 * lam[k]
+        assert np.isclose(res.dlam[k], (f(lam=lam + hl * e) - f(lam=lam - hl * e)) / (2 * hl), rtol=1e-5, atol=1e-6)
+    for i, j in [(0, 0), (3, 1), (5, 5), (4, 2)]:
+        E = np.zeros_like(L)
+        E[i, j] = 1.0
+        assert np.isclose(res.dL[i, j], (f(L=L + h * E) - f(L=L - h * E)) / (2 * h), rtol=1e-6, atol=1e-6)
+    assert np.isclose(res.dv, (f(v=v + h) - f(v=v - h)) / (2 * h), rtol=1e-6)
+    assert np.isclose(res.dnoise, (f(noise=noise + h) - f(noise=noise - h)) / (2 * h), rtol=1e-6)
+
+
+def test_uncollapsed_equals_collapsed_at_the_optimal_q(rng):
+    X, y = data(rng, n=50)
+    kernel = K.Matern(1.5, 0.9, bias=0.8)
+    model = sl.VISH(kernel, 4, sl.likelihoods.Gaussian(0.07)).fit(X, y, optimize=False)
+    lam = model.features.Kuu_inverse_diag(kernel)
+    Phi = model.features.Kuf(kernel, X)
+    noise = 0.07
+    A = np.diag(1 / lam) + Phi.T @ Phi / noise
+    Ainv = np.linalg.inv(A)
+    m_opt = (Ainv @ (Phi.T @ y) / noise) / lam  # Lambda^-1 A^-1 c / noise
+    S_opt = Ainv / np.outer(lam, lam)  # Lambda^-1 A^-1 Lambda^-1
+    r2 = kernel.lift(X)[0] ** 2
+    res = uncollapsed_bound(lam, kernel.at_one(), noise, m_opt, np.linalg.cholesky(S_opt), Phi, y, r2, len(y))
+    assert np.isclose(res.value, model.elbo(), rtol=1e-10)
+    assert np.allclose(res.dm, 0.0, atol=1e-6 * np.abs(m_opt).max())
+
+
+def test_minibatch_estimate_is_unbiased(rng):
+    """E over uniformly drawn minibatches of the N/B-scaled bound equals the full-data bound."""
+    Phi, y, r2, lam, m, L = _svgp_problem(rng, n=24, M=4)
+    full = uncollapsed_bound(lam, 1.5, 0.3, m, L, Phi, y, r2, 24).value
+    from itertools import combinations
+
+    # exhaustive over every batch of size 3: the expectation exactly
+    values = [uncollapsed_bound(lam, 1.5, 0.3, m, L, Phi[list(b)], y[list(b)], r2[list(b)], 24).value
+              for b in combinations(range(24), 3)]
+    assert np.isclose(np.mean(values), full, rtol=1e-12)
+    # and a plain Monte Carlo average over random batches, within 4 standard errors
+    draws = [uncollapsed_bound(lam, 1.5, 0.3, m, L, Phi[idx], y[idx], r2[idx], 24).value
+             for idx in (rng.choice(24, 6, replace=False) for _ in range(4000))]
+    assert abs(np.mean(draws) - full) < 4 * np.std(draws) / np.sqrt(len(draws))

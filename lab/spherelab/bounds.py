@@ -23,7 +23,13 @@ from scipy.linalg import cho_solve, cholesky, solve_triangular
 
 from .inducing import HarmonicStatistics
 
-__all__ = ["CollapsedBound", "collapsed_bound", "cholesky_or_explain"]
+__all__ = [
+    "CollapsedBound",
+    "collapsed_bound",
+    "UncollapsedBound",
+    "uncollapsed_bound",
+    "cholesky_or_explain",
+]
 
 
 #: jitter tried on a failed Cholesky, relative to the largest diagonal entry (bounded)
@@ -154,3 +160,70 @@ def collapsed_bound(
         dc=dc,
         dsum_r2=-0.5 * v / noise,
     )
+
+
+@dataclass
+class UncollapsedBound:
+    """Value and derivatives of the uncollapsed (SVGP) ELBO for one minibatch.
+
+    ``dm`` (M,), ``dL`` (M, M) lower-triangular, ``dlam`` (M,), ``dv``, ``dnoise``."""
+
+    value: float
+    dm: np.ndarray
+    dL: np.ndarray
+    dlam: np.ndarray
+    dv: float
+    dnoise: float
+
+
+def uncollapsed_bound(
+    lam: np.ndarray,
+    v: float,
+    noise: float,
+    m: np.ndarray,
+    L: np.ndarray,
+    Phi: np.ndarray,
+    y: np.ndarray,
+    r2: np.ndarray,
+    num_data: int,
+) -> UncollapsedBound:
+    r"""SVGP ELBO with :math:`q(u) = N(m, LL^\top)`, :math:`K_{uu} = \Lambda^{-1}`, Gaussian noise,
+    on a minibatch (``Phi`` ``(B, M)``, ``y``, ``r2`` = :math:`r_n^2`), the data term scaled by
+    ``num_data / B`` (an unbiased estimate of the full-data term):
+
+    .. math:: \mathcal L = \tfrac NB \sum_{n \in \text{batch}} \Big[-\tfrac12\log 2\pi\sigma^2
+              - \frac{(y_n - \mu_n)^2 + \nu_n}{2\sigma^2}\Big]
+              - \tfrac12\big[\mathrm{tr}(\Lambda S) + m^\top\Lambda m - M - \log|S|
+              - \log|\Lambda|\big],
+
+    :math:`\mu = \Phi\Lambda m`, :math:`\nu_n = r_n^2 v - \Phi_n\Lambda\Phi_n^\top +
+    \|\Phi_n\Lambda L\|^2` (seed 001 eq. 1, ``shared/design.md`` §4).
+    """
+    lam = np.asarray(lam, dtype=np.float64)
+    B, M = Phi.shape
+    scale = num_data / B
+    L = np.tril(L)
+    PL = Phi * lam  # Phi Lambda
+    mu = PL @ m
+    Q = PL @ L
+    nu = r2 * v - np.einsum("nm,nm->n", PL, Phi) + np.einsum("nk,nk->n", Q, Q)
+    resid = y - mu
+    data = -0.5 * B * np.log(2 * np.pi * noise) - 0.5 * float(resid @ resid + nu.sum()) / noise
+    diagL = np.diag(L)
+    if np.any(diagL <= 0):
+        raise ValueError("L must have a positive diagonal (the Cholesky factor of S)")
+    S_diag = np.einsum("ij,ij->i", L, L)
+    kl = 0.5 * (float(lam @ S_diag) + float(m @ (lam * m)) - M - 2 * np.sum(np.log(diagL)) - np.sum(np.log(lam)))
+    value = scale * data - kl
+
+    dmu = resid / noise  # dE/dmu
+    dnu = -0.5 / noise  # dE/dnu (same for every n)
+    dm = scale * (lam * (Phi.T @ dmu)) - lam * m
+    dL = np.tril(scale * dnu * 2.0 * (PL.T @ Q) - lam[:, None] * L + np.diag(1.0 / diagL))
+    QLt = Q @ L.T
+    dlam = scale * (
+        m * (Phi.T @ dmu) + dnu * (-np.einsum("nm,nm->m", Phi, Phi) + 2.0 * np.einsum("nm,nm->m", Phi, QLt))
+    ) - 0.5 * (S_diag + m * m - 1.0 / lam)
+    dv = scale * dnu * float(r2.sum())
+    dnoise = scale * (-0.5 * B / noise + 0.5 * float(resid @ resid + nu.sum()) / noise**2)
+    return UncollapsedBound(float(value), dm, dL, dlam, dv, float(dnoise))
