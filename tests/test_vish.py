@@ -347,3 +347,23 @@ def test_minibatch_estimate_is_unbiased(rng):
     draws = [uncollapsed_bound(lam, 1.5, 0.3, m, L, Phi[idx], y[idx], r2[idx], 24).value
              for idx in (rng.choice(24, 6, replace=False) for _ in range(4000))]
     assert abs(np.mean(draws) - full) < 4 * np.std(draws) / np.sqrt(len(draws))
+
+
+def test_whitened_uncollapsed_gradients(rng):
+    from spherelab.bounds import uncollapsed_bound_whitened as ubw
+
+    Phi, y, r2, lam, m, L = _svgp_problem(rng)
+    lam = lam * np.logspace(0, -4, lam.size)  # decaying spectrum
+    args = dict(v=2.0, noise=0.3)
+    res = ubw(lam, args["v"], args["noise"], m, L, Phi, y, r2, 80)
+    f = lambda **kw: ubw(kw.get("lam", lam), args["v"], args["noise"], kw.get("m", m), kw.get("L", L), Phi, y, r2, 80).value  # noqa: E731
+    h = 1e-6
+    for k in range(len(m)):
+        e = np.eye(len(m))[k]
+        assert np.isclose(res.dm[k], (f(m=m + h * e) - f(m=m - h * e)) / (2 * h), rtol=1e-6, atol=1e-7)
+        hl = 1e-5 * lam[k]
+        assert np.isclose(res.dlam[k], (f(lam=lam + hl * e) - f(lam=lam - hl * e)) / (2 * hl), rtol=1e-5, atol=1e-5)
+    for i, j in [(0, 0), (3, 1), (5, 5)]:
+        E = np.zeros_like(L)
+        E[i, j] = 1.0
+        assert np.isclose(res.dL[i, j], (f(L=L + h * E) - f(L=L - h * E)) / (2 * h), rtol=1e-6, atol=1e-6)

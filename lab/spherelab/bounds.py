@@ -28,6 +28,7 @@ __all__ = [
     "collapsed_bound",
     "UncollapsedBound",
     "uncollapsed_bound",
+    "uncollapsed_bound_whitened",
     "cholesky_or_explain",
 ]
 
@@ -227,3 +228,27 @@ def uncollapsed_bound(
     dv = scale * dnu * float(r2.sum())
     dnoise = scale * (-0.5 * B / noise + 0.5 * float(resid @ resid + nu.sum()) / noise**2)
     return UncollapsedBound(float(value), dm, dL, dlam, dv, float(dnoise))
+
+
+def uncollapsed_bound_whitened(
+    lam: np.ndarray,
+    v: float,
+    noise: float,
+    m_w: np.ndarray,
+    L_w: np.ndarray,
+    Phi: np.ndarray,
+    y: np.ndarray,
+    r2: np.ndarray,
+    num_data: int,
+) -> UncollapsedBound:
+    r""":func:`uncollapsed_bound` in whitened coordinates, :math:`m = \Lambda^{1/2} m_w`,
+    :math:`L = \Lambda^{1/2} L_w` (the prior is :math:`m_w = 0`, :math:`L_w = I`): every variational
+    parameter is O(1) whatever the spectrum's decay. ``dm``/``dL`` are with respect to
+    :math:`m_w, L_w`; ``dlam`` includes the dependence of :math:`m, L` on :math:`\lambda`."""
+    lam = np.asarray(lam, dtype=np.float64)
+    s = np.sqrt(lam)
+    m = s * m_w
+    L = s[:, None] * np.tril(L_w)
+    res = uncollapsed_bound(lam, v, noise, m, L, Phi, y, r2, num_data)
+    dlam = res.dlam + (res.dm * m + np.sum(res.dL * L, axis=1)) / (2.0 * lam)
+    return UncollapsedBound(res.value, s * res.dm, np.tril(s[:, None] * res.dL), dlam, res.dv, res.dnoise)
