@@ -367,3 +367,18 @@ def test_whitened_uncollapsed_gradients(rng):
         E = np.zeros_like(L)
         E[i, j] = 1.0
         assert np.isclose(res.dL[i, j], (f(L=L + h * E) - f(L=L - h * E)) / (2 * h), rtol=1e-6, atol=1e-6)
+
+
+def test_svi_minibatch_fit_approaches_the_collapsed_optimum(rng):
+    X, y = data(rng, n=400)
+    collapsed = sl.VISH(K.Matern(1.5, 1.0, bias=1.0), 5, sl.likelihoods.Gaussian(0.5)).fit(X, y, train_lift=False)
+    svi = sl.VISH(K.Matern(1.5, 1.0, bias=1.0), 5, sl.likelihoods.Gaussian(0.5))
+    svi.fit_svi(X, y, batch_size=64, iterations=1500, lr=0.05)
+    assert svi.elbo_uncollapsed() > collapsed.elbo() - 25.0  # prior q: about -600 here
+    assert svi.elbo_uncollapsed() < collapsed.elbo()  # a bound can only be lower
+    assert abs(np.log(svi.likelihood.variance / collapsed.likelihood.variance)) < 0.3
+    Xs = rng.normal(size=(200, 2))
+    ys = np.sin(2 * Xs[:, 0]) + 0.3 * Xs[:, -1]
+    mse_svi = np.mean((svi.predict_f(Xs)[0] - ys) ** 2)
+    mse_col = np.mean((collapsed.predict_f(Xs)[0] - ys) ** 2)
+    assert mse_svi < 1.5 * mse_col + 0.01

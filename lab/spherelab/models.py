@@ -26,7 +26,9 @@ from scipy.optimize import minimize
 from scipy.special import expit
 
 from ._validation import check_finite_array, check_int
-from .bounds import collapsed_bound
+from scipy.linalg import cho_solve
+
+from .bounds import cholesky_or_explain, collapsed_bound
 from .inducing import HarmonicStatistics, SphericalHarmonicFeatures, harmonic_statistics
 from .kernels import ZonalKernel
 from .likelihoods import Gaussian
@@ -199,6 +201,8 @@ class VISH:
     def elbo(self) -> float:
         """The collapsed bound at the current hyper-parameters (after :meth:`fit`)."""
         self._check_fitted()
+        if self.stats is None:
+            raise RuntimeError("elbo() is the collapsed bound of fit(); after fit_svi use elbo_uncollapsed()")
         return float(self._bound_and_grad(gradients=False)[0])
 
     def elbo_gradient(self) -> dict[str, Any]:
@@ -318,13 +322,108 @@ class VISH:
         self._set(_softplus(result.x))
         return result
 
+    def fit_svi(
+        self,
+        X: Any,
+        y: Any,
+        *,
+        batch_size: int = 256,
+        iterations: int = 1000,
+        lr: float = 0.01,
+        gamma: float = 0.1,
+        seed: int = 0,
+    ) -> "VISH":
+        r"""Stochastic variational inference with the uncollapsed bound on minibatches
+        (Hensman et al. 2013): q(u) = N(m, S) by natural-gradient steps of size ``gamma`` in the
+        natural parameters (:math:`S^{-1} \leftarrow (1-\gamma)S^{-1} + \gamma(\Lambda +
+        \tfrac NB \Lambda\Phi_b^\top\Phi_b\Lambda/\sigma^2)`, :math:`S^{-1}m \leftarrow
+        (1-\gamma)S^{-1}m + \gamma\tfrac NB\Lambda\Phi_b^\top y_b/\sigma^2`), the spectrum and
+        noise by Adam on :func:`spherelab.bounds.uncollapsed_bound`'s gradients. Memory and cost
+        per step are independent of N. The lift (``bias``, ``input_scale``) is kept fixed.
+        Sets ``q_mu`` and ``q_sqrt`` (natural units: :math:`S = L L^\top`).
+
+        Returns
+        -------
+        self
+        """
+        from .bounds import uncollapsed_bound
+        from .optimizers import Adam
+
+        X = check_finite_array(X, "X", ndim=2)
+        y = check_finite_array(y, "y").reshape(-1)
+        if X.shape[0] != y.shape[0] or X.shape[0] == 0:
+            raise ValueError(f"X ({X.shape[0]} rows) and y ({y.shape[0]} values) must be non-empty and match")
+        B = check_int(batch_size, "batch_size", minimum=1)
+        if not 0 < gamma <= 1:
+            raise ValueError(f"gamma must be in (0, 1], got {gamma}")
+        self.kernel.lift(X)
+        self._X, self._y = X, y
+        self.features = SphericalHarmonicFeatures(X.shape[1] + 1, self.max_degree)
+        self._active_mask = act = self._active()
+        deg = self.features.degrees[act]
+        dim, L = self.features.dim, self.max_degree
+        n = X.shape[0]
+        rng = np.random.default_rng(seed)
+        lam = self.kernel.spectrum(dim, L)[deg]
+        precision = np.diag(lam)  # start at the prior: K_uu^-1 = Lambda
+        theta1 = np.zeros(lam.size)
+        opt = Adam(_softplus_inverse(self._get()), lr=lr)
+        names = ["variance", *self.kernel.shape_params]
+        for _ in range(int(iterations)):
+            idx = rng.choice(n, size=min(B, n), replace=False)
+            r, _ = self.kernel.lift(X[idx])
+            Phi = self.features.Kuf(self.kernel, X[idx])[:, act]
+            lam = self.kernel.spectrum(dim, L)[deg]
+            noise = self.likelihood.variance
+            scale = n / idx.size
+            PL = Phi * lam
+            precision = (1 - gamma) * precision + gamma * (np.diag(lam) + scale * PL.T @ PL / noise)
+            theta1 = (1 - gamma) * theta1 + gamma * scale * PL.T @ y[idx] / noise
+            Lp = cholesky_or_explain(precision, "S^-1 (q(u) precision)", "lower gamma or lr")
+            m = cho_solve((Lp, True), theta1)
+            Linv = np.linalg.inv(Lp)
+            Ls = np.linalg.cholesky(Linv.T @ Linv)  # S = P^-1 = Lp^-T Lp^-1
+            res = uncollapsed_bound(lam, self.kernel.at_one(), noise, m, Ls, Phi, y[idx], r * r, n)
+            sg = self.kernel.spectrum_gradients(dim, L)
+            vg = self.kernel.at_one_gradients()
+            g = [float(res.dlam @ sg[p][deg]) + res.dv * vg[p] for p in names] + [res.dnoise]
+            u = opt.step(np.array(g) * expit(opt.x))
+            self._set(_softplus(u))
+        Lp = cholesky_or_explain(precision, "S^-1 (q(u) precision)", "lower gamma or lr")
+        self.q_mu = cho_solve((Lp, True), theta1)
+        Linv = np.linalg.inv(Lp)
+        self.q_sqrt = np.linalg.cholesky(Linv.T @ Linv)
+        self.stats = None
+        self._posterior = None
+        return self
+
+    def elbo_uncollapsed(self, X: Any = None, y: Any = None) -> float:
+        """The uncollapsed bound of the current q(u) (after :meth:`fit_svi`) on all of (X, y)."""
+        from .bounds import uncollapsed_bound
+
+        X = self._X if X is None else check_finite_array(X, "X", ndim=2)
+        y = self._y if y is None else check_finite_array(y, "y").reshape(-1)
+        act = self._active_mask
+        r, _ = self.kernel.lift(X)
+        Phi = self.features.Kuf(self.kernel, X)[:, act]
+        lam = self.kernel.spectrum(self.features.dim, self.max_degree)[self.features.degrees[act]]
+        return uncollapsed_bound(
+            lam, self.kernel.at_one(), self.likelihood.variance, self.q_mu, self.q_sqrt, Phi, y, r * r, len(y)
+        ).value
+
     def _check_fitted(self) -> None:
-        if self.stats is None:
+        if self.stats is None and getattr(self, "q_mu", None) is None:
             raise RuntimeError("call fit(X, y) first")
 
     # ---- posterior ------------------------------------------------------------------------
     def _cache(self):
         """Optimal q(u): mean weights a / noise and C = Lambda - A^{-1} (prediction O(M^2))."""
+        if self._posterior is None and self.stats is None and getattr(self, "q_mu", None) is not None:
+            # q(u) = N(m, S) from fit_svi: mean Phi Lambda m, variance r^2 v - Phi (Lambda - Lambda S Lambda) Phi^T
+            act = self._active_mask
+            lam = self.kernel.spectrum(self.features.dim, self.max_degree)[self.features.degrees[act]]
+            LS = lam[:, None] * self.q_sqrt
+            self._posterior = (act, lam * self.q_mu, np.diag(lam) - LS @ LS.T, self.kernel.at_one())
         if self._posterior is None:
             act = self._active_mask
             lam = self.kernel.spectrum(self.features.dim, self.max_degree)[self.features.degrees[act]]
