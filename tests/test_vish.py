@@ -382,3 +382,49 @@ def test_svi_minibatch_fit_approaches_the_collapsed_optimum(rng):
     mse_svi = np.mean((svi.predict_f(Xs)[0] - ys) ** 2)
     mse_col = np.mean((collapsed.predict_f(Xs)[0] - ys) ** 2)
     assert mse_svi < 1.5 * mse_col + 0.01
+
+
+def test_general_bound_matches_gaussian_and_bernoulli_gradients(rng):
+    from spherelab.bounds import uncollapsed_bound_general as ubg
+
+    Phi, y, r2, lam, m, L = _svgp_problem(rng)
+    gauss = sl.likelihoods.Gaussian(0.3)
+    v = 50.0  # large enough that every marginal variance is positive, as for real features
+    a = uncollapsed_bound(lam, v, 0.3, m, L, Phi, y, r2, 90)
+    b = ubg(lam, v, gauss, m, L, Phi, y, r2, 90)
+    assert np.isclose(a.value, b.value, rtol=1e-13)
+    for x, z in [(a.dm, b.dm), (a.dL, b.dL), (a.dlam, b.dlam)]:
+        assert np.allclose(x, z, rtol=1e-12, atol=1e-12)
+    # Bernoulli: finite differences through the Gauss-Hermite expectations
+    yb = (y > 0).astype(float)
+    bern = sl.likelihoods.Bernoulli()
+    res = ubg(lam, v, bern, m, L, Phi, yb, r2, 90)
+    f = lambda **kw: ubg(kw.get("lam", lam), kw.get("v", v), bern, kw.get("m", m), kw.get("L", L), Phi, yb, r2, 90).value  # noqa: E731
+    h = 1e-6
+    for k in range(len(m)):
+        e = np.eye(len(m))[k]
+        assert np.isclose(res.dm[k], (f(m=m + h * e) - f(m=m - h * e)) / (2 * h), rtol=1e-5, atol=1e-7)
+        hl = 1e-6 * lam[k]
+        assert np.isclose(res.dlam[k], (f(lam=lam + hl * e) - f(lam=lam - hl * e)) / (2 * hl), rtol=1e-5, atol=1e-6)
+    E = np.zeros_like(L)
+    E[3, 1] = 1.0
+    assert np.isclose(res.dL[3, 1], (f(L=L + h * E) - f(L=L - h * E)) / (2 * h), rtol=1e-5, atol=1e-6)
+    assert np.isclose(res.dv, (f(v=v + h) - f(v=v - h)) / (2 * h), rtol=1e-5)
+
+
+def test_bernoulli_expectations_against_quadrature():
+    from scipy.integrate import quad
+    from scipy.stats import norm
+
+    lik = sl.likelihoods.Bernoulli()
+    mu, var = np.array([0.3, -1.2, 2.0]), np.array([0.5, 2.0, 0.1])
+    y = np.array([1.0, 0.0, 1.0])
+    e, _, _ = lik.variational_expectations(y, mu, var)
+    for i in range(3):
+        s = 2 * y[i] - 1
+        ref = quad(lambda f: norm.logcdf(s * f) * norm.pdf(f, mu[i], np.sqrt(var[i])), -30, 30)[0]
+        assert abs(e[i] - ref) < 1e-6 * abs(ref)
+    p, _ = lik.predict_y(mu, var)
+    assert np.allclose(p, norm.cdf(mu / np.sqrt(1 + var)))
+    with pytest.raises(ValueError, match="y in"):
+        lik.check_targets(np.array([0.0, 2.0]))

@@ -29,6 +29,7 @@ __all__ = [
     "UncollapsedBound",
     "uncollapsed_bound",
     "uncollapsed_bound_whitened",
+    "uncollapsed_bound_general",
     "cholesky_or_explain",
 ]
 
@@ -252,3 +253,43 @@ def uncollapsed_bound_whitened(
     res = uncollapsed_bound(lam, v, noise, m, L, Phi, y, r2, num_data)
     dlam = res.dlam + (res.dm * m + np.sum(res.dL * L, axis=1)) / (2.0 * lam)
     return UncollapsedBound(res.value, s * res.dm, np.tril(s[:, None] * res.dL), dlam, res.dv, res.dnoise)
+
+
+def uncollapsed_bound_general(
+    lam: np.ndarray,
+    v: float,
+    likelihood,
+    m: np.ndarray,
+    L: np.ndarray,
+    Phi: np.ndarray,
+    y: np.ndarray,
+    r2: np.ndarray,
+    num_data: int,
+) -> UncollapsedBound:
+    """:func:`uncollapsed_bound` for any likelihood with ``variational_expectations`` (the data
+    term from its per-point expectations and their ``mu``/``var`` derivatives). ``dnoise`` is 0
+    (a likelihood's own parameters are chained by the caller)."""
+    lam = np.asarray(lam, dtype=np.float64)
+    B, M = Phi.shape
+    scale = num_data / B
+    L = np.tril(L)
+    diagL = np.diag(L)
+    if np.any(diagL <= 0):
+        raise ValueError("L must have a positive diagonal (the Cholesky factor of S)")
+    PL = Phi * lam
+    mu = PL @ m
+    Q = PL @ L
+    var = r2 * v - np.einsum("nm,nm->n", PL, Phi) + np.einsum("nk,nk->n", Q, Q)
+    e, dmu, dvar = likelihood.variational_expectations(y, mu, np.maximum(var, 1e-300))
+    S_diag = np.einsum("ij,ij->i", L, L)
+    kl = 0.5 * (float(lam @ S_diag) + float(m @ (lam * m)) - M - 2 * np.sum(np.log(diagL)) - np.sum(np.log(lam)))
+    value = scale * float(e.sum()) - kl
+    dm = scale * (lam * (Phi.T @ dmu)) - lam * m
+    dL = np.tril(scale * 2.0 * (PL.T @ (dvar[:, None] * Q)) - lam[:, None] * L + np.diag(1.0 / diagL))
+    QLt = Q @ L.T
+    dlam = scale * (
+        m * (Phi.T @ dmu)
+        + (dvar[:, None] * (-Phi * Phi + 2.0 * Phi * QLt)).sum(axis=0)
+    ) - 0.5 * (S_diag + m * m - 1.0 / lam)
+    dv = scale * float(dvar @ r2)
+    return UncollapsedBound(float(value), dm, dL, dlam, dv, 0.0)

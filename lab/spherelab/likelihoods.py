@@ -1,16 +1,15 @@
-"""Likelihoods p(y | f).
-
-Only the Gaussian likelihood is implemented so far; the Bernoulli (probit) likelihood for
-classification arrives with the uncollapsed ELBO.
-"""
+r"""Likelihoods p(y | f), with the variational expectations the uncollapsed bound consumes:
+``variational_expectations(y, mu, var)`` returns :math:`E_{N(f; \mu, v)}[\log p(y|f)]` and its
+derivatives with respect to :math:`\mu` and :math:`v` (GPy's contract)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
+from scipy.special import log_ndtr, ndtr
 
-__all__ = ["Gaussian"]
+__all__ = ["Gaussian", "Bernoulli"]
 
 
 class Gaussian:
@@ -27,10 +26,65 @@ class Gaussian:
         """Predictive mean and variance of y given those of f."""
         return np.asarray(mean), np.asarray(var) + self.variance
 
+    def variational_expectations(self, y, mu, var):
+        """(E[log p], dE/dmu, dE/dvar) elementwise, in closed form."""
+        r = y - mu
+        e = -0.5 * np.log(2 * np.pi * self.variance) - 0.5 * (r * r + var) / self.variance
+        return e, r / self.variance, np.full_like(mu, -0.5 / self.variance)
+
     def log_predictive_density(self, y: Any, mean: Any, var: Any) -> np.ndarray:
-        """:math:`\\log N(y \\mid \\mu, v + \\sigma^2)` elementwise."""
+        r""":math:`\log N(y \mid \mu, v + \sigma^2)` elementwise."""
         s2 = np.asarray(var) + self.variance
         return -0.5 * (np.log(2 * np.pi * s2) + (np.asarray(y) - mean) ** 2 / s2)
 
     def __repr__(self) -> str:
         return f"Gaussian(variance={self.variance!r})"
+
+
+class Bernoulli:
+    r"""Binary classification with the probit link, :math:`p(y = 1 \mid f) = \Phi(f)`,
+    :math:`y \in \{0, 1\}`. Variational expectations by Gauss–Hermite quadrature
+    (``num_points`` nodes); predictions in closed form,
+    :math:`p(y = 1) = \Phi(\mu / \sqrt{1 + v})`."""
+
+    def __init__(self, num_points: int = 20) -> None:
+        self.num_points = int(num_points)
+        t, w = np.polynomial.hermite.hermgauss(self.num_points)
+        self._nodes = np.sqrt(2.0) * t  # for N(0, 1): E[g] = sum w g(sqrt2 t) / sqrt(pi)
+        self._weights = w / np.sqrt(np.pi)
+
+    @staticmethod
+    def check_targets(y: np.ndarray) -> None:
+        if not np.all((y == 0) | (y == 1)):
+            bad = np.unique(y[(y != 0) & (y != 1)])[:5]
+            raise ValueError(f"Bernoulli likelihood needs y in {{0, 1}}; got values such as {bad.tolist()}")
+
+    def variational_expectations(self, y, mu, var):
+        r"""(E[log Phi(s f)], dE/dmu, dE/dvar) with s = 2y - 1, by Gauss–Hermite.
+
+        With :math:`f = \mu + \sqrt v\,\xi`: :math:`dE/d\mu = E[g'(f)]`,
+        :math:`dE/dv = E[g'(f)\,\xi] / (2\sqrt v)`, :math:`g = \log\Phi(s f)`."""
+        sgn = 2.0 * np.asarray(y, dtype=np.float64) - 1.0
+        sd = np.sqrt(np.maximum(var, 1e-300))
+        f = mu[:, None] + sd[:, None] * self._nodes[None, :]
+        z = sgn[:, None] * f
+        logp = log_ndtr(z)
+        # d/df log Phi(s f) = s phi(z) / Phi(z) = s exp(log phi(z) - log Phi(z))
+        ratio = np.exp(-0.5 * z * z - 0.5 * np.log(2 * np.pi) - logp)
+        g1 = sgn[:, None] * ratio
+        e = logp @ self._weights
+        de_dmu = g1 @ self._weights
+        de_dvar = (g1 * self._nodes[None, :]) @ self._weights / (2.0 * sd)
+        return e, de_dmu, de_dvar
+
+    def predict_y(self, mean: Any, var: Any) -> tuple[np.ndarray, np.ndarray]:
+        """:math:`p(y = 1)` and the Bernoulli variance :math:`p(1 - p)`."""
+        p = ndtr(np.asarray(mean) / np.sqrt(1.0 + np.asarray(var)))
+        return p, p * (1.0 - p)
+
+    def log_predictive_density(self, y: Any, mean: Any, var: Any) -> np.ndarray:
+        sgn = 2.0 * np.asarray(y, dtype=np.float64) - 1.0
+        return log_ndtr(sgn * np.asarray(mean) / np.sqrt(1.0 + np.asarray(var)))
+
+    def __repr__(self) -> str:
+        return f"Bernoulli(num_points={self.num_points})"
