@@ -428,3 +428,21 @@ def test_bernoulli_expectations_against_quadrature():
     assert np.allclose(p, norm.cdf(mu / np.sqrt(1 + var)))
     with pytest.raises(ValueError, match="y in"):
         lik.check_targets(np.array([0.0, 2.0]))
+
+
+def test_bernoulli_classification_with_svi(rng):
+    X = rng.uniform(-2, 2, size=(300, 2))
+    y = (X[:, 1] > np.sin(1.5 * X[:, 0])).astype(float)
+    model = sl.VISH(K.Matern(1.5, 1.0, bias=1.0), 6, sl.likelihoods.Bernoulli())
+    model.fit_svi(X, y, batch_size=100, iterations=800, lr=0.03)
+    p, var = model.predict_y(X)
+    assert np.all((p >= 0) & (p <= 1)) and np.allclose(var, p * (1 - p))
+    assert np.mean((p > 0.5) == y) > 0.9
+    untrained = sl.VISH(K.Matern(1.5, 1.0, bias=1.0), 6, sl.likelihoods.Bernoulli())
+    untrained.fit_svi(X, y, iterations=0)
+    prior_elbo = untrained.elbo_uncollapsed()
+    assert model.elbo_uncollapsed() > prior_elbo + 50
+    with pytest.raises(ValueError, match="y in"):
+        sl.VISH(K.Matern(1.5, 1.0), 3, sl.likelihoods.Bernoulli()).fit_svi(X, y + 1.0)
+    with pytest.raises(TypeError, match="fit_svi"):
+        sl.VISH(K.Matern(1.5, 1.0), 3, sl.likelihoods.Bernoulli()).fit(X, y)

@@ -8,7 +8,9 @@ variables are the projections of f on the harmonics of degree at most L, so
 :class:`~spherelab.inducing.HarmonicStatistics`, computed in one streaming pass; every optimiser
 step after that costs :math:`O(M^3)` whatever N.
 
-Current scope: Gaussian likelihood, collapsed bound; every hyper-parameter (variance,
+Gaussian likelihood: :meth:`VISH.fit` (collapsed bound, L-BFGS-B) or :meth:`VISH.fit_svi`
+(minibatches). Bernoulli (probit) likelihood: :meth:`VISH.fit_svi` (Adam on whitened q(u) and the
+kernel parameters). In :meth:`VISH.fit` every hyper-parameter (variance,
 lengthscale / beta, noise, ``bias``, ``input_scale``) trained by L-BFGS-B with analytic
 gradients. ``bias`` and ``input_scale`` change the features, so their gradient needs a pass over
 the data (:meth:`SphericalHarmonics.solid_vjp`); the default strategy keeps large N cheap: all
@@ -31,7 +33,7 @@ from scipy.linalg import cho_solve
 from .bounds import cholesky_or_explain, collapsed_bound
 from .inducing import HarmonicStatistics, SphericalHarmonicFeatures, harmonic_statistics
 from .kernels import ZonalKernel
-from .likelihoods import Gaussian
+from .likelihoods import Bernoulli, Gaussian
 
 __all__ = ["VISH"]
 
@@ -96,8 +98,8 @@ class VISH:
         self.kernel = kernel
         self.max_degree = check_int(max_degree, "max_degree", minimum=0)
         self.likelihood = likelihood if likelihood is not None else Gaussian(1.0)
-        if not isinstance(self.likelihood, Gaussian):
-            raise NotImplementedError("VISH supports the Gaussian likelihood only (for now)")
+        if not isinstance(self.likelihood, (Gaussian, Bernoulli)):
+            raise TypeError(f"likelihood must be Gaussian or Bernoulli, got {self.likelihood!r}")
         self.chunk_size = check_int(chunk_size, "chunk_size", minimum=1)
         self.features: SphericalHarmonicFeatures | None = None
         self.stats: HarmonicStatistics | None = None
@@ -242,6 +244,8 @@ class VISH:
         -------
         self
         """
+        if not isinstance(self.likelihood, Gaussian):
+            raise TypeError("fit() uses the collapsed bound (Gaussian noise); use fit_svi() for Bernoulli")
         X = check_finite_array(X, "X", ndim=2)
         y = check_finite_array(y, "y")
         if y.ndim == 2 and y.shape[1] == 1:
@@ -364,6 +368,9 @@ class VISH:
         dim, L = self.features.dim, self.max_degree
         n = X.shape[0]
         rng = np.random.default_rng(seed)
+        if isinstance(self.likelihood, Bernoulli):
+            self.likelihood.check_targets(y)
+            return self._fit_svi_whitened(X, y, act, deg, B, int(iterations), lr, rng)
         lam = self.kernel.spectrum(dim, L)[deg]
         precision = np.diag(lam)  # start at the prior: K_uu^-1 = Lambda
         theta1 = np.zeros(lam.size)
@@ -397,6 +404,53 @@ class VISH:
         self._posterior = None
         return self
 
+    def _fit_svi_whitened(self, X, y, act, deg, B, iterations, lr, rng) -> "VISH":
+        """Non-conjugate likelihoods: Adam on whitened q(u) (m = Lambda^1/2 m_w, L = Lambda^1/2 L_w)
+        and the kernel's spectrum parameters, with the likelihood-generic uncollapsed bound."""
+        from .bounds import uncollapsed_bound_general
+        from .optimizers import Adam
+
+        dim, Ldeg, n = self.features.dim, self.max_degree, X.shape[0]
+        Ma = int(act.sum())
+        tril = np.tril_indices(Ma)
+        diag_pos = np.flatnonzero(tril[0] == tril[1])
+        names = ["variance", *self.kernel.shape_params]
+        h = len(names)
+        lw0 = np.eye(Ma)[tril]
+        lw0[diag_pos] = _softplus_inverse(lw0[diag_pos])
+        hyp0 = np.array([getattr(self.kernel, p) for p in names], dtype=np.float64)
+        opt = Adam(np.concatenate([_softplus_inverse(hyp0), np.zeros(Ma), lw0]), lr=lr)
+
+        def unpack(u):
+            for name, val in zip(names, _softplus(u[:h])):
+                setattr(self.kernel, name, float(val))
+            lvec = u[h + Ma :].copy()
+            lvec[diag_pos] = _softplus(lvec[diag_pos])
+            Lw = np.zeros((Ma, Ma))
+            Lw[tril] = lvec
+            lam = self.kernel.spectrum(dim, Ldeg)[deg]
+            sq = np.sqrt(lam)
+            return sq * u[h : h + Ma], sq[:, None] * Lw, lam, sq
+
+        for _ in range(iterations):
+            u = opt.x
+            m, L, lam, sq = unpack(u)
+            idx = rng.choice(n, size=min(B, n), replace=False)
+            r, _ = self.kernel.lift(X[idx])
+            Phi = self.features.Kuf(self.kernel, X[idx])[:, act]
+            res = uncollapsed_bound_general(lam, self.kernel.at_one(), self.likelihood, m, L, Phi, y[idx], r * r, n)
+            dlam = res.dlam + (res.dm * m + np.sum(res.dL * L, axis=1)) / (2.0 * lam)
+            sg = self.kernel.spectrum_gradients(dim, Ldeg)
+            vg = self.kernel.at_one_gradients()
+            g_h = np.array([float(dlam @ sg[p][deg]) + res.dv * vg[p] for p in names]) * expit(u[:h])
+            g_l = (sq[:, None] * res.dL)[tril]
+            g_l[diag_pos] *= expit(u[h + Ma :][diag_pos])
+            opt.step(np.concatenate([g_h, sq * res.dm, g_l]))
+        self.q_mu, self.q_sqrt, _, _ = unpack(opt.x)
+        self.stats = None
+        self._posterior = None
+        return self
+
     def elbo_uncollapsed(self, X: Any = None, y: Any = None) -> float:
         """The uncollapsed bound of the current q(u) (after :meth:`fit_svi`) on all of (X, y)."""
         from .bounds import uncollapsed_bound
@@ -407,8 +461,14 @@ class VISH:
         r, _ = self.kernel.lift(X)
         Phi = self.features.Kuf(self.kernel, X)[:, act]
         lam = self.kernel.spectrum(self.features.dim, self.max_degree)[self.features.degrees[act]]
-        return uncollapsed_bound(
-            lam, self.kernel.at_one(), self.likelihood.variance, self.q_mu, self.q_sqrt, Phi, y, r * r, len(y)
+        if isinstance(self.likelihood, Gaussian):
+            return uncollapsed_bound(
+                lam, self.kernel.at_one(), self.likelihood.variance, self.q_mu, self.q_sqrt, Phi, y, r * r, len(y)
+            ).value
+        from .bounds import uncollapsed_bound_general
+
+        return uncollapsed_bound_general(
+            lam, self.kernel.at_one(), self.likelihood, self.q_mu, self.q_sqrt, Phi, y, r * r, len(y)
         ).value
 
     def _check_fitted(self) -> None:
