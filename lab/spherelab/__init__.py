@@ -4,7 +4,7 @@ Conventions follow ``shared/design.md``: inputs are lifted to :math:`S^{d-1}`, h
 orthonormal for the normalised surface measure, :math:`\alpha = (d-2)/2`.
 """
 
-from . import activations, datasets, kernels, likelihoods, widgets
+from . import activations, datasets, decoupled, features, kernels, likelihoods, widgets
 from .analysis import mismatch_report, rkhs_norm_truncated, truncated_shape
 from .funk_hecke import funk_hecke
 from .gegenbauer import (
@@ -16,6 +16,8 @@ from .gegenbauer import (
     zonal_series,
     zonal_table,
 )
+from .decoupled import ActivatedSVGP, OrthogonalSVGP
+from .features import ActivatedFeatures, InducingPoints
 from .harmonics import SphericalHarmonics
 from .models import VISH
 from .sphere import lonlat_grid, orthographic_grid, product_quadrature, sample_sphere
@@ -49,6 +51,12 @@ def warmup() -> None:
     Y.solid_vjp(np.eye(3), np.ones((3, Y.num_features)))
 
 __all__ = [
+    "ActivatedSVGP",
+    "OrthogonalSVGP",
+    "ActivatedFeatures",
+    "InducingPoints",
+    "decoupled",
+    "features",
     "SphericalHarmonics",
     "VISH",
     "likelihoods",

@@ -10,7 +10,16 @@ import numpy as np
 
 from ._validation import check_int
 
-__all__ = ["synthetic_regression", "load_uci", "data_dir", "UCI_SETS"]
+__all__ = [
+    "synthetic_regression",
+    "snelson_like",
+    "banana_like",
+    "load_uci",
+    "load_snelson",
+    "load_banana",
+    "data_dir",
+    "UCI_SETS",
+]
 
 
 def synthetic_regression(
@@ -46,6 +55,46 @@ def synthetic_regression(
         )
         X[start:stop] = x
         y[start:stop] = f + noise * rng.standard_normal(stop - start)
+    return X, y
+
+
+def snelson_like(num_points: int = 200, noise: float = 0.25, seed: Any = 0) -> tuple[np.ndarray, np.ndarray]:
+    r"""A 1-D regression set resembling Snelson & Ghahramani's (2006): inputs on [0.06, 5.97]
+    with a gap-free but uneven density, a wiggly mean and Gaussian noise,
+
+    .. math:: f(x) = 0.6\sin(2.6x) + 0.4\cos(4.3x + 1) - 0.3x + 0.5, \qquad
+              y = f(x) + \epsilon,\ \epsilon \sim N(0, \text{noise}^2).
+
+    Used by the notebooks when the real set is not in :func:`data_dir`.
+
+    Returns
+    -------
+    X : ``(num_points, 1)``, y : ``(num_points,)``
+    """
+    n = check_int(num_points, "num_points", minimum=1)
+    rng = np.random.default_rng(seed)
+    x = 0.06 + 5.91 * rng.beta(1.2, 1.0, n)
+    f = 0.6 * np.sin(2.6 * x) + 0.4 * np.cos(4.3 * x + 1.0) - 0.3 * x + 0.5
+    return x[:, None], f + noise * rng.standard_normal(n)
+
+
+def banana_like(num_points: int = 400, seed: Any = 0) -> tuple[np.ndarray, np.ndarray]:
+    """A two-class 2-D problem resembling the "banana" set of Hensman et al. (2015): class 0
+    along a wide arc (upper left, round the bottom, up the right), class 1 along a bent band
+    through its middle, both with Gaussian spread so the classes overlap a little.
+
+    Returns
+    -------
+    X : ``(num_points, 2)``, y : ``(num_points,)`` in {0, 1}
+    """
+    n = check_int(num_points, "num_points", minimum=2)
+    rng = np.random.default_rng(seed)
+    y = (rng.uniform(size=n) < 0.55).astype(np.float64)
+    angle = np.deg2rad(rng.uniform(150.0, 380.0, n))
+    arc = np.column_stack([1.35 * np.cos(angle), 1.2 * np.sin(angle) - 0.1])
+    t = rng.uniform(-1.0, 1.0, n)
+    band = np.column_stack([2.1 * t, 1.1 * t + 0.5 * t**2 - 0.5 * (1 - t**2) * 0.6])
+    X = np.where(y[:, None] == 1.0, band, arc) + 0.28 * rng.standard_normal((n, 2))
     return X, y
 
 
@@ -138,3 +187,61 @@ def load_uci(
     tr = np.loadtxt(tr_file, dtype=int)
     te = np.loadtxt(folder / "original" / f"index_test_{split}.txt", dtype=int)
     return table[tr, :-1], table[tr, -1], table[te, :-1], table[te, -1]
+
+
+def _find_csv(name: str, data_dir_: Any) -> Path:
+    root = Path(data_dir_) if data_dir_ is not None else data_dir()
+    return root / name / f"{name}.csv"
+
+
+_GPFLOW = "https://raw.githubusercontent.com/GPflow/GPflow/{commit}/doc/sphinx/notebooks/{path}"
+
+
+def load_snelson(*, data_dir_: Any = None, download: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Snelson & Ghahramani's (2006) 1-D regression set, 200 points: ``(X (200, 1), y (200,))``.
+
+    Looks for ``<dir>/snelson/snelson.csv`` (header ``x,y``) in ``data_dir_`` or
+    :func:`data_dir`; ``download=True`` fetches the original files from GPflow (pinned commit).
+    Offline stand-in: :func:`snelson_like`.
+    """
+    csv = _find_csv("snelson", data_dir_)
+    if not csv.exists():
+        if not download:
+            raise FileNotFoundError(f"{csv} not found (set SPHERELAB_DATA, or download=True when online)")
+        import urllib.request
+
+        commit = "81fe1fb86a77d3d49d30ab4f8e739e25bbd71f56"
+        cols = []
+        for file in ("snelson_train_inputs.dat", "snelson_train_outputs.dat"):
+            url = _GPFLOW.format(commit=commit, path=f"theory/data/{file}")
+            with urllib.request.urlopen(url, timeout=60) as resp:
+                cols.append(np.loadtxt(resp))
+        csv.parent.mkdir(parents=True, exist_ok=True)
+        np.savetxt(csv, np.column_stack(cols), delimiter=",", header="x,y", comments="", fmt="%.17g")
+    table = np.loadtxt(csv, delimiter=",", skiprows=1)
+    return table[:, :1], table[:, 1]
+
+
+def load_banana(*, data_dir_: Any = None, download: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """The 400-point "banana" classification set of Hensman et al. (2015) as shipped with
+    GPflow: ``(X (400, 2), y (400,) in {0, 1})``.
+
+    Looks for ``<dir>/banana/banana.csv`` (header ``x1,x2,y``); ``download=True`` fetches the
+    original files from GPflow (pinned commit). Offline stand-in: :func:`banana_like`.
+    """
+    csv = _find_csv("banana", data_dir_)
+    if not csv.exists():
+        if not download:
+            raise FileNotFoundError(f"{csv} not found (set SPHERELAB_DATA, or download=True when online)")
+        import urllib.request
+
+        commit = "ca6c52317d00e1f9e9133c15fed256aad60fba4f"
+        cols = []
+        for file in ("banana_X_train", "banana_Y_train"):
+            url = _GPFLOW.format(commit=commit, path=f"basics/data/{file}")
+            with urllib.request.urlopen(url, timeout=60) as resp:
+                cols.append(np.loadtxt(resp, delimiter=",").reshape(400, -1))
+        csv.parent.mkdir(parents=True, exist_ok=True)
+        np.savetxt(csv, np.column_stack(cols), delimiter=",", header="x1,x2,y", comments="", fmt="%.17g")
+    table = np.loadtxt(csv, delimiter=",", skiprows=1)
+    return table[:, :2], table[:, 2]

@@ -169,9 +169,12 @@ class VISH:
             grads.extend(self._lift_gradient(res, act, *lift_data))
         return res.value, np.array(grads)
 
-    def _lift_gradient(self, res, act, X, y) -> list[float]:
+    def _lift_gradient(self, res, act, X, y, cache=None) -> list[float]:
         r"""d bound / d (bias, input_scale) through :math:`\Phi_n = \psi(\tilde x_n)`,
-        :math:`\nabla\psi_m = \nabla H_m(\hat x) + (1 - \ell_m)\phi_m(\hat x)\hat x`."""
+        :math:`\nabla\psi_m = \nabla H_m(\hat x) + (1 - \ell_m)\phi_m(\hat x)\hat x`.
+
+        ``cache = (r, Xh, Phi_hat)`` for all rows of X (the subsample path) saves recomputing
+        the lift and the harmonics; without it the rows are streamed in chunks."""
         feats = self.features
         deg = feats.degrees
         scale = np.asarray(self.kernel.input_scale, dtype=np.float64)
@@ -180,10 +183,14 @@ class VISH:
         g_scale = np.zeros(D)
         dG2 = 2.0 * res.dG
         all_active = bool(np.all(act))
-        for start in range(0, X.shape[0], self.chunk_size):
-            Xc, yc = X[start : start + self.chunk_size], y[start : start + self.chunk_size]
-            r, Xh = self.kernel.lift(Xc)
-            Phi_hat = feats.harmonics(Xh)
+        step = X.shape[0] if cache is not None else self.chunk_size
+        for start in range(0, X.shape[0], step):
+            yc = y[start : start + step]
+            if cache is not None:
+                r, Xh, Phi_hat = cache
+            else:
+                r, Xh = self.kernel.lift(X[start : start + step])
+                Phi_hat = feats.harmonics(Xh)
             # dL/dPhi_n = 2 dG Phi_n + y_n dc (features of zero prior variance get no weight)
             if all_active:
                 W = (Phi_hat * r[:, None]) @ dG2
@@ -235,7 +242,8 @@ class VISH:
 
         With ``optimize=True``: (1) if ``train_lift``, optimise every hyper-parameter including
         ``bias`` and ``input_scale`` on a random subsample of at most ``lift_subsample`` rows
-        (each step: two passes over the subsample); (2) freeze the lift, compute the sufficient
+        (each step: one harmonic evaluation, kept in memory, and one gradient pass over the
+        subsample); (2) freeze the lift, compute the sufficient
         statistics in one pass over all rows, and optimise the spectrum and noise (O(M^3) per
         step). ``optimize=False`` keeps the hyper-parameters and only sets q(u).
         ``self.passes`` counts the full passes over (X, y).
@@ -260,46 +268,23 @@ class VISH:
         self._X, self._y = X, y
         self.features = SphericalHarmonicFeatures(X.shape[1] + 1, self.max_degree)
         self.passes = 0
-        n_spec = len(self._param_names())
         if optimize and train_lift:
             n = X.shape[0]
             if n > lift_subsample:
-                idx = np.sort(np.random.default_rng(seed).choice(n, lift_subsample, replace=False))
+                idx = np.sort(np.random.default_rng(seed).choice(n, int(lift_subsample), replace=False))
                 Xs, ys = X[idx], y[idx]
             else:
                 Xs, ys = X, y
-            self._active_mask = None
-
-            def objective(u):
-                theta = _softplus(u)
-                self._set(theta[:n_spec])
-                self._set_lift(theta[n_spec:])
-                self.stats = harmonic_statistics(self.kernel, self.features, Xs, ys, chunk_size=self.chunk_size)
-                if self._active_mask is None:
-                    self._active_mask = self._active()
-                try:
-                    value, grad = self._bound_and_grad(lift_data=(Xs, ys))
-                except (np.linalg.LinAlgError, ValueError, FloatingPointError):
-                    # a trial point outside the usable range (Cholesky fails even with jitter,
-                    # a parameter under/overflowed): the line search steps back
-                    return _REJECT, np.zeros_like(u)
-                return -value, -grad * expit(u)
-
-            # warm start: fit the spectrum and noise at the initial lift first (cheap, O(M^3)
-            # per step); joint optimisation from the defaults tends to run into degenerate
-            # lifts (input scales -> 0) that are worse local optima
+            # warm start: fit the spectrum and noise at the initial lift first (cheap, O(M^3) per
+            # step); joint optimisation from the defaults tends to run into degenerate lifts
+            # (input scales -> 0) that are worse local optima
             self.stats = harmonic_statistics(self.kernel, self.features, Xs, ys, chunk_size=self.chunk_size)
             self._active_mask = self._active()
             self._optimise_spectrum(maxiter)
-            self._active_mask = None
-            u0 = _softplus_inverse(np.concatenate([self._get(), self._get_lift()]))
-            self.lift_result = minimize(objective, u0, jac=True, method="L-BFGS-B",
-                                        options={"maxiter": int(maxiter)})
-            theta = _softplus(self.lift_result.x)
-            self._set(theta[:n_spec])
-            self._set_lift(theta[n_spec:])
+            self.lift_result = self._optimise_lift(Xs, ys, maxiter)
             if Xs is X:
-                self.passes += 2 * self.lift_result.nfev
+                cached = n * self.features.num_features <= self._LIFT_CACHE_ELEMENTS
+                self.passes += (1 if cached else 2) * self.lift_result.nfev
         self.stats = harmonic_statistics(self.kernel, self.features, X, y, chunk_size=self.chunk_size)
         self.passes += 1
         self._active_mask = self._active()
@@ -308,6 +293,54 @@ class VISH:
         self._posterior = None
         return self
 
+    #: largest subsample (rows x features) whose harmonics are kept in memory between the bound
+    #: and its lift gradient (float64: 160 MB); larger ones are streamed twice per step
+    _LIFT_CACHE_ELEMENTS = 20_000_000
+
+    def _optimise_lift(self, Xs: np.ndarray, ys: np.ndarray, maxiter: int):
+        """L-BFGS-B over every hyper-parameter (spectrum, noise, bias, input scales) on the rows
+        (Xs, ys): each step lifts the rows, evaluates the harmonics once, and reuses them for the
+        bound and its gradient."""
+        n_spec = len(self._param_names())
+        cache_ok = Xs.shape[0] * self.features.num_features <= self._LIFT_CACHE_ELEMENTS
+        self._active_mask = None
+
+        def objective(u):
+            theta = _softplus(u)
+            self._set(theta[:n_spec])
+            self._set_lift(theta[n_spec:])
+            try:
+                with np.errstate(all="ignore"):  # judged by the finiteness check below
+                    if cache_ok:
+                        r, Xh = self.kernel.lift(Xs)
+                        Phi_hat = self.features.harmonics(Xh)
+                        Phi = Phi_hat * r[:, None]
+                        G = Phi.T @ Phi
+                        self.stats = HarmonicStatistics(0.5 * (G + G.T), Phi.T @ ys, float(ys @ ys),
+                                                        float(r @ r), Xs.shape[0])
+                        lift_data = (Xs, ys, (r, Xh, Phi_hat))
+                    else:
+                        self.stats = harmonic_statistics(self.kernel, self.features, Xs, ys,
+                                                         chunk_size=self.chunk_size)
+                        lift_data = (Xs, ys)
+                    if self._active_mask is None:
+                        self._active_mask = self._active()
+                    value, grad = self._bound_and_grad(lift_data=lift_data)
+            except (np.linalg.LinAlgError, ValueError, FloatingPointError):
+                # a trial point outside the usable range (Cholesky fails even with jitter, a
+                # parameter under/overflowed): the line search steps back
+                return _REJECT, np.zeros_like(u)
+            if not (np.isfinite(value) and np.all(np.isfinite(grad))):
+                return _REJECT, np.zeros_like(u)
+            return -value, -grad * expit(u)
+
+        u0 = _softplus_inverse(np.concatenate([self._get(), self._get_lift()]))
+        result = minimize(objective, u0, jac=True, method="L-BFGS-B", options={"maxiter": int(maxiter)})
+        theta = _softplus(result.x)
+        self._set(theta[:n_spec])
+        self._set_lift(theta[n_spec:])
+        return result
+
     def _optimise_spectrum(self, maxiter: int):
         """L-BFGS-B over the spectrum and noise parameters with the statistics fixed."""
         u0 = _softplus_inverse(self._get())
@@ -315,10 +348,13 @@ class VISH:
         def objective_spectrum(u):
             self._set(_softplus(u))
             try:
-                value, grad = self._bound_and_grad()
+                with np.errstate(all="ignore"):  # judged by the finiteness check below
+                    value, grad = self._bound_and_grad()
             except (np.linalg.LinAlgError, ValueError, FloatingPointError):
                 # a trial point outside the usable range (Cholesky fails even with jitter,
                 # a parameter under/overflowed): the line search steps back
+                return _REJECT, np.zeros_like(u)
+            if not (np.isfinite(value) and np.all(np.isfinite(grad))):
                 return _REJECT, np.zeros_like(u)
             return -value, -grad * expit(u)
 

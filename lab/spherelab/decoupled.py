@@ -1,0 +1,505 @@
+r"""The orthogonally-decoupled variational posterior with inter-domain features (seed 003 §3.3-3.4;
+Shi, Titsias & Mnih 2020, "SOLVE-GP"), and its ELBO with hand-written gradients.
+
+Two sets of inducing variables: :math:`u` (any feature: activated units, inducing points) and
+:math:`v = f(W)` at K orthogonal inputs, of which only the part orthogonal to :math:`u`,
+:math:`v' = v - K_{vu}K_{uu}^{-1}u`, is modelled: :math:`p(v') = N(0, S_{vv})`,
+:math:`q(u) = N(m_u, C_u)`, :math:`q(v') = N(m_v, C_v)`, with
+
+.. math:: S_{vv} = K_{vv} - K_{vu}K_{uu}^{-1}K_{uv}, \qquad S_{vf} = K_{vf} - K_{vu}K_{uu}^{-1}K_{uf}.
+
+Predictive (seed 003 eqs. 3.11-3.12), :math:`A = K_{uu}^{-1}K_{uf}`, :math:`B = S_{vv}^{-1}S_{vf}`:
+
+.. math:: \mu = A^\top m_u + B^\top m_v, \qquad
+          \nu = k_{ff} - \mathrm{diag}(K_{fu}A) + \mathrm{diag}(A^\top C_u A)
+                - \mathrm{diag}(S_{fv}B) + \mathrm{diag}(B^\top C_v B).
+
+ELBO :math:`= \tfrac{N}{|B|}\sum_{n\in\text{batch}} E_q[\log p(y_n\mid f_n)]
+- \mathrm{KL}[q(u)\,\|\,N(0, K_{uu})] - \mathrm{KL}[q(v')\,\|\,N(0, S_{vv})]`.
+
+:func:`orthogonal_bound` returns the bound and its derivatives with respect to every matrix it
+consumes (GPy's contract); :class:`OrthogonalSVGP` chains them into the parameters.
+``K = 0`` is the (activated) SVGP; :math:`C_v = S_{vv}` gives ODVGP.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy.linalg import cho_solve, solve_triangular
+from scipy.optimize import minimize
+from scipy.special import expit
+
+from ._validation import check_finite_array, check_int
+from .bounds import cholesky_or_explain
+from .features import ActivatedFeatures, InducingPoints, kernel_input_gradients, lift_gradients
+from .kernels import ZonalKernel
+from .likelihoods import Bernoulli, Gaussian
+from .optimizers import Adam
+
+__all__ = ["OrthogonalBound", "orthogonal_bound", "OrthogonalSVGP", "ActivatedSVGP"]
+
+_HINT_UU = ("Kuu is singular: fewer units than the truncated feature space has dimensions? "
+            "Use fewer units, a higher truncation, or spread the unit weights.")
+_HINT_VV = ("S_vv = Kvv - Kvu Kuu^-1 Kuv is singular: orthogonal inputs coincide, or the features "
+            "already explain f at W. Use fewer orthogonal points or move them apart.")
+
+
+@dataclass
+class OrthogonalBound:
+    """Value and derivatives of :func:`orthogonal_bound` (each ``d*`` has the shape of its matrix)."""
+
+    value: float
+    mean: np.ndarray
+    var: np.ndarray
+    dKuu: np.ndarray
+    dKuf: np.ndarray
+    dkff: np.ndarray
+    dm_u: np.ndarray
+    dL_u: np.ndarray
+    dKvv: np.ndarray
+    dKvu: np.ndarray
+    dKvf: np.ndarray
+    dm_v: np.ndarray
+    dL_v: np.ndarray
+    dnoise: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+
+def _chol_inverse(L: np.ndarray) -> np.ndarray:
+    n = L.shape[0]
+    return cho_solve((L, True), np.eye(n))
+
+
+def orthogonal_bound(
+    Kuu, Kuf, kff, m_u, L_u, Kvv, Kvu, Kvf, m_v, L_v, y, likelihood, num_data: int
+) -> OrthogonalBound:
+    r"""The orthogonally-decoupled ELBO on a batch and its matrix derivatives.
+
+    Parameters
+    ----------
+    Kuu ``(M, M)``, Kuf ``(M, B)``, kff ``(B,)``
+        Feature covariances and the prior variances at the batch inputs.
+    m_u ``(M,)``, L_u ``(M, M)``
+        :math:`q(u) = N(m_u, L_uL_u^\top)` (lower triangle of L_u used).
+    Kvv ``(K, K)``, Kvu ``(K, M)``, Kvf ``(K, B)``
+        Covariances of the orthogonal inducing values (K may be 0).
+    m_v ``(K,)``, L_v ``(K, K)``
+        :math:`q(v') = N(m_v, L_vL_v^\top)`.
+    y ``(B,)``, likelihood, num_data
+        Targets, a likelihood with ``variational_expectations``, and N (the data term is scaled
+        by N / B).
+    """
+    M, B = Kuf.shape
+    K = Kvv.shape[0]
+    scale = num_data / B
+    L_u = np.tril(L_u)
+    L_v = np.tril(L_v)
+    Lk = cholesky_or_explain(Kuu, "Kuu", _HINT_UU)
+    Kuu_inv = _chol_inverse(Lk)
+    A = cho_solve((Lk, True), Kuf)
+    Su = L_u @ L_u.T
+    SuA = Su @ A
+    mean = A.T @ m_u
+    var = kff - np.einsum("mn,mn->n", A, Kuf) + np.einsum("mn,mn->n", A, SuA)
+    if K:
+        P = cho_solve((Lk, True), Kvu.T)  # Kuu^-1 Kuv (M, K)
+        Svv = Kvv - Kvu @ P
+        Svv = 0.5 * (Svv + Svv.T)
+        Svf = Kvf - Kvu @ A
+        Ls = cholesky_or_explain(Svv, "S_vv", _HINT_VV)
+        Svv_inv = _chol_inverse(Ls)
+        Bm = cho_solve((Ls, True), Svf)
+        Cv = L_v @ L_v.T
+        CvB = Cv @ Bm
+        mean = mean + Bm.T @ m_v
+        var = var - np.einsum("kn,kn->n", Bm, Svf) + np.einsum("kn,kn->n", Bm, CvB)
+    e, gmu, gvar = likelihood.variational_expectations(y, mean, np.maximum(var, 1e-300))
+
+    def logdet_tri(L):
+        return 2.0 * float(np.sum(np.log(np.abs(np.diag(L)))))
+
+    kl_u = 0.5 * (np.sum(Kuu_inv * Su) + m_u @ Kuu_inv @ m_u - M + 2 * np.sum(np.log(np.diag(Lk))) - logdet_tri(L_u))
+    value = scale * float(e.sum()) - kl_u
+    gmu = scale * gmu
+    gvar = scale * gvar
+
+    # ---- backward ----
+    dm_u = A @ gmu - Kuu_inv @ m_u
+    dSu = (A * gvar) @ A.T - 0.5 * (Kuu_inv - _chol_inverse_tri(L_u))
+    dL_u = np.tril(2.0 * dSu @ L_u)
+    dA = np.outer(m_u, gmu) - Kuf * gvar + 2.0 * SuA * gvar
+    dKuf = -A * gvar
+    dkff = gvar.copy()
+    dKuu = 0.5 * (Kuu_inv @ (Su + np.outer(m_u, m_u)) @ Kuu_inv - Kuu_inv)
+    dKvv = np.zeros((K, K))
+    dKvu = np.zeros((K, M))
+    dKvf = np.zeros((K, B))
+    dm_v = np.zeros(K)
+    dL_v = np.zeros((K, K))
+    if K:
+        kl_v = 0.5 * (np.sum(Svv_inv * Cv) + m_v @ Svv_inv @ m_v - K + 2 * np.sum(np.log(np.diag(Ls))) - logdet_tri(L_v))
+        value -= kl_v
+        dm_v = Bm @ gmu - Svv_inv @ m_v
+        dCv = (Bm * gvar) @ Bm.T - 0.5 * (Svv_inv - _chol_inverse_tri(L_v))
+        dL_v = np.tril(2.0 * dCv @ L_v)
+        dBm = np.outer(m_v, gmu) - Svf * gvar + 2.0 * CvB * gvar
+        dSvf = -Bm * gvar
+        tmp = cho_solve((Ls, True), dBm)
+        dSvf += tmp
+        dSvv = -tmp @ Bm.T
+        dSvv += 0.5 * (Svv_inv @ (Cv + np.outer(m_v, m_v)) @ Svv_inv - Svv_inv)
+        # Svf = Kvf - Kvu A
+        dKvf = dSvf
+        dKvu = -dSvf @ A.T
+        dA -= Kvu.T @ dSvf
+        # Svv = Kvv - Kvu Kuu^-1 Kvu^T
+        dKvv = dSvv
+        dKvu -= (dSvv + dSvv.T) @ P.T
+        dKuu += P @ dSvv @ P.T
+    # A = Kuu^-1 Kuf
+    KdA = cho_solve((Lk, True), dA)
+    dKuf += KdA
+    dKuu -= KdA @ A.T
+    dnoise = 0.0
+    if isinstance(likelihood, Gaussian):
+        s2 = likelihood.variance
+        dnoise = scale * float(np.sum(-0.5 / s2 + 0.5 * ((y - mean) ** 2 + var) / s2**2))
+    return OrthogonalBound(float(value), mean, var, dKuu, dKuf, dkff, dm_u, dL_u, dKvv, dKvu, dKvf, dm_v, dL_v, dnoise)
+
+
+def _chol_inverse_tri(L: np.ndarray) -> np.ndarray:
+    """(L L^T)^-1 for a lower-triangular L with any signs on its diagonal."""
+    n = L.shape[0]
+    if n == 0:
+        return np.zeros((0, 0))
+    Li = solve_triangular(L, np.eye(n), lower=True)
+    return Li.T @ Li
+
+
+def _softplus(u):
+    return np.logaddexp(0.0, u)
+
+
+def _softplus_inverse(x):
+    x = np.maximum(np.asarray(x, dtype=np.float64), 1e-300)
+    return np.where(x > 30, x, np.log(np.expm1(np.minimum(x, 30))))
+
+
+class OrthogonalSVGP:
+    r"""SVGP with inter-domain features :math:`u` and K orthogonal inducing points
+    (the orthogonally-decoupled posterior of seed 003 eqs. 3.11-3.12).
+
+    Parameters
+    ----------
+    kernel
+        A :class:`~spherelab.kernels.ZonalKernel` (its ``bias`` and ``input_scale`` are trained).
+    features
+        :class:`~spherelab.features.ActivatedFeatures` or :class:`~spherelab.features.InducingPoints`.
+    num_orthogonal
+        K (0: the plain SVGP / activated SVGP).
+    likelihood
+        :class:`~spherelab.likelihoods.Gaussian` (default, closed-form expectations) or
+        :class:`~spherelab.likelihoods.Bernoulli` (Gauss-Hermite).
+    orthogonal_inputs
+        ``(K, D)`` initial W; default: K training inputs chosen at random in :meth:`fit`.
+
+    Trainable: ``m_u``, ``L_u`` (:math:`C_u = L_uL_u^\top`), ``m_v``, ``L_v``, ``W``, the feature
+    parameters (unit weights or inducing inputs), the kernel's variance, shape parameters, bias
+    and input scale, and the Gaussian noise variance — all with analytic gradients
+    (:meth:`elbo_and_gradient`).
+    """
+
+    def __init__(self, kernel: ZonalKernel, features, num_orthogonal: int = 0, likelihood=None,
+                 orthogonal_inputs: Any = None) -> None:
+        if not isinstance(kernel, ZonalKernel):
+            raise TypeError(f"kernel must be a spherelab ZonalKernel, got {kernel!r}")
+        if not isinstance(features, (ActivatedFeatures, InducingPoints)):
+            raise TypeError(f"features must be ActivatedFeatures or InducingPoints, got {features!r}")
+        self.kernel = kernel
+        self.features = features
+        self.num_orthogonal = check_int(num_orthogonal, "num_orthogonal", minimum=0)
+        self.likelihood = likelihood if likelihood is not None else Gaussian(1.0)
+        if not isinstance(self.likelihood, (Gaussian, Bernoulli)):
+            raise TypeError(f"likelihood must be Gaussian or Bernoulli, got {self.likelihood!r}")
+        self.W = None if orthogonal_inputs is None else check_finite_array(orthogonal_inputs, "orthogonal_inputs", ndim=2).copy()
+        if self.W is not None and self.W.shape[0] != self.num_orthogonal:
+            raise ValueError(f"orthogonal_inputs must have num_orthogonal = {self.num_orthogonal} rows")
+        self.m_u = self.L_u = self.m_v = self.L_v = None
+        self.optimizer_result = None
+
+    # ---- set-up ---------------------------------------------------------------------------
+    def _check_data(self, X, y):
+        X = check_finite_array(X, "X", ndim=2)
+        y = check_finite_array(y, "y")
+        if y.ndim == 2 and y.shape[1] == 1:
+            y = y[:, 0]
+        if y.ndim != 1:
+            raise ValueError(f"y must be 1-d (or a single column), got shape {y.shape}")
+        if X.shape[0] != y.shape[0]:
+            raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]} values")
+        if X.shape[0] == 0:
+            raise ValueError("X and y are empty: need at least one observation")
+        if isinstance(self.likelihood, Bernoulli):
+            self.likelihood.check_targets(y)
+        return X, y
+
+    def initialise(self, X: np.ndarray, seed: int = 0) -> "OrthogonalSVGP":
+        """Feature parameters, W (K distinct training inputs) and q at the prior
+        (:math:`m = 0`, :math:`C_u = K_{uu}`, :math:`C_v = S_{vv}`)."""
+        rng = np.random.default_rng(seed)
+        self.features.initialise(X.shape[1] + 1, rng)
+        K = self.num_orthogonal
+        if self.W is None:
+            if K > X.shape[0]:
+                raise ValueError(f"num_orthogonal = {K} exceeds the number of training rows {X.shape[0]}")
+            self.W = X[rng.choice(X.shape[0], K, replace=False)].copy() if K else np.zeros((0, X.shape[1]))
+        elif self.W.shape[1] != X.shape[1]:
+            raise ValueError(f"orthogonal_inputs have {self.W.shape[1]} columns but X has {X.shape[1]}")
+        M = self.features.num_features
+        Kuu = self.features.Kuu(self.kernel)
+        self.m_u = np.zeros(M)
+        self.L_u = cholesky_or_explain(Kuu, "Kuu", _HINT_UU)
+        self.m_v = np.zeros(K)
+        if K:
+            Kvu = self.features.Kuf(self.kernel, self.W).T
+            Svv = self.kernel.K(self.W) - Kvu @ cho_solve((self.L_u, True), Kvu.T)
+            self.L_v = cholesky_or_explain(0.5 * (Svv + Svv.T), "S_vv", _HINT_VV)
+        else:
+            self.L_v = np.zeros((0, 0))
+        return self
+
+    # ---- matrices -------------------------------------------------------------------------
+    def _matrices(self, X):
+        Kuu = self.features.Kuu(self.kernel)
+        Kuf = self.features.Kuf(self.kernel, X)
+        kff = self.kernel.diag(X)
+        K = self.num_orthogonal
+        if K:
+            Kvv = self.kernel.K(self.W)
+            Kvu = self.features.Kuf(self.kernel, self.W).T
+            Kvf = self.kernel.K(self.W, X)
+        else:
+            Kvv, Kvu, Kvf = np.zeros((0, 0)), np.zeros((0, Kuu.shape[0])), np.zeros((0, X.shape[0]))
+        return Kuu, Kuf, kff, Kvv, Kvu, Kvf
+
+    def bound(self, X, y, num_data: int | None = None) -> OrthogonalBound:
+        """:func:`orthogonal_bound` at the current parameters on (X, y)."""
+        Kuu, Kuf, kff, Kvv, Kvu, Kvf = self._matrices(X)
+        return orthogonal_bound(Kuu, Kuf, kff, self.m_u, self.L_u, Kvv, Kvu, Kvf, self.m_v, self.L_v,
+                                y, self.likelihood, X.shape[0] if num_data is None else num_data)
+
+    def elbo_and_gradient(self, X, y, num_data: int | None = None) -> tuple[float, dict[str, Any]]:
+        """The ELBO (minibatch estimate if ``num_data`` > len(y)) and its gradient with respect to
+        every parameter, as a dict."""
+        X = check_finite_array(X, "X", ndim=2)
+        res = self.bound(X, y, num_data)
+        kern, feats = self.kernel, self.features
+        g: dict[str, Any] = {"m_u": res.dm_u, "L_u": res.dL_u, "m_v": res.dm_v, "L_v": res.dL_v}
+        hyp = ["variance", *kern.shape_params, "bias", "input_scale"]
+        acc = {k: np.zeros_like(np.asarray(getattr(kern, k), dtype=np.float64)) for k in hyp}
+
+        def add(d):
+            for k in hyp:
+                if k in d:
+                    acc[k] = acc[k] + np.asarray(d[k])
+
+        fparams = np.zeros_like(feats.get_params())
+        for d in (feats.Kuu_gradients(kern, res.dKuu), feats.Kuf_gradients(kern, res.dKuf, X)):
+            add(d)
+            fparams += feats.param_gradient(d)
+        # kff = r^2 kappa(1)
+        r, Xh = kern.lift(X)
+        kap1 = kern.at_one()
+        add({k: float(res.dkff @ (r * r)) * v for k, v in kern.at_one_gradients().items()})
+        lg = lift_gradients(kern, X, 2.0 * kap1 * (res.dkff * r)[:, None] * Xh)
+        add({"bias": lg["bias"], "input_scale": lg["input_scale"]})
+        dW = np.zeros_like(self.W)
+        if self.num_orthogonal:
+            add(kern.gradients(res.dKvv, self.W))
+            a, b = kernel_input_gradients(kern, res.dKvv, self.W, self.W)
+            dW += a + b
+            add(kern.gradients(res.dKvf, self.W, X))
+            dW += kernel_input_gradients(kern, res.dKvf, self.W, X)[0]
+            d = feats.Kuf_gradients(kern, res.dKvu.T, self.W)
+            add(d)
+            fparams += feats.param_gradient(d)
+            dW += d["X"]
+        g["features"] = fparams
+        g["W"] = dW
+        g.update({k: (float(v) if np.ndim(v) == 0 else v) for k, v in acc.items()})
+        g["noise"] = res.dnoise
+        return res.value, g
+
+    # ---- parameter vector -----------------------------------------------------------------
+    def _hyper_names(self) -> list[str]:
+        names = ["variance", *self.kernel.shape_params, "bias"]
+        return names
+
+    def _pack(self) -> np.ndarray:
+        iu = np.tril_indices(self.m_u.size)
+        iv = np.tril_indices(self.m_v.size)
+        hyp = [getattr(self.kernel, k) for k in self._hyper_names()]
+        hyp += list(np.atleast_1d(self.kernel.input_scale))
+        if isinstance(self.likelihood, Gaussian):
+            hyp.append(self.likelihood.variance)
+        return np.concatenate([self.m_u, self.L_u[iu], self.m_v, self.L_v[iv], self.features.get_params(),
+                               self.W.ravel(), _softplus_inverse(np.array(hyp, dtype=np.float64))])
+
+    def _unpack(self, theta: np.ndarray) -> None:
+        M, K = self.m_u.size, self.m_v.size
+        i = 0
+
+        def take(n):
+            nonlocal i
+            out = theta[i : i + n]
+            i += n
+            return out
+
+        self.m_u = take(M).copy()
+        L = np.zeros((M, M))
+        L[np.tril_indices(M)] = take(M * (M + 1) // 2)
+        self.L_u = L
+        self.m_v = take(K).copy()
+        L = np.zeros((K, K))
+        L[np.tril_indices(K)] = take(K * (K + 1) // 2)
+        self.L_v = L
+        nf = self.features.get_params().size
+        self.features.set_params(take(nf))
+        self.W = take(self.W.size).reshape(self.W.shape).copy()
+        hyp = _softplus(theta[i:])
+        names = self._hyper_names()
+        for k, v in zip(names, hyp):
+            setattr(self.kernel, k, float(v))
+        n_scale = np.atleast_1d(self.kernel.input_scale).size
+        sc = hyp[len(names) : len(names) + n_scale]
+        self.kernel.input_scale = float(sc[0]) if np.ndim(self.kernel.input_scale) == 0 else sc.copy()
+        if isinstance(self.likelihood, Gaussian):
+            self.likelihood.variance = float(hyp[-1])
+
+    def _grad_vector(self, g: dict[str, Any], theta: np.ndarray) -> np.ndarray:
+        M, K = self.m_u.size, self.m_v.size
+        hyp = [g[k] for k in self._hyper_names()] + list(np.atleast_1d(g["input_scale"]))
+        if isinstance(self.likelihood, Gaussian):
+            hyp.append(g["noise"])
+        nh = len(hyp)
+        return np.concatenate([g["m_u"], g["L_u"][np.tril_indices(M)], g["m_v"], g["L_v"][np.tril_indices(K)],
+                               g["features"], g["W"].ravel(), np.array(hyp) * expit(theta[-nh:])])
+
+    def _objective(self, theta, X, y, num_data):
+        self._unpack(theta)
+        try:
+            with np.errstate(all="ignore"):  # judged by the finiteness check below
+                value, g = self.elbo_and_gradient(X, y, num_data)
+                grad = self._grad_vector(g, theta)
+        except (np.linalg.LinAlgError, ValueError, FloatingPointError):
+            return 1e300, np.zeros_like(theta)
+        if not (np.isfinite(value) and np.all(np.isfinite(grad))):
+            return 1e300, np.zeros_like(theta)
+        return -value, -grad
+
+    # ---- fitting --------------------------------------------------------------------------
+    def fit(self, X: Any, y: Any, optimize: bool = True, *, maxiter: int = 1000, seed: int = 0) -> "OrthogonalSVGP":
+        """Full-batch fit of every parameter by L-BFGS-B (``optimize=False``: initialise only).
+
+        Returns
+        -------
+        self
+        """
+        X, y = self._check_data(X, y)
+        if self.m_u is None:
+            self.initialise(X, seed)
+        if optimize:
+            theta0 = self._pack()
+            res = minimize(self._objective, theta0, args=(X, y, X.shape[0]), jac=True, method="L-BFGS-B",
+                           options={"maxiter": int(maxiter)})
+            self._unpack(res.x)
+            self.optimizer_result = res
+        self._X, self._y = X, y
+        return self
+
+    def fit_adam(self, X: Any, y: Any, *, batch_size: int = 256, iterations: int = 1000, lr: float = 0.01,
+                 seed: int = 0) -> "OrthogonalSVGP":
+        """Minibatch fit of every parameter by Adam on the unbiased ELBO estimate."""
+        X, y = self._check_data(X, y)
+        if self.m_u is None:
+            self.initialise(X, seed)
+        rng = np.random.default_rng(seed)
+        B = min(check_int(batch_size, "batch_size", minimum=1), X.shape[0])
+        theta = self._pack()
+        opt = Adam(theta, lr)
+        self.trace = []
+        for _ in range(int(iterations)):
+            idx = rng.choice(X.shape[0], B, replace=False)
+            value, grad = self._objective(theta, X[idx], y[idx], X.shape[0])
+            if value >= 1e300:
+                raise np.linalg.LinAlgError("a minibatch step left the usable range (Cholesky failed); lower lr")
+            theta = opt.step(-grad)  # _objective returns the negated ELBO gradient
+            self.trace.append(-value)
+        self._unpack(theta)
+        self._X, self._y = X, y
+        return self
+
+    def elbo(self, X: Any = None, y: Any = None) -> float:
+        """The ELBO on all of (X, y) (default: the training data)."""
+        X = self._X if X is None else X
+        y = self._y if y is None else y
+        return self.bound(X, y).value
+
+    # ---- prediction -----------------------------------------------------------------------
+    def _predictive(self, X: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        Kuu, Kuf, kff, Kvv, Kvu, Kvf = self._matrices(X)
+        Lk = cholesky_or_explain(Kuu, "Kuu", _HINT_UU)
+        A = cho_solve((Lk, True), Kuf)
+        Su = np.tril(self.L_u) @ np.tril(self.L_u).T
+        mean = A.T @ self.m_u
+        terms = {"Kff": kff, "-Qff": -np.einsum("mn,mn->n", A, Kuf), "+QCuQ": np.einsum("mn,mn->n", A, Su @ A)}
+        if self.num_orthogonal:
+            Svv = Kvv - Kvu @ cho_solve((Lk, True), Kvu.T)
+            Svf = Kvf - Kvu @ A
+            Ls = cholesky_or_explain(0.5 * (Svv + Svv.T), "S_vv", _HINT_VV)
+            Bm = cho_solve((Ls, True), Svf)
+            Cv = np.tril(self.L_v) @ np.tril(self.L_v).T
+            mean = mean + Bm.T @ self.m_v
+            terms["-SfvSvv^-1Svf"] = -np.einsum("kn,kn->n", Bm, Svf)
+            terms["+SfvSvv^-1CvSvv^-1Svf"] = np.einsum("kn,kn->n", Bm, Cv @ Bm)
+        else:
+            terms["-SfvSvv^-1Svf"] = np.zeros(X.shape[0])
+            terms["+SfvSvv^-1CvSvv^-1Svf"] = np.zeros(X.shape[0])
+        return mean, terms
+
+    def _check_fitted(self):
+        if self.m_u is None:
+            raise RuntimeError("call fit() (or initialise()) first")
+
+    def variance_terms(self, X: Any) -> dict[str, np.ndarray]:
+        r"""The five terms of the predictive variance (seed 003 eq. 3.12, Fig. 3.8), each ``(N,)``:
+        ``Kff``, ``-Qff``, ``+QCuQ``, ``-SfvSvv^-1Svf``, ``+SfvSvv^-1CvSvv^-1Svf``; they sum to
+        the variance of :meth:`predict_f` (before its clipping at 0)."""
+        self._check_fitted()
+        return self._predictive(check_finite_array(X, "X", ndim=2))[1]
+
+    def predict_f(self, X: Any, chunk_size: int = 4096) -> tuple[np.ndarray, np.ndarray]:
+        """Predictive mean and variance of f, ``(N,)`` each (chunked over rows)."""
+        self._check_fitted()
+        X = check_finite_array(X, "X", ndim=2)
+        means, varis = [], []
+        for s in range(0, X.shape[0], chunk_size):
+            mean, terms = self._predictive(X[s : s + chunk_size])
+            means.append(mean)
+            varis.append(np.maximum(sum(terms.values()), 0.0))
+        return np.concatenate(means), np.concatenate(varis)
+
+    def predict_y(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Predictive mean and variance of y."""
+        return self.likelihood.predict_y(*self.predict_f(X))
+
+
+class ActivatedSVGP(OrthogonalSVGP):
+    """The activated SVGP (Dutordoir et al. 2021; seed 003 §3.2.2): :class:`OrthogonalSVGP` with
+    ``num_orthogonal = 0``."""
+
+    def __init__(self, kernel: ZonalKernel, features, likelihood=None) -> None:
+        super().__init__(kernel, features, 0, likelihood)

@@ -1,0 +1,327 @@
+"""Activated / inducing-point features and the orthogonally-decoupled SVGP (seed 003)."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+
+import spherelab as sl
+from spherelab import activations as A
+from spherelab import kernels as K
+from spherelab.decoupled import OrthogonalSVGP
+from spherelab.features import ActivatedFeatures, InducingPoints
+
+
+def data(rng, n=15, D=2):
+    X = rng.standard_normal((n, D))
+    y = np.sin(1.5 * X[:, 0]) + 0.3 * X[:, -1] + 0.1 * rng.standard_normal(n)
+    return X, y
+
+
+FEATURES = {
+    "softplus": lambda rng: ActivatedFeatures(A.Softplus(2.0), 4, 4),
+    "relu": lambda rng: ActivatedFeatures(A.ReLU(), 4, 5),
+    "points": lambda rng: InducingPoints(rng.standard_normal((4, 2))),
+}
+KERNELS = {
+    "arccos": lambda: K.ArcCosine(1, 1.3, bias=0.8, input_scale=np.array([1.2, 0.7])),
+    "matern52": lambda: K.Matern(2.5, 0.9, 1.1, bias=1.2, input_scale=0.8),
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# features: Kuu, Kuf and their chain rules
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kname", KERNELS)
+@pytest.mark.parametrize("fname", FEATURES)
+def test_feature_gradients_against_finite_differences(kname, fname, rng):
+    kern, feat = KERNELS[kname](), FEATURES[fname](rng)
+    X = rng.standard_normal((6, 2))
+    feat.initialise(3, rng)
+    M = feat.num_features
+    Gu, Gf = rng.standard_normal((M, M)), rng.standard_normal((M, 6))
+
+    def f():
+        return np.sum(Gu * feat.Kuu(kern)) + np.sum(Gf * feat.Kuf(kern, X))
+
+    gu, gf = feat.Kuu_gradients(kern, Gu), feat.Kuf_gradients(kern, Gf, X)
+    h = 1e-6
+    p = feat.get_params()
+    g = feat.param_gradient(gu) + feat.param_gradient(gf)
+    for i in range(p.size):
+        q = p.copy()
+        q[i] += h
+        feat.set_params(q)
+        fp = f()
+        q[i] -= 2 * h
+        feat.set_params(q)
+        fm = f()
+        assert np.isclose(g[i], (fp - fm) / (2 * h), rtol=1e-6, atol=1e-7)
+    feat.set_params(p)
+    for i in np.ndindex(X.shape):
+        X[i] += h
+        fp = f()
+        X[i] -= 2 * h
+        fm = f()
+        X[i] += h
+        assert np.isclose(gf["X"][i], (fp - fm) / (2 * h), rtol=1e-6, atol=1e-7)
+    for name in ["variance", *kern.shape_params, "bias", "input_scale"]:
+        an = np.atleast_1d(np.asarray(gu.get(name, 0.0)) + np.asarray(gf.get(name, 0.0)))
+        v0 = copy.deepcopy(getattr(kern, name))
+        for j in range(np.size(v0)):
+            v = np.array(v0, dtype=float).reshape(-1)
+            v[j] += h
+            setattr(kern, name, v if np.ndim(v0) else float(v[0]))
+            fp = f()
+            v[j] -= 2 * h
+            setattr(kern, name, v if np.ndim(v0) else float(v[0]))
+            fm = f()
+            setattr(kern, name, v0)
+            assert np.isclose(an[j], (fp - fm) / (2 * h), rtol=1e-6, atol=1e-7), name
+
+
+def test_activated_features_match_their_definition(rng):
+    """Kuf is the truncated homogeneous unit ||w|| r sigma_L(w^T x / (||w|| r)); Kuu is the
+    RKHS inner product sum sigma_l^2 / lambda_l Z_l, evaluated independently by quadrature of
+    the Funk-Hecke coefficients."""
+    kern = K.Matern(2.5, 0.7, bias=1.0)
+    act = A.Softplus(3.0)
+    L, d = 6, 3
+    feat = ActivatedFeatures(act, 3, L, weights=rng.standard_normal((3, d)))
+    X = rng.standard_normal((5, d - 1))
+    Xt = np.column_stack([X, np.ones(5)])
+    lam = kern.spectrum(d, L)
+    sig = act.coefficients(d, L)
+    W = feat.weights
+    for m in range(3):
+        for n in range(5):
+            rw, rx = np.linalg.norm(W[m]), np.linalg.norm(Xt[n])
+            t = W[m] @ Xt[n] / (rw * rx)
+            Z = sl.zonal_table(L, d, np.array([t]))[0]
+            assert np.isclose(feat.Kuf(kern, X)[m, n], rw * rx * np.sum(sig * Z))
+    Kuu = feat.Kuu(kern)
+    for m in range(3):
+        for k in range(3):
+            t = W[m] @ W[k] / np.linalg.norm(W[m]) / np.linalg.norm(W[k])
+            Z = sl.zonal_table(L, d, np.array([t]))[0]
+            ref = np.linalg.norm(W[m]) * np.linalg.norm(W[k]) * np.sum(sig**2 / lam * Z)
+            assert np.isclose(Kuu[m, k], ref)
+    # joint prior of (u, f) is PSD (same truncation on both sides)
+    Kff = sl.kernels.Truncated(kern, d, L).K(X)
+    Kuf = feat.Kuf(kern, X)
+    joint = np.block([[Kuu, Kuf], [Kuf.T, Kff]])
+    assert np.linalg.eigvalsh(joint).min() > -1e-10 * np.abs(joint).max()
+
+
+def test_levels_with_zero_eigenvalue_are_dropped(rng):
+    """Arc-cosine order 1 has lambda_l = 0 at odd l >= 3: softplus (whose odd coefficients
+    beyond 1 are also zero) is fine, but a feature with such levels must drop them."""
+    kern = K.ArcCosine(1)
+    feat = ActivatedFeatures(A.Swish(), 3, 7, weights=rng.standard_normal((3, 3)))
+    Kuu = feat.Kuu(kern)
+    assert np.all(np.isfinite(Kuu))
+    lam = kern.spectrum(3, 7)
+    assert np.any(lam == 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# orthogonally-decoupled bound
+# ---------------------------------------------------------------------------------------------
+
+
+def _randomise_q(model, rng):
+    model.m_u = rng.standard_normal(model.m_u.size)
+    model.m_v = rng.standard_normal(model.m_v.size)
+    model.L_u = model.L_u + 0.1 * np.tril(rng.standard_normal(model.L_u.shape))
+    model.L_v = model.L_v + 0.1 * np.tril(rng.standard_normal(model.L_v.shape))
+
+
+@pytest.mark.parametrize("lik", ["gaussian", "bernoulli"])
+@pytest.mark.parametrize("fname", ["softplus", "points"])
+@pytest.mark.parametrize("num_orth", [0, 3])
+def test_every_parameter_gradient_against_finite_differences(lik, fname, num_orth, rng):
+    X, y = data(rng, n=12)
+    likelihood = sl.likelihoods.Gaussian(0.3) if lik == "gaussian" else sl.likelihoods.Bernoulli()
+    if lik == "bernoulli":
+        y = (y > 0).astype(float)
+    kern = K.Matern(2.5, 0.9, 1.1, bias=1.2, input_scale=np.array([0.8, 1.3]))
+    model = OrthogonalSVGP(kern, FEATURES[fname](rng), num_orth, likelihood).fit(X, y, optimize=False)
+    _randomise_q(model, rng)
+    theta = model._pack()
+    _, g = model._objective(theta, X, y, 40)  # minibatch scaling N / B = 40 / 12
+    h = 1e-6
+    for i in range(theta.size):
+        t = theta.copy()
+        t[i] += h
+        fp = model._objective(t, X, y, 40)[0]
+        t[i] -= 2 * h
+        fm = model._objective(t, X, y, 40)[0]
+        num = (fp - fm) / (2 * h)
+        assert np.isclose(g[i], num, rtol=1e-4, atol=1e-6), (i, g[i], num)
+
+
+def _titsias(kern, feat, X, y, noise):
+    Kuu, Kuf, Kff = feat.Kuu(kern), feat.Kuf(kern, X), kern.K(X)
+    Q = Kuf.T @ np.linalg.solve(Kuu, Kuf)
+    C = Q + noise * np.eye(len(y))
+    sign, logdet = np.linalg.slogdet(C)
+    return (-0.5 * y @ np.linalg.solve(C, y) - 0.5 * logdet - 0.5 * len(y) * np.log(2 * np.pi)
+            - 0.5 * np.trace(Kff - Q) / noise)
+
+
+@pytest.mark.parametrize("fname", ["softplus", "points"])
+def test_k0_is_svgp_and_reaches_the_titsias_bound_at_the_optimal_q(fname, rng):
+    X, y = data(rng, n=20)
+    kern = K.Matern(2.5, 0.9, 1.1, bias=1.2)
+    noise = 0.2
+    model = sl.ActivatedSVGP(kern, FEATURES[fname](rng), sl.likelihoods.Gaussian(noise)).fit(X, y, optimize=False)
+    feat = model.features
+    Kuu, Kuf = feat.Kuu(kern), feat.Kuf(kern, X)
+    S = Kuu @ np.linalg.solve(Kuu + Kuf @ Kuf.T / noise, Kuu)
+    model.m_u = S @ np.linalg.solve(Kuu, Kuf @ y) / noise
+    model.L_u = np.linalg.cholesky(S)
+    assert np.isclose(model.elbo(), _titsias(kern, feat, X, y, noise), rtol=1e-9)
+    # and the SVGP predictive equations
+    Xs = rng.standard_normal((7, 2))
+    mean, var = model.predict_f(Xs)
+    Ksu = feat.Kuf(kern, Xs).T
+    Kinv = np.linalg.inv(Kuu)
+    assert np.allclose(mean, Ksu @ Kinv @ model.m_u)
+    assert np.allclose(var, kern.diag(Xs) + np.einsum("ij,jk,ik->i", Ksu @ Kinv, S - Kuu, Ksu @ Kinv))
+
+
+def test_cv_equal_svv_recovers_odvgp(rng):
+    X, y = data(rng, n=20)
+    kern = K.Matern(2.5, 0.9, 1.1, bias=1.2)
+    feat = ActivatedFeatures(A.Softplus(2.0), 4, 4)
+    model = OrthogonalSVGP(kern, feat, 3, sl.likelihoods.Gaussian(0.2)).fit(X, y, optimize=False)
+    _randomise_q(model, rng)
+    Kuu = feat.Kuu(kern)
+    Kvu = feat.Kuf(kern, model.W).T
+    Svv = kern.K(model.W) - Kvu @ np.linalg.solve(Kuu, Kvu.T)
+    model.L_v = np.linalg.cholesky(Svv)  # C_v = S_vv
+    svgp = sl.ActivatedSVGP(kern, copy.deepcopy(feat), sl.likelihoods.Gaussian(0.2)).fit(X, y, optimize=False)
+    svgp.m_u, svgp.L_u = model.m_u, model.L_u
+    Xs = rng.standard_normal((9, 2))
+    mean, var = model.predict_f(Xs)
+    mean0, var0 = svgp.predict_f(Xs)
+    assert np.allclose(var, var0, rtol=1e-9, atol=1e-12)  # ODVGP: orthogonal part only in the mean
+    Ssf = kern.K(model.W, Xs) - Kvu @ np.linalg.solve(Kuu, feat.Kuf(kern, Xs))
+    assert np.allclose(mean, mean0 + Ssf.T @ np.linalg.solve(Svv, model.m_v))
+    # with C_v = S_vv, KL[q(v') || p(v')] is the mean term alone: 0.5 m_v^T S_vv^-1 m_v
+    lik = sl.likelihoods.Gaussian(0.2)
+    res, res0 = model.bound(X, y), svgp.bound(X, y)
+    data_diff = (lik.variational_expectations(y, res.mean, res.var)[0].sum()
+                 - lik.variational_expectations(y, res0.mean, res0.var)[0].sum())
+    kl_v = 0.5 * model.m_v @ np.linalg.solve(Svv, model.m_v)
+    assert np.isclose(res.value - res0.value, data_diff - kl_v, rtol=1e-8)
+
+
+def test_variance_terms_sum_to_the_predictive_variance(rng):
+    X, y = data(rng, n=20)
+    kern = K.ArcCosine(1, bias=1.0)
+    model = OrthogonalSVGP(kern, ActivatedFeatures(A.ReLU(), 5, 8), 4, sl.likelihoods.Gaussian(0.1))
+    model.fit(X, y, maxiter=30)
+    Xs = rng.standard_normal((25, 2))
+    terms = model.variance_terms(Xs)
+    assert list(terms) == ["Kff", "-Qff", "+QCuQ", "-SfvSvv^-1Svf", "+SfvSvv^-1CvSvv^-1Svf"]
+    _, var = model.predict_f(Xs)
+    assert np.allclose(sum(terms.values()), var, rtol=1e-10, atol=1e-12)
+    assert np.all(terms["Kff"] > 0) and np.all(terms["-Qff"] <= 1e-12) and np.all(terms["-SfvSvv^-1Svf"] <= 1e-12)
+
+
+def test_orthogonal_inputs_at_the_data_give_the_exact_posterior_mean(rng):
+    """W = X: u and v' together span f at the data, and at the optimal q (closed form for the
+    Gaussian likelihood) the predictive mean is the exact GP mean; the ELBO stays below the exact
+    log marginal likelihood (q(u) q(v') is factorised, so variances are not exact)."""
+    X, y = data(rng, n=12)
+    kern = K.Matern(2.5, 0.8, 1.0, bias=1.0)
+    noise = 0.1
+    feat = ActivatedFeatures(A.Softplus(2.0), 3, 4)
+    model = OrthogonalSVGP(kern, feat, X.shape[0], sl.likelihoods.Gaussian(noise), orthogonal_inputs=X)
+    model.fit(X, y, optimize=False)
+    Kuu, Kuf = feat.Kuu(kern), feat.Kuf(kern, X)
+    Amat = np.linalg.solve(Kuu, Kuf)
+    Svv = kern.K(X) - Kuf.T @ Amat
+    Bmat = np.linalg.solve(Svv, kern.K(X) - Kuf.T @ Amat)  # = I
+    # optimal means: the exact posterior mean of (u, v') under y = A^T u + B^T v' + eps
+    F = np.vstack([Amat, Bmat])
+    P0 = np.block([[np.linalg.inv(Kuu), np.zeros((3, 12))], [np.zeros((12, 3)), np.linalg.inv(Svv)]])
+    post = np.linalg.solve(P0 + F @ F.T / noise, F @ y / noise)
+    model.m_u, model.m_v = post[:3], post[3:]
+    model.L_u = np.linalg.cholesky(np.linalg.inv(np.linalg.inv(Kuu) + Amat @ Amat.T / noise))
+    model.L_v = np.linalg.cholesky(np.linalg.inv(np.linalg.inv(Svv) + Bmat @ Bmat.T / noise))
+    Xs = rng.standard_normal((8, 2))
+    mean, _ = model.predict_f(Xs)
+    Kxx = kern.K(X) + noise * np.eye(12)
+    exact = kern.K(Xs, X) @ np.linalg.solve(Kxx, y)
+    assert np.allclose(mean, exact, atol=1e-8)
+    _, g = model.elbo_and_gradient(X, y)
+    assert np.abs(g["m_u"]).max() < 1e-6 and np.abs(g["m_v"]).max() < 1e-6  # optimal
+    assert np.abs(g["L_u"]).max() < 1e-6 and np.abs(g["L_v"]).max() < 1e-6
+    C = np.linalg.cholesky(Kxx)
+    alpha = np.linalg.solve(C, y)
+    lml = -0.5 * alpha @ alpha - np.log(np.diag(C)).sum() - 6 * np.log(2 * np.pi)
+    assert model.elbo() < lml
+
+
+def test_fit_raises_the_elbo_and_stays_below_the_exact_lml(rng):
+    X, y = data(rng, n=40)
+    kern = K.Matern(2.5, 1.0, bias=1.0)
+    model = OrthogonalSVGP(kern, ActivatedFeatures(A.Softplus(2.0), 6, 6), 4, sl.likelihoods.Gaussian(0.3))
+    model.fit(X, y, optimize=False)
+    before = model.elbo()
+    model.fit(X, y, maxiter=200)
+    after = model.elbo()
+    assert after > before + 5
+    Kxx = kern.K(X) + model.likelihood.variance * np.eye(40)
+    C = np.linalg.cholesky(Kxx)
+    alpha = np.linalg.solve(C, y)
+    lml = -0.5 * alpha @ alpha - np.log(np.diag(C)).sum() - 20 * np.log(2 * np.pi)
+    assert after <= lml + 1e-8
+    mean, var = model.predict_y(X)
+    assert np.mean((mean - y) ** 2) < 0.1 and np.all(var > 0)
+
+
+def test_adam_minibatches_and_bernoulli(rng):
+    X = rng.uniform(-2, 2, size=(200, 2))
+    y = (X[:, 1] > np.sin(1.5 * X[:, 0])).astype(float)
+    model = OrthogonalSVGP(K.Matern(2.5, 1.0, bias=1.0), ActivatedFeatures(A.Softplus(2.0), 8, 6), 4,
+                           sl.likelihoods.Bernoulli())
+    model.fit_adam(X, y, batch_size=50, iterations=300, lr=0.03)
+    p, _ = model.predict_y(X)
+    assert np.mean((p > 0.5) == y) > 0.85
+    assert np.mean(model.trace[-30:]) > np.mean(model.trace[:30])
+
+
+def test_bad_input_gives_clear_errors(rng):
+    X, y = data(rng)
+    kern = K.Matern(2.5, 1.0)
+    with pytest.raises(TypeError, match="features must be"):
+        OrthogonalSVGP(kern, "relu", 2)
+    with pytest.raises(ValueError, match="num_orthogonal"):
+        OrthogonalSVGP(kern, ActivatedFeatures(A.ReLU(), 3, 4), -1)
+    with pytest.raises(ValueError, match="y in"):
+        OrthogonalSVGP(kern, ActivatedFeatures(A.ReLU(), 3, 4), 0, sl.likelihoods.Bernoulli()).fit(X, y + 3)
+    with pytest.raises(ValueError, match="rows"):
+        OrthogonalSVGP(kern, ActivatedFeatures(A.ReLU(), 3, 4), 2).fit(X, y[:-1])
+    with pytest.raises(ValueError, match="NaN|finite"):
+        X2 = X.copy()
+        X2[0, 0] = np.nan
+        OrthogonalSVGP(kern, ActivatedFeatures(A.ReLU(), 3, 4), 2).fit(X2, y)
+    # a unit with zero weight has no direction
+    W0 = rng.standard_normal((3, 3))
+    W0[1] = 0.0
+    with pytest.raises(ValueError, match="zero row"):
+        OrthogonalSVGP(kern, ActivatedFeatures(A.ReLU(), 3, 4, weights=W0), 0).fit(X, y, optimize=False)
+    # a Kuu that no bounded jitter repairs is explained, naming the matrix
+    from spherelab.bounds import cholesky_or_explain
+
+    with pytest.raises(np.linalg.LinAlgError, match="Kuu"):
+        cholesky_or_explain(-np.eye(3), "Kuu", "hint")
+    with pytest.raises(RuntimeError, match="fit"):
+        OrthogonalSVGP(kern, ActivatedFeatures(A.ReLU(), 3, 4), 0).predict_f(X)
