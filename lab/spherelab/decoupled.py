@@ -39,7 +39,14 @@ from .kernels import ZonalKernel
 from .likelihoods import Bernoulli, Gaussian
 from .optimizers import Adam
 
-__all__ = ["OrthogonalBound", "orthogonal_bound", "OrthogonalSVGP", "ActivatedSVGP"]
+__all__ = [
+    "OrthogonalBound",
+    "orthogonal_bound",
+    "orthogonal_bound_whitened",
+    "cholesky_backward",
+    "OrthogonalSVGP",
+    "ActivatedSVGP",
+]
 
 _HINT_UU = ("Kuu is singular: fewer units than the truncated feature space has dimensions? "
             "Use fewer units, a higher truncation, or spread the unit weights.")
@@ -170,6 +177,100 @@ def orthogonal_bound(
     return OrthogonalBound(float(value), mean, var, dKuu, dKuf, dkff, dm_u, dL_u, dKvv, dKvu, dKvf, dm_v, dL_v, dnoise)
 
 
+def cholesky_backward(L: np.ndarray, dL: np.ndarray) -> np.ndarray:
+    r"""Reverse mode of :math:`\Sigma = LL^\top`: given :math:`\bar L` (lower triangle used),
+    the symmetric :math:`\bar\Sigma = \tfrac12(G + G^\top)`,
+    :math:`G = L^{-\top}\Phi(L^\top\bar L)L^{-1}` with :math:`\Phi` the lower triangle with
+    halved diagonal (Murray 2016, "Differentiation of the Cholesky decomposition")."""
+    if L.shape[0] == 0:
+        return np.zeros((0, 0))
+    P = np.tril(L.T @ np.tril(dL))
+    P[np.diag_indices_from(P)] *= 0.5
+    G = solve_triangular(L, solve_triangular(L, P, lower=True, trans=1).T, lower=True, trans=1).T
+    return 0.5 * (G + G.T)
+
+
+def orthogonal_bound_whitened(
+    Kuu, Kuf, kff, m_u, L_u, Kvv, Kvu, Kvf, m_v, L_v, y, likelihood, num_data: int
+) -> OrthogonalBound:
+    r""":func:`orthogonal_bound` in whitened coordinates: :math:`u = L_{uu}\tilde u`,
+    :math:`v' = L_{vv}\tilde v` (:math:`L_{uu}L_{uu}^\top = K_{uu}`,
+    :math:`L_{vv}L_{vv}^\top = S_{vv}`), :math:`q(\tilde u) = N(m_u, L_uL_u^\top)`,
+    :math:`q(\tilde v) = N(m_v, L_vL_v^\top)`, both priors N(0, I). Same value as the plain
+    bound at :math:`m = L_{uu}\tilde m`, :math:`C = L_{uu}\tilde C L_{uu}^\top`, but no
+    :math:`K_{uu}^{-1}` or :math:`C^{-1}` appears, so ill-conditioned :math:`K_{uu}` (smooth
+    activations, many units) stays usable. Derivatives reach :math:`K_{uu}`, :math:`S_{vv}`
+    through :func:`cholesky_backward`."""
+    M, B = Kuf.shape
+    K = Kvv.shape[0]
+    scale = num_data / B
+    L_u = np.tril(L_u)
+    L_v = np.tril(L_v)
+    Lk = cholesky_or_explain(Kuu, "Kuu", _HINT_UU)
+    At = solve_triangular(Lk, Kuf, lower=True)  # Lk^-1 Kuf
+    SuA = L_u @ (L_u.T @ At)
+    mean = At.T @ m_u
+    var = kff - np.einsum("mn,mn->n", At, At) + np.einsum("mn,mn->n", At, SuA)
+    if K:
+        Pt = solve_triangular(Lk, Kvu.T, lower=True)  # Lk^-1 Kuv (M, K)
+        Svv = Kvv - Pt.T @ Pt
+        Svv = 0.5 * (Svv + Svv.T)
+        Svf = Kvf - Pt.T @ At
+        Ls = cholesky_or_explain(Svv, "S_vv", _HINT_VV)
+        Bt = solve_triangular(Ls, Svf, lower=True)
+        CvB = L_v @ (L_v.T @ Bt)
+        mean = mean + Bt.T @ m_v
+        var = var - np.einsum("kn,kn->n", Bt, Bt) + np.einsum("kn,kn->n", Bt, CvB)
+    e, gmu, gvar = likelihood.variational_expectations(y, mean, np.maximum(var, 1e-300))
+
+    def kl_white(m, L):
+        d = np.diag(L)
+        return 0.5 * (np.sum(L * L) + m @ m - m.size - 2.0 * np.sum(np.log(np.abs(d))))
+
+    def dL_white(L):
+        return np.tril(-L + solve_triangular(L, np.eye(L.shape[0]), lower=True).T) if L.size else L
+
+    value = scale * float(e.sum()) - kl_white(m_u, L_u)
+    gmu = scale * gmu
+    gvar = scale * gvar
+    dm_u = At @ gmu - m_u
+    dL_u = np.tril(2.0 * ((At * gvar) @ (At.T @ L_u))) + dL_white(L_u)
+    dAt = np.outer(m_u, gmu) - 2.0 * At * gvar + 2.0 * SuA * gvar
+    dkff = gvar.copy()
+    dLk = np.zeros((M, M))
+    dKvv = np.zeros((K, K))
+    dKvu = np.zeros((K, M))
+    dKvf = np.zeros((K, B))
+    dm_v = np.zeros(K)
+    dL_v = np.zeros((K, K))
+    if K:
+        value -= kl_white(m_v, L_v)
+        dm_v = Bt @ gmu - m_v
+        dL_v = np.tril(2.0 * ((Bt * gvar) @ (Bt.T @ L_v))) + dL_white(L_v)
+        dBt = np.outer(m_v, gmu) - 2.0 * Bt * gvar + 2.0 * CvB * gvar
+        # Bt = Ls^-1 Svf
+        dSvf = solve_triangular(Ls, dBt, lower=True, trans=1)
+        dLs = np.tril(-dSvf @ Bt.T)
+        dSvv = cholesky_backward(Ls, dLs)
+        # Svf = Kvf - Pt^T At ; Svv = Kvv - Pt^T Pt
+        dKvf = dSvf
+        dPt = -At @ dSvf.T - Pt @ (dSvv + dSvv.T)
+        dAt -= Pt @ dSvf
+        dKvv = dSvv
+        # Pt = Lk^-1 Kuv
+        dKuv = solve_triangular(Lk, dPt, lower=True, trans=1)
+        dKvu = dKuv.T
+        dLk -= np.tril(dKuv @ Pt.T)
+    dKuf = solve_triangular(Lk, dAt, lower=True, trans=1)
+    dLk -= np.tril(dKuf @ At.T)
+    dKuu = cholesky_backward(Lk, dLk)
+    dnoise = 0.0
+    if isinstance(likelihood, Gaussian):
+        s2 = likelihood.variance
+        dnoise = scale * float(np.sum(-0.5 / s2 + 0.5 * ((y - mean) ** 2 + var) / s2**2))
+    return OrthogonalBound(float(value), mean, var, dKuu, dKuf, dkff, dm_u, dL_u, dKvv, dKvu, dKvf, dm_v, dL_v, dnoise)
+
+
 def _chol_inverse_tri(L: np.ndarray) -> np.ndarray:
     """(L L^T)^-1 for a lower-triangular L with any signs on its diagonal."""
     n = L.shape[0]
@@ -205,6 +306,11 @@ class OrthogonalSVGP:
         :class:`~spherelab.likelihoods.Bernoulli` (Gauss-Hermite).
     orthogonal_inputs
         ``(K, D)`` initial W; default: K training inputs chosen at random in :meth:`fit`.
+    whiten
+        Parameterise q in whitened coordinates (:func:`orthogonal_bound_whitened`; default):
+        ``m_u``, ``L_u`` describe :math:`\tilde u = L_{uu}^{-1}u` and ``m_v``, ``L_v``
+        :math:`\tilde v = L_{vv}^{-1}v'`, both with N(0, I) priors. Needed when :math:`K_{uu}`
+        is ill-conditioned (smooth activations: softplus units span few effective dimensions).
 
     Trainable: ``m_u``, ``L_u`` (:math:`C_u = L_uL_u^\top`), ``m_v``, ``L_v``, ``W``, the feature
     parameters (unit weights or inducing inputs), the kernel's variance, shape parameters, bias
@@ -213,7 +319,7 @@ class OrthogonalSVGP:
     """
 
     def __init__(self, kernel: ZonalKernel, features, num_orthogonal: int = 0, likelihood=None,
-                 orthogonal_inputs: Any = None) -> None:
+                 orthogonal_inputs: Any = None, whiten: bool = True) -> None:
         if not isinstance(kernel, ZonalKernel):
             raise TypeError(f"kernel must be a spherelab ZonalKernel, got {kernel!r}")
         if not isinstance(features, (ActivatedFeatures, InducingPoints)):
@@ -227,6 +333,7 @@ class OrthogonalSVGP:
         self.W = None if orthogonal_inputs is None else check_finite_array(orthogonal_inputs, "orthogonal_inputs", ndim=2).copy()
         if self.W is not None and self.W.shape[0] != self.num_orthogonal:
             raise ValueError(f"orthogonal_inputs must have num_orthogonal = {self.num_orthogonal} rows")
+        self.whiten = bool(whiten)
         self.m_u = self.L_u = self.m_v = self.L_v = None
         self.optimizer_result = None
 
@@ -263,7 +370,10 @@ class OrthogonalSVGP:
         self.m_u = np.zeros(M)
         self.L_u = cholesky_or_explain(Kuu, "Kuu", _HINT_UU)
         self.m_v = np.zeros(K)
-        if K:
+        if self.whiten:  # the prior in whitened coordinates
+            self.L_u = np.eye(M)
+            self.L_v = np.eye(K)
+        elif K:
             Kvu = self.features.Kuf(self.kernel, self.W).T
             Svv = self.kernel.K(self.W) - Kvu @ cho_solve((self.L_u, True), Kvu.T)
             self.L_v = cholesky_or_explain(0.5 * (Svv + Svv.T), "S_vv", _HINT_VV)
@@ -288,7 +398,8 @@ class OrthogonalSVGP:
     def bound(self, X, y, num_data: int | None = None) -> OrthogonalBound:
         """:func:`orthogonal_bound` at the current parameters on (X, y)."""
         Kuu, Kuf, kff, Kvv, Kvu, Kvf = self._matrices(X)
-        return orthogonal_bound(Kuu, Kuf, kff, self.m_u, self.L_u, Kvv, Kvu, Kvf, self.m_v, self.L_v,
+        fn = orthogonal_bound_whitened if self.whiten else orthogonal_bound
+        return fn(Kuu, Kuf, kff, self.m_u, self.L_u, Kvv, Kvu, Kvf, self.m_v, self.L_v,
                                 y, self.likelihood, X.shape[0] if num_data is None else num_data)
 
     def elbo_and_gradient(self, X, y, num_data: int | None = None) -> tuple[float, dict[str, Any]]:
@@ -450,6 +561,8 @@ class OrthogonalSVGP:
 
     # ---- prediction -----------------------------------------------------------------------
     def _predictive(self, X: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        if self.whiten:
+            return self._predictive_whitened(X)
         Kuu, Kuf, kff, Kvv, Kvu, Kvf = self._matrices(X)
         Lk = cholesky_or_explain(Kuu, "Kuu", _HINT_UU)
         A = cho_solve((Lk, True), Kuf)
@@ -465,6 +578,29 @@ class OrthogonalSVGP:
             mean = mean + Bm.T @ self.m_v
             terms["-SfvSvv^-1Svf"] = -np.einsum("kn,kn->n", Bm, Svf)
             terms["+SfvSvv^-1CvSvv^-1Svf"] = np.einsum("kn,kn->n", Bm, Cv @ Bm)
+        else:
+            terms["-SfvSvv^-1Svf"] = np.zeros(X.shape[0])
+            terms["+SfvSvv^-1CvSvv^-1Svf"] = np.zeros(X.shape[0])
+        return mean, terms
+
+    def _predictive_whitened(self, X: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        Kuu, Kuf, kff, Kvv, Kvu, Kvf = self._matrices(X)
+        Lk = cholesky_or_explain(Kuu, "Kuu", _HINT_UU)
+        At = solve_triangular(Lk, Kuf, lower=True)
+        Lu = np.tril(self.L_u)
+        LA = Lu.T @ At
+        mean = At.T @ self.m_u
+        terms = {"Kff": kff, "-Qff": -np.einsum("mn,mn->n", At, At), "+QCuQ": np.einsum("mn,mn->n", LA, LA)}
+        if self.num_orthogonal:
+            Pt = solve_triangular(Lk, Kvu.T, lower=True)
+            Svv = Kvv - Pt.T @ Pt
+            Svf = Kvf - Pt.T @ At
+            Ls = cholesky_or_explain(0.5 * (Svv + Svv.T), "S_vv", _HINT_VV)
+            Bt = solve_triangular(Ls, Svf, lower=True)
+            LB = np.tril(self.L_v).T @ Bt
+            mean = mean + Bt.T @ self.m_v
+            terms["-SfvSvv^-1Svf"] = -np.einsum("kn,kn->n", Bt, Bt)
+            terms["+SfvSvv^-1CvSvv^-1Svf"] = np.einsum("kn,kn->n", LB, LB)
         else:
             terms["-SfvSvv^-1Svf"] = np.zeros(X.shape[0])
             terms["+SfvSvv^-1CvSvv^-1Svf"] = np.zeros(X.shape[0])
