@@ -179,7 +179,7 @@ def test_k0_is_svgp_and_reaches_the_titsias_bound_at_the_optimal_q(fname, rng):
     X, y = data(rng, n=20)
     kern = K.Matern(2.5, 0.9, 1.1, bias=1.2)
     noise = 0.2
-    model = OrthogonalSVGP(kern, FEATURES[fname](rng), 0, sl.likelihoods.Gaussian(noise), whiten=False)
+    model = OrthogonalSVGP(kern, FEATURES[fname](rng), 0, sl.likelihoods.Gaussian(noise), whiten=False, jitter=0.0)
     model.fit(X, y, optimize=False)
     feat = model.features
     Kuu, Kuf = feat.Kuu(kern), feat.Kuf(kern, X)
@@ -200,13 +200,13 @@ def test_cv_equal_svv_recovers_odvgp(rng):
     X, y = data(rng, n=20)
     kern = K.Matern(2.5, 0.9, 1.1, bias=1.2)
     feat = ActivatedFeatures(A.Softplus(2.0), 4, 4)
-    model = OrthogonalSVGP(kern, feat, 3, sl.likelihoods.Gaussian(0.2), whiten=False).fit(X, y, optimize=False)
+    model = OrthogonalSVGP(kern, feat, 3, sl.likelihoods.Gaussian(0.2), whiten=False, jitter=0.0).fit(X, y, optimize=False)
     _randomise_q(model, rng)
     Kuu = feat.Kuu(kern)
     Kvu = feat.Kuf(kern, model.W).T
     Svv = kern.K(model.W) - Kvu @ np.linalg.solve(Kuu, Kvu.T)
     model.L_v = np.linalg.cholesky(Svv)  # C_v = S_vv
-    svgp = OrthogonalSVGP(kern, copy.deepcopy(feat), 0, sl.likelihoods.Gaussian(0.2), whiten=False)
+    svgp = OrthogonalSVGP(kern, copy.deepcopy(feat), 0, sl.likelihoods.Gaussian(0.2), whiten=False, jitter=0.0)
     svgp.fit(X, y, optimize=False)
     svgp.m_u, svgp.L_u = model.m_u, model.L_u
     Xs = rng.standard_normal((9, 2))
@@ -231,9 +231,9 @@ def test_whitened_bound_equals_the_plain_bound_at_the_mapped_q(num_orth, rng):
     X, y = data(rng, n=15)
     kern = K.Matern(2.5, 0.9, 1.1, bias=1.2)
     feat = ActivatedFeatures(A.Softplus(2.0), 4, 4)
-    white = OrthogonalSVGP(kern, feat, num_orth, sl.likelihoods.Gaussian(0.3)).fit(X, y, optimize=False)
+    white = OrthogonalSVGP(kern, feat, num_orth, sl.likelihoods.Gaussian(0.3), jitter=0.0).fit(X, y, optimize=False)
     _randomise_q(white, rng)
-    plain = OrthogonalSVGP(kern, feat, num_orth, sl.likelihoods.Gaussian(0.3), whiten=False,
+    plain = OrthogonalSVGP(kern, feat, num_orth, sl.likelihoods.Gaussian(0.3), whiten=False, jitter=0.0,
                            orthogonal_inputs=white.W if num_orth else None).fit(X, y, optimize=False)
     Kuu = feat.Kuu(kern)
     Lk = np.linalg.cholesky(Kuu)
@@ -299,7 +299,7 @@ def test_orthogonal_inputs_at_the_data_give_the_exact_posterior_mean(rng):
     kern = K.Matern(2.5, 0.8, 1.0, bias=1.0)
     noise = 0.1
     feat = ActivatedFeatures(A.Softplus(2.0), 3, 4)
-    model = OrthogonalSVGP(kern, feat, X.shape[0], sl.likelihoods.Gaussian(noise), orthogonal_inputs=X, whiten=False)
+    model = OrthogonalSVGP(kern, feat, X.shape[0], sl.likelihoods.Gaussian(noise), orthogonal_inputs=X, whiten=False, jitter=0.0)
     model.fit(X, y, optimize=False)
     Kuu, Kuf = feat.Kuu(kern), feat.Kuf(kern, X)
     Amat = np.linalg.solve(Kuu, Kuf)

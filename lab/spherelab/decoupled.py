@@ -319,7 +319,7 @@ class OrthogonalSVGP:
     """
 
     def __init__(self, kernel: ZonalKernel, features, num_orthogonal: int = 0, likelihood=None,
-                 orthogonal_inputs: Any = None, whiten: bool = True) -> None:
+                 orthogonal_inputs: Any = None, whiten: bool = True, jitter: float = 1e-6) -> None:
         if not isinstance(kernel, ZonalKernel):
             raise TypeError(f"kernel must be a spherelab ZonalKernel, got {kernel!r}")
         if not isinstance(features, (ActivatedFeatures, InducingPoints)):
@@ -334,6 +334,9 @@ class OrthogonalSVGP:
         if self.W is not None and self.W.shape[0] != self.num_orthogonal:
             raise ValueError(f"orthogonal_inputs must have num_orthogonal = {self.num_orthogonal} rows")
         self.whiten = bool(whiten)
+        self.jitter = float(jitter)
+        if not (self.jitter >= 0 and np.isfinite(self.jitter)):
+            raise ValueError(f"jitter must be a finite number >= 0, got {jitter!r}")
         self.m_u = self.L_u = self.m_v = self.L_v = None
         self.optimizer_result = None
 
@@ -366,7 +369,7 @@ class OrthogonalSVGP:
         elif self.W.shape[1] != X.shape[1]:
             raise ValueError(f"orthogonal_inputs have {self.W.shape[1]} columns but X has {X.shape[1]}")
         M = self.features.num_features
-        Kuu = self.features.Kuu(self.kernel)
+        Kuu = self._with_jitter(self.features.Kuu(self.kernel))
         self.m_u = np.zeros(M)
         self.L_u = cholesky_or_explain(Kuu, "Kuu", _HINT_UU)
         self.m_v = np.zeros(K)
@@ -375,20 +378,31 @@ class OrthogonalSVGP:
             self.L_v = np.eye(K)
         elif K:
             Kvu = self.features.Kuf(self.kernel, self.W).T
-            Svv = self.kernel.K(self.W) - Kvu @ cho_solve((self.L_u, True), Kvu.T)
+            Svv = self._with_jitter(self.kernel.K(self.W)) - Kvu @ cho_solve((self.L_u, True), Kvu.T)
             self.L_v = cholesky_or_explain(0.5 * (Svv + Svv.T), "S_vv", _HINT_VV)
         else:
             self.L_v = np.zeros((0, 0))
         return self
 
     # ---- matrices -------------------------------------------------------------------------
+    def _with_jitter(self, A: np.ndarray) -> np.ndarray:
+        if self.jitter == 0.0 or A.shape[0] == 0:
+            return A
+        return A + self.jitter * float(np.mean(np.diag(A))) * np.eye(A.shape[0])
+
+    def _jitter_backward(self, G: np.ndarray) -> np.ndarray:
+        # d/dA of A + j mean(diag A) I: G + (j / n) tr(G) I
+        if self.jitter == 0.0 or G.shape[0] == 0:
+            return G
+        return G + self.jitter * np.trace(G) / G.shape[0] * np.eye(G.shape[0])
+
     def _matrices(self, X):
-        Kuu = self.features.Kuu(self.kernel)
+        Kuu = self._with_jitter(self.features.Kuu(self.kernel))
         Kuf = self.features.Kuf(self.kernel, X)
         kff = self.kernel.diag(X)
         K = self.num_orthogonal
         if K:
-            Kvv = self.kernel.K(self.W)
+            Kvv = self._with_jitter(self.kernel.K(self.W))
             Kvu = self.features.Kuf(self.kernel, self.W).T
             Kvf = self.kernel.K(self.W, X)
         else:
@@ -418,6 +432,8 @@ class OrthogonalSVGP:
                     acc[k] = acc[k] + np.asarray(d[k])
 
         fparams = np.zeros_like(feats.get_params())
+        res.dKuu = self._jitter_backward(res.dKuu)
+        res.dKvv = self._jitter_backward(res.dKvv)
         for d in (feats.Kuu_gradients(kern, res.dKuu), feats.Kuf_gradients(kern, res.dKuf, X)):
             add(d)
             fparams += feats.param_gradient(d)
