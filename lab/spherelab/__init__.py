@@ -4,7 +4,7 @@ Conventions follow ``shared/design.md``: inputs are lifted to :math:`S^{d-1}`, h
 orthonormal for the normalised surface measure, :math:`\alpha = (d-2)/2`.
 """
 
-from . import activations, datasets, decoupled, features, kernels, likelihoods, widgets
+from . import activations, backend, datasets, decoupled, features, kernels, likelihoods, widgets
 from .analysis import mismatch_report, rkhs_norm_truncated, truncated_shape
 from .funk_hecke import funk_hecke
 from .gegenbauer import (
@@ -51,6 +51,7 @@ def warmup() -> None:
     Y.solid_vjp(np.eye(3), np.ones((3, Y.num_features)))
 
 __all__ = [
+    "backend",
     "ActivatedSVGP",
     "OrthogonalSVGP",
     "ActivatedFeatures",

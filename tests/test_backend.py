@@ -1,0 +1,81 @@
+"""The backend layer: safe, lazy GPU probing; dispatch by array type; GPU tests skip with a reason."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import types
+
+import numpy as np
+import pytest
+
+from spherelab import backend
+
+
+@pytest.fixture
+def fresh_probe():
+    backend._probe.cache_clear()
+    yield
+    backend._probe.cache_clear()
+
+
+def test_importing_spherelab_does_not_import_cupy():
+    code = "import sys, spherelab; print('cupy' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_probe_without_cupy(monkeypatch, fresh_probe):
+    monkeypatch.setitem(sys.modules, "cupy", None)  # makes "import cupy" raise ImportError
+    assert backend.gpu_available() is False
+    assert "not importable" in backend.gpu_unavailable_reason()
+    with pytest.raises(RuntimeError, match="no GPU backend is usable: CuPy is not importable"):
+        backend.resolve_device("gpu")
+
+
+def test_probe_with_cupy_but_no_device(monkeypatch, fresh_probe):
+    fake = types.ModuleType("cupy")
+
+    class _Runtime:
+        @staticmethod
+        def getDeviceCount():
+            raise RuntimeError("cudaErrorNoDevice: no CUDA-capable device is detected")
+
+    fake.cuda = types.SimpleNamespace(runtime=_Runtime())
+    fake.ndarray = type("ndarray", (), {})
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    assert backend.gpu_available() is False
+    assert "no usable device" in backend.gpu_unavailable_reason()
+    assert backend.resolve_device("cpu") == "cpu"
+
+
+def test_dispatch_by_array_type():
+    a = np.ones(3)
+    assert backend.array_module(a, None, np.zeros(2)) is np
+    assert backend.resolve_device(None, a) == "cpu"
+    assert backend.to_numpy([1.0, 2.0]).dtype == np.float64
+    with pytest.raises(ValueError, match='device must be "cpu" or "gpu"'):
+        backend.resolve_device("tpu")
+
+
+def test_mixing_host_and_device_arrays_is_an_error(monkeypatch):
+    fake = types.ModuleType("cupy")
+    fake.ndarray = type("ndarray", (), {})
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    dev = fake.ndarray()
+    assert backend.is_device_array(dev)
+    assert backend.array_module(dev) is fake
+    with pytest.raises(TypeError, match="mix NumPy and CuPy"):
+        backend.array_module(dev, np.ones(2))
+
+
+@pytest.mark.gpu
+def test_gpu_round_trip():
+    if not backend.gpu_available():
+        pytest.skip(f"no GPU: {backend.gpu_unavailable_reason()}")
+    import cupy
+
+    x = cupy.arange(5, dtype=cupy.float64)
+    assert backend.array_module(x) is cupy
+    assert backend.resolve_device(None, x) == "gpu"
+    assert np.array_equal(backend.to_numpy(x), np.arange(5.0))
