@@ -3,6 +3,7 @@
 #   make lab HEADLESS=1 PORT=8899     same, no browser, listening on 127.0.0.1:8899
 #   make test                         install, then run every test (notebooks in smoke size)
 #   make bench                        install the peer libraries, run the benchmarks
+#   make bench-peers                  GPflow / GPyTorch comparisons (separate venv)
 
 PYTHON   ?= python3
 VENV     ?= .venv
@@ -15,7 +16,7 @@ STAMP := $(VENV)/.spherelab-installed
 BENCH_STAMP := $(VENV)/.spherelab-bench-installed
 CONSTRAINTS := .ci/constraints.txt
 
-.PHONY: lab test bench install clean
+.PHONY: lab test bench bench-peers install clean
 
 install: $(STAMP)
 
@@ -44,6 +45,26 @@ $(BENCH_STAMP): $(STAMP)
 
 bench: $(BENCH_STAMP)
 	$(BIN)/python benchmarks/harmonics.py
+	$(BIN)/python benchmarks/accuracy.py
+	$(BIN)/python benchmarks/spectra.py
+	$(BIN)/python benchmarks/notebook_redraw.py
+	$(BIN)/python benchmarks/vish_uci.py
+	$(BIN)/python benchmarks/vish_scale.py
+	$(BIN)/python benchmarks/decoupled_snelson.py
+
+# GPflow / TensorFlow and GPyTorch / PyTorch (CPU build) live in their own environment: they
+# pin NumPy < 2 and are not dependencies of spherelab
+PEERS := .venv-bench
+$(PEERS)/.installed:
+	$(PYTHON) -m venv $(PEERS)
+	$(PEERS)/bin/python -m pip install --quiet torch==2.13.0
+	$(PEERS)/bin/python -m pip install --quiet gpytorch gpflow tensorflow-cpu tf-keras "tensorflow-probability[tf]" numba scipy tqdm psutil
+	$(PEERS)/bin/python -m pip install --quiet --no-deps -e .
+	touch $@
+
+bench-peers: $(PEERS)/.installed
+	$(PEERS)/bin/python benchmarks/vish_peers.py
+	$(PEERS)/bin/python benchmarks/decoupled_throughput.py
 
 clean:
 	rm -rf $(VENV) build lab/*.egg-info .pytest_cache

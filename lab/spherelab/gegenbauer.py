@@ -25,6 +25,8 @@ References: DLMF §18.9 (recurrences), §18.17; Clenshaw (1955); seed 000 App. A
 
 from __future__ import annotations
 
+import functools
+
 from typing import Any
 
 import numpy as np
@@ -358,5 +360,12 @@ def zonal_series(coeffs: Any, dim: int, t: Any, *, derivative: bool = False) -> 
     t-derivative."""
     dim = check_dim(dim)
     c = check_finite_array(coeffs, "coeffs", ndim=1)
-    counts = np.array([float(num_harmonics(ell, dim)) for ell in range(c.shape[0])])
-    return gegenbauer_series(c * counts, alpha_of_dim(dim), t, normalized=True, derivative=derivative)
+    return gegenbauer_series(c * _counts(dim, c.shape[0]), alpha_of_dim(dim), t, normalized=True, derivative=derivative)
+
+
+@functools.lru_cache(maxsize=256)
+def _counts(dim: int, n: int) -> np.ndarray:
+    # N(l, d) as floats for l < n (called on every series evaluation: cached)
+    out = np.array([float(num_harmonics(ell, dim)) for ell in range(n)])
+    out.setflags(write=False)
+    return out

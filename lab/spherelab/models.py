@@ -235,6 +235,7 @@ class VISH:
         *,
         train_lift: bool = True,
         lift_subsample: int = 20_000,
+        lift_maxiter: int = 200,
         maxiter: int = 500,
         seed: int = 0,
     ) -> "VISH":
@@ -243,7 +244,7 @@ class VISH:
         With ``optimize=True``: (1) if ``train_lift``, optimise every hyper-parameter including
         ``bias`` and ``input_scale`` on a random subsample of at most ``lift_subsample`` rows
         (each step: one harmonic evaluation, kept in memory, and one gradient pass over the
-        subsample); (2) freeze the lift, compute the sufficient
+        subsample; at most ``lift_maxiter`` L-BFGS-B iterations); (2) freeze the lift, compute the sufficient
         statistics in one pass over all rows, and optimise the spectrum and noise (O(M^3) per
         step). ``optimize=False`` keeps the hyper-parameters and only sets q(u).
         ``self.passes`` counts the full passes over (X, y).
@@ -281,7 +282,7 @@ class VISH:
             self.stats = harmonic_statistics(self.kernel, self.features, Xs, ys, chunk_size=self.chunk_size)
             self._active_mask = self._active()
             self._optimise_spectrum(maxiter)
-            self.lift_result = self._optimise_lift(Xs, ys, maxiter)
+            self.lift_result = self._optimise_lift(Xs, ys, lift_maxiter)
             if Xs is X:
                 cached = n * self.features.num_features <= self._LIFT_CACHE_ELEMENTS
                 self.passes += (1 if cached else 2) * self.lift_result.nfev
