@@ -285,6 +285,40 @@ def test_data_space_gradients(kernel, cross, rng):
             assert math.isclose(grads[name], fd, rel_tol=1e-5, abs_tol=1e-7), (name, grads[name], fd)
 
 
+@pytest.mark.parametrize("kernel", DATA_KERNELS, ids=lambda k: repr(k)[:50])
+@pytest.mark.parametrize("cross", [False, True])
+def test_data_space_input_gradients(kernel, cross, rng):
+    X = rng.normal(size=(6, 2))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        smooth_at_one = abs(kernel.shape_dt(np.array([1.0 - 1e-10]))[0]) < 1e3
+    if smooth_at_one:  # a repeated row: t = 1 off the diagonal (K is not differentiable there otherwise)
+        X[3] = X[1]
+    X2 = rng.normal(size=(4, 2)) if cross else None
+    G = rng.normal(size=(6, 4 if cross else 6))
+    hyper, dX, dX2 = kernel.gradients_with_inputs(G, X, X2)
+    assert hyper.keys() == kernel.gradients(G, X, X2).keys()
+    assert (dX2 is None) == (not cross)
+    h = 1e-6
+    for A, dA in [(X, dX)] + ([(X2, dX2)] if cross else []):
+        for i in np.ndindex(A.shape):
+            A[i] += h
+            fp = np.sum(G * kernel.K(X, X2))
+            A[i] -= 2 * h
+            fm = np.sum(G * kernel.K(X, X2))
+            A[i] += h
+            assert np.isclose(dA[i], (fp - fm) / (2 * h), rtol=1e-6, atol=1e-7), (i, dA[i])
+
+
+@pytest.mark.parametrize("nu", [0.5, 1.5, 2.5, np.inf])
+def test_matern_fused_shape_matches_parts(nu):
+    k = K.Matern(nu, 0.7, variance=1.3)
+    t = np.linspace(-1.0, 0.999, 41)
+    kap, kap_t, grads = k._shape_all(t)
+    assert np.allclose(kap, k._shape(t), rtol=1e-14, atol=0)
+    assert np.allclose(kap_t, k._shape_dt(t), rtol=1e-13, atol=0)
+    assert np.allclose(grads["lengthscale"], k._shape_grads(t)["lengthscale"], rtol=1e-14, atol=0)
+
+
 def test_gram_matches_definition(rng):
     k = K.ArcCosine(1, variance=2.0, bias=0.5, input_scale=np.array([2.0, 0.5, 1.0]))
     X = rng.normal(size=(6, 3))

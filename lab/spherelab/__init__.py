@@ -19,6 +19,7 @@ from .gegenbauer import (
 from .decoupled import ActivatedSVGP, OrthogonalSVGP
 from .features import ActivatedFeatures, InducingPoints
 from .harmonics import SphericalHarmonics
+from .phases import PhaseTruncatedHarmonics
 from .models import VISH
 from .sphere import lonlat_grid, orthographic_grid, product_quadrature, sample_sphere
 from .special import (
@@ -59,6 +60,7 @@ __all__ = [
     "decoupled",
     "features",
     "SphericalHarmonics",
+    "PhaseTruncatedHarmonics",
     "VISH",
     "likelihoods",
     "datasets",

@@ -34,7 +34,7 @@ from scipy.special import expit
 
 from ._validation import check_finite_array, check_int
 from .bounds import cholesky_or_explain
-from .features import ActivatedFeatures, InducingPoints, kernel_input_gradients, lift_gradients
+from .features import ActivatedFeatures, InducingPoints, lift_gradients
 from .kernels import ZonalKernel
 from .likelihoods import Bernoulli, Gaussian
 from .optimizers import Adam
@@ -208,9 +208,9 @@ def orthogonal_bound_whitened(
     L_v = np.tril(L_v)
     Lk = cholesky_or_explain(Kuu, "Kuu", _HINT_UU)
     At = solve_triangular(Lk, Kuf, lower=True)  # Lk^-1 Kuf
-    SuA = L_u @ (L_u.T @ At)
+    LtA = L_u.T @ At  # kept: the variance and both L_u and At derivatives reuse it
     mean = At.T @ m_u
-    var = kff - np.einsum("mn,mn->n", At, At) + np.einsum("mn,mn->n", At, SuA)
+    var = kff - np.einsum("mn,mn->n", At, At) + np.einsum("mn,mn->n", LtA, LtA)
     if K:
         Pt = solve_triangular(Lk, Kvu.T, lower=True)  # Lk^-1 Kuv (M, K)
         Svv = Kvv - Pt.T @ Pt
@@ -218,9 +218,9 @@ def orthogonal_bound_whitened(
         Svf = Kvf - Pt.T @ At
         Ls = cholesky_or_explain(Svv, "S_vv", _HINT_VV)
         Bt = solve_triangular(Ls, Svf, lower=True)
-        CvB = L_v @ (L_v.T @ Bt)
+        LtB = L_v.T @ Bt
         mean = mean + Bt.T @ m_v
-        var = var - np.einsum("kn,kn->n", Bt, Bt) + np.einsum("kn,kn->n", Bt, CvB)
+        var = var - np.einsum("kn,kn->n", Bt, Bt) + np.einsum("kn,kn->n", LtB, LtB)
     e, gmu, gvar = likelihood.variational_expectations(y, mean, np.maximum(var, 1e-300))
 
     def kl_white(m, L):
@@ -234,8 +234,9 @@ def orthogonal_bound_whitened(
     gmu = scale * gmu
     gvar = scale * gvar
     dm_u = At @ gmu - m_u
-    dL_u = np.tril(2.0 * ((At * gvar) @ (At.T @ L_u))) + dL_white(L_u)
-    dAt = np.outer(m_u, gmu) - 2.0 * At * gvar + 2.0 * SuA * gvar
+    Ag = At * gvar
+    dL_u = np.tril(2.0 * (Ag @ LtA.T)) + dL_white(L_u)
+    dAt = np.outer(m_u, gmu) - 2.0 * Ag + 2.0 * (L_u @ (LtA * gvar))
     dkff = gvar.copy()
     dLk = np.zeros((M, M))
     dKvv = np.zeros((K, K))
@@ -246,8 +247,9 @@ def orthogonal_bound_whitened(
     if K:
         value -= kl_white(m_v, L_v)
         dm_v = Bt @ gmu - m_v
-        dL_v = np.tril(2.0 * ((Bt * gvar) @ (Bt.T @ L_v))) + dL_white(L_v)
-        dBt = np.outer(m_v, gmu) - 2.0 * Bt * gvar + 2.0 * CvB * gvar
+        Bg = Bt * gvar
+        dL_v = np.tril(2.0 * (Bg @ LtB.T)) + dL_white(L_v)
+        dBt = np.outer(m_v, gmu) - 2.0 * Bg + 2.0 * (L_v @ (LtB * gvar))
         # Bt = Ls^-1 Svf
         dSvf = solve_triangular(Ls, dBt, lower=True, trans=1)
         dLs = np.tril(-dSvf @ Bt.T)
@@ -445,11 +447,12 @@ class OrthogonalSVGP:
         add({"bias": lg["bias"], "input_scale": lg["input_scale"]})
         dW = np.zeros_like(self.W)
         if self.num_orthogonal:
-            add(kern.gradients(res.dKvv, self.W))
-            a, b = kernel_input_gradients(kern, res.dKvv, self.W, self.W)
-            dW += a + b
-            add(kern.gradients(res.dKvf, self.W, X))
-            dW += kernel_input_gradients(kern, res.dKvf, self.W, X)[0]
+            d, dWvv, _ = kern.gradients_with_inputs(0.5 * (res.dKvv + res.dKvv.T), self.W)
+            add(d)
+            dW += dWvv
+            d, dWvf, _ = kern.gradients_with_inputs(res.dKvf, self.W, X)
+            add(d)
+            dW += dWvf
             d = feats.Kuf_gradients(kern, res.dKvu.T, self.W)
             add(d)
             fparams += feats.param_gradient(d)

@@ -51,7 +51,8 @@ def zonal_pair(A: np.ndarray, B: np.ndarray, shape) -> np.ndarray:
     return ra[:, None] * rb[None, :] * shape(T)
 
 
-def zonal_pair_gradients(G: np.ndarray, A: np.ndarray, B: np.ndarray, shape, shape_dt) -> tuple[np.ndarray, np.ndarray]:
+def zonal_pair_gradients(G: np.ndarray, A: np.ndarray, B: np.ndarray, shape, shape_dt, *,
+                         shape_and_dt=None) -> tuple[np.ndarray, np.ndarray]:
     r"""Chain :math:`G = \partial L/\partial F` into ``A`` and ``B`` for :func:`zonal_pair`:
 
     .. math:: \frac{\partial F_{pq}}{\partial a_p} = \|b_q\|\big[s(t)\,\hat a_p
@@ -59,6 +60,9 @@ def zonal_pair_gradients(G: np.ndarray, A: np.ndarray, B: np.ndarray, shape, sha
 
     and symmetrically for :math:`b_q`. Entries with :math:`t = \pm1` exactly get no
     :math:`s'` term (its factor vanishes there, and :math:`s'` may be infinite).
+
+    ``shape_and_dt(t)``, if given, returns both at once (one pass of a series evaluation); it
+    must be finite at :math:`t = \pm1`.
 
     Returns
     -------
@@ -68,8 +72,13 @@ def zonal_pair_gradients(G: np.ndarray, A: np.ndarray, B: np.ndarray, shape, sha
     rb, Bh = _norms(B, "B")
     T = np.clip(Ah @ Bh.T, -1.0, 1.0)
     edge = np.abs(T) == 1.0
-    ds = np.where(edge, 0.0, shape_dt(np.where(edge, 0.0, T)))
-    H1 = G * shape(T)
+    if shape_and_dt is not None:
+        s, ds = shape_and_dt(T)
+        ds = np.where(edge, 0.0, ds)
+    else:
+        s = shape(T)
+        ds = np.where(edge, 0.0, shape_dt(np.where(edge, 0.0, T)))
+    H1 = G * s
     H2 = G * ds
     C = H1 - T * H2
     dA = Ah * (C * rb[None, :]).sum(1)[:, None] + (H2 * rb[None, :]) @ Bh
@@ -79,17 +88,9 @@ def zonal_pair_gradients(G: np.ndarray, A: np.ndarray, B: np.ndarray, shape, sha
 
 def lift_gradients(kernel: ZonalKernel, X: np.ndarray, dXt: np.ndarray) -> dict[str, Any]:
     r"""Chain :math:`\partial L/\partial\tilde x` (``(N, D + 1)``) through
-    :math:`\tilde x = [x / s, b]` into ``X``, ``bias`` and ``input_scale``."""
-    scale = np.asarray(kernel.input_scale, dtype=np.float64)
-    D = X.shape[1]
-    s_vec = np.broadcast_to(scale, (D,))
-    Xt = X / s_vec
-    g_scale = -np.einsum("nk,nk->k", dXt[:, :D], Xt) / s_vec
-    return {
-        "X": dXt[:, :D] / s_vec,
-        "bias": float(dXt[:, D].sum()),
-        "input_scale": float(g_scale.sum()) if scale.ndim == 0 else g_scale,
-    }
+    :math:`\tilde x = [x / s, b]` into ``X``, ``bias`` and ``input_scale``
+    (:meth:`~spherelab.kernels.ZonalKernel.lift_backward`)."""
+    return kernel.lift_backward(X, dXt)
 
 
 def _lifted(kernel: ZonalKernel, X: Any, name: str = "X") -> np.ndarray:
@@ -100,10 +101,10 @@ def _lifted(kernel: ZonalKernel, X: Any, name: str = "X") -> np.ndarray:
 
 def kernel_input_gradients(kernel: ZonalKernel, G: np.ndarray, X: np.ndarray, X2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     r""":math:`\partial L/\partial X` and :math:`\partial L/\partial X_2` for
-    :math:`k(X, X_2)` given ``G`` (lift parameters are in ``kernel.gradients``)."""
-    scale = np.broadcast_to(np.asarray(kernel.input_scale, dtype=np.float64), (X.shape[1],))
-    dA, dB = zonal_pair_gradients(G, _lifted(kernel, X), _lifted(kernel, X2, "X2"), kernel.shape, kernel.shape_dt)
-    return dA[:, :-1] / scale, dB[:, :-1] / scale
+    :math:`k(X, X_2)` given ``G`` (lift parameters are in ``kernel.gradients``; use
+    :meth:`~spherelab.kernels.ZonalKernel.gradients_with_inputs` to get both from one pass)."""
+    _, dX, dX2 = kernel.gradients_with_inputs(G, X, X2)
+    return dX, dX2
 
 
 class ActivatedFeatures:
@@ -172,6 +173,10 @@ class ActivatedFeatures:
 
         return shape, shape_dt
 
+    def _both(self, coeffs: np.ndarray, dim: int):
+        # value and t-derivative of a finite series from one Clenshaw pass (finite at t = +-1)
+        return lambda t: zonal_series(coeffs, dim, t, derivative=True)
+
     def Kuu(self, kernel: ZonalKernel) -> np.ndarray:
         """``(M, M)``."""
         dim = self.weights.shape[1]
@@ -193,7 +198,7 @@ class ActivatedFeatures:
         L = self.truncation
         lam, sig, keep, _, q = self._coefficients(kernel, dim)
         shape, shape_dt = self._shape_pair(q, dim)
-        dA, dB = zonal_pair_gradients(G, W, W, shape, shape_dt)
+        dA, dB = zonal_pair_gradients(G, W, W, shape, shape_dt, shape_and_dt=self._both(q, dim))
         out: dict[str, Any] = {"weights": dA + dB}
         r, Wh = _norms(W, "weights")
         T = np.clip(Wh @ Wh.T, -1.0, 1.0)
@@ -212,7 +217,8 @@ class ActivatedFeatures:
         g = self._coefficients(kernel, dim)[3]
         shape, shape_dt = self._shape_pair(g, dim)
         X = check_finite_array(X, "X", ndim=2)
-        dA, dB = zonal_pair_gradients(G, self.weights, _lifted(kernel, X), shape, shape_dt)
+        dA, dB = zonal_pair_gradients(G, self.weights, _lifted(kernel, X), shape, shape_dt,
+                                      shape_and_dt=self._both(g, dim))
         out = lift_gradients(kernel, X, dB)
         out["weights"] = dA
         return out
@@ -259,17 +265,15 @@ class InducingPoints:
         return kernel.K(self.Z, X)
 
     def Kuu_gradients(self, kernel: ZonalKernel, G: np.ndarray) -> dict[str, Any]:
-        out = kernel.gradients(G, self.Z)
-        dA, dB = kernel_input_gradients(kernel, G, self.Z, self.Z)
-        out["Z"] = dA + dB
+        out, dZ, _ = kernel.gradients_with_inputs(0.5 * (G + G.T), self.Z)
+        out["Z"] = dZ
         return out
 
     def Kuf_gradients(self, kernel: ZonalKernel, G: np.ndarray, X: Any) -> dict[str, Any]:
         X = check_finite_array(X, "X", ndim=2)
-        out = kernel.gradients(G, self.Z, X)
-        dA, dB = kernel_input_gradients(kernel, G, self.Z, X)
-        out["Z"] = dA
-        out["X"] = dB
+        out, dZ, dX = kernel.gradients_with_inputs(G, self.Z, X)
+        out["Z"] = dZ
+        out["X"] = dX
         return out
 
     def get_params(self) -> np.ndarray:

@@ -57,6 +57,17 @@ class SphericalHarmonicFeatures:
             )
         return self.harmonics(Xh) * r[:, None]
 
+    #: nothing to train: the harmonics are fixed
+    trainable = False
+
+    def lift_vjp(self, Xh: np.ndarray, Phi_hat: np.ndarray, W: np.ndarray) -> np.ndarray:
+        r""":math:`\sum_m W_{nm}\nabla_{\tilde x}\psi_m` for :math:`\psi_m(\tilde x) = r\phi_m(\tilde x/r)`
+        at the unit points ``Xh``: with the solid harmonic :math:`H_m = r^{\ell}\phi_m`,
+        :math:`\nabla\psi_m = \nabla H_m(\hat x) + (1 - \ell_m)\phi_m(\hat x)\hat x`."""
+        grad = self.harmonics.solid_vjp(Xh, W)
+        grad += Xh * ((W * Phi_hat) @ (1.0 - self.degrees))[:, None]
+        return grad
+
     def __repr__(self) -> str:
         return f"SphericalHarmonicFeatures(dim={self.dim}, max_degree={self.max_degree}, M={self.num_features})"
 
@@ -80,7 +91,7 @@ def _chunks(n: int, size: int):
 
 def harmonic_statistics(
     kernel: ZonalKernel,
-    features: SphericalHarmonicFeatures,
+    features: Any,
     X: Any,
     y: Any,
     *,

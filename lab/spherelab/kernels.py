@@ -221,6 +221,24 @@ class ZonalKernel:
             Scalars for ``variance``, ``bias`` and the shape parameters; ``input_scale`` is a
             scalar or an array like the parameter.
         """
+        return self.gradients_with_inputs(dL_dK, X, X2)[0]
+
+    def gradients_with_inputs(self, dL_dK: Any, X: Any, X2: Any = None) -> tuple[dict[str, Any], np.ndarray, Any]:
+        r""":meth:`gradients` together with :math:`\partial L/\partial X` and
+        :math:`\partial L/\partial X_2`, sharing one evaluation of :math:`t`, :math:`\kappa`,
+        :math:`\kappa'` and :math:`\partial\kappa/\partial\theta`.
+
+        Through the lifted rows :math:`\tilde x_i = [x_i/s, b]`:
+        :math:`\partial L/\partial\tilde x_i = \sum_j A_{ij} r_j\,\tilde x_i/r_i + \sum_j B_{ij}\tilde x_j`
+        with :math:`A = G\odot(\kappa - t\kappa')` and :math:`B = G\odot\kappa'`; ``bias``,
+        ``input_scale`` and the inputs then follow from :meth:`lift_backward`.
+
+        Returns
+        -------
+        (dict, dX ``(N, D)``, dX2 ``(N2, D)`` or ``None``)
+            With ``X2=None`` (``K(X)``) ``dX`` is the total over both arguments and ``dX2`` is
+            ``None``.
+        """
         X = check_finite_array(X, "X", ndim=2)
         same = X2 is None
         X2 = X if same else check_finite_array(X2, "X2", ndim=2)
@@ -228,45 +246,58 @@ class ZonalKernel:
         if G.shape != (X.shape[0], X2.shape[0]):
             raise ValueError(f"dL_dK must have shape {(X.shape[0], X2.shape[0])}, got {G.shape}")
         r1, U1 = self.lift(X)
-        r2, U2 = self.lift(X2, "X2")
+        r2, U2 = (r1, U1) if same else self.lift(X2, "X2")
         T = np.clip(U1 @ U2.T, -1.0, 1.0)
         if same:
             np.fill_diagonal(T, 1.0)
-        R = r1[:, None] * r2[None, :]
-        out: dict[str, Any] = {k: float(np.sum(G * R * v)) for k, v in self.shape_gradients(T).items()}
-
-        # lift parameters: K = r r' kappa(t), dK = (dr r' + r dr') (kappa - t kappa') + kappa' du
-        kap = self.shape(T)
-        kap_t = self.shape_dt(T)
-        fixed = T == 1.0 if same else np.zeros_like(T, dtype=bool)
-        kap_t = np.where(fixed, 0.0, kap_t)
-        A = G * (kap - T * kap_t)  # multiplies d(r r')
-        B = G * kap_t  # multiplies du
+        kap, kap_t, grads = self._shape_all(T)
+        GR = G * (r1[:, None] * r2[None, :])
+        out: dict[str, Any] = {k: self.variance * float(np.vdot(GR, np.broadcast_to(v, GR.shape))) for k, v in grads.items()}
+        out["variance"] = float(np.vdot(GR, kap))
+        kap = self.variance * kap
+        kap_t = self.variance * kap_t
+        if same:  # t = 1 exactly (diagonal, repeated rows): dt = 0 there and kappa'(1) may be infinite
+            kap_t = np.where(T == 1.0, 0.0, kap_t)
+        A = G * (kap - T * kap_t)  # multiplies d(r_i r_j)
+        B = G * kap_t  # multiplies du_ij
         if not np.all(np.isfinite(B)):
             raise FloatingPointError(
                 "kappa'(t) is infinite at coincident inputs in X and X2; this kernel is not "
                 "differentiable there (e.g. Matern nu=1/2, ArcCosine order 0)"
             )
-        Xt1 = np.concatenate([X / np.asarray(self.input_scale), np.full((X.shape[0], 1), self.bias)], 1)
-        Xt2 = np.concatenate([X2 / np.asarray(self.input_scale), np.full((X2.shape[0], 1), self.bias)], 1)
-        # bias: dr_i/db = b / r_i, du/db = b^2 * 2 / b = 2 b
-        dr1 = self.bias / r1
-        dr2 = self.bias / r2
-        out["bias"] = float(
-            np.sum(A * (dr1[:, None] * r2[None, :] + r1[:, None] * dr2[None, :]))
-            + 2.0 * self.bias * np.sum(B)
-        )
-        # input scale s_k: x~_k = x_k / s_k, d x~_k / ds_k = -x~_k / s_k
+        Xt1 = U1 * r1[:, None]
+        Xt2 = U2 * r2[:, None]
+        dXt1 = ((A @ r2) / r1)[:, None] * Xt1 + B @ Xt2
+        dXt2 = ((r1 @ A) / r2)[:, None] * Xt2 + B.T @ Xt1
+        if same:
+            dXt1 = dXt1 + dXt2
+        g1 = self.lift_backward(X, dXt1)
+        out["bias"] = g1["bias"]
+        out["input_scale"] = g1["input_scale"]
+        if same:
+            return out, g1["X"], None
+        g2 = self.lift_backward(X2, dXt2)
+        out["bias"] += g2["bias"]
+        out["input_scale"] = out["input_scale"] + g2["input_scale"]
+        return out, g1["X"], g2["X"]
+
+    def lift_backward(self, X: np.ndarray, dXt: np.ndarray) -> dict[str, Any]:
+        r"""Chain :math:`\partial L/\partial\tilde x` (``(N, D + 1)``, the unnormalised lifted
+        rows :math:`\tilde x = [x / s, b]`) into ``X``, ``bias`` and ``input_scale``."""
         scale = np.asarray(self.input_scale, dtype=np.float64)
         D = X.shape[1]
         s_vec = np.broadcast_to(scale, (D,))
-        # dr_i/ds_k = -x~_ik^2 / (s_k r_i); du_ij/ds_k = -2 x~_ik x~_jk / s_k
-        W1 = (A * r2[None, :]).sum(1) / r1  # sum_j A_ij r_j / r_i
-        W2 = (A * r1[:, None]).sum(0) / r2
-        g = -(W1 @ (Xt1[:, :D] ** 2) + W2 @ (Xt2[:, :D] ** 2)) / s_vec
-        g -= 2.0 * np.einsum("ij,ik,jk->k", B, Xt1[:, :D], Xt2[:, :D]) / s_vec
-        out["input_scale"] = float(g.sum()) if scale.ndim == 0 else g
-        return out
+        g_scale = -np.einsum("nk,nk->k", dXt[:, :D], X) / (s_vec * s_vec)
+        return {
+            "X": dXt[:, :D] / s_vec,
+            "bias": float(dXt[:, D].sum()),
+            "input_scale": float(g_scale.sum()) if scale.ndim == 0 else g_scale,
+        }
+
+    def _shape_all(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+        """``(kappa, kappa', d kappa / d shape-params)`` without ``variance``; subclasses fuse
+        the three where they share work."""
+        return self._shape(t), self._shape_dt(t), self._shape_grads(t)
 
     #: structural (non-trainable) attributes shown by repr
     structure: tuple[str, ...] = ()
@@ -510,6 +541,28 @@ class Matern(_QuadratureSpectrum):
             return 5.0 / 3.0 * (1.0 + a) * np.exp(-a) / l2
         return np.exp(-0.5 * r * r) / l2
 
+    def _shape_all(self, t):
+        # one distance and one exponential for kappa, kappa' and d kappa / d lengthscale
+        r = self._r(t)
+        l = self.lengthscale
+        l2 = l * l
+        if self.nu == 0.5:
+            e = np.exp(-r)
+            m, dm = e, -e
+            with np.errstate(divide="ignore"):
+                dt = e / (l2 * r)
+        elif self.nu == 1.5:
+            e = np.exp(-math.sqrt(3.0) * r)
+            m, dm, dt = (1.0 + math.sqrt(3.0) * r) * e, -3.0 * r * e, 3.0 / l2 * e
+        elif self.nu == 2.5:
+            e = np.exp(-math.sqrt(5.0) * r)
+            p = (1.0 + math.sqrt(5.0) * r) * e
+            m, dm, dt = p + 5.0 / 3.0 * r * r * e, -5.0 / 3.0 * r * p, 5.0 / (3.0 * l2) * p
+        else:
+            e = np.exp(-0.5 * r * r)
+            m, dm, dt = e, -r * e, e / l2
+        return m, dt, {"lengthscale": -dm * r / l}
+
 
 
 # --------------------------------------------------------------------------------------------
@@ -733,30 +786,73 @@ class PolynomialDecay(_SpectralKernel):
     Convention at :math:`\ell = 0` (where :math:`\ell^{-\beta}` is infinite): the constant level
     gets the weight of level 1, :math:`\lambda_0 = \lambda_1`, i.e.
     :math:`\lambda_\ell \propto \max(\ell, 1)^{-\beta}`. Normalised so that
-    :math:`\kappa(1) = ` ``variance``, which needs :math:`\beta > d - 1` (the series
-    :math:`\sum \ell^{-\beta} N(\ell, d)` converges); smaller :math:`\beta` (a "deeper" kernel)
-    is rejected with that explanation. The spectrum depends on ``dim``.
+    :math:`\kappa(1) = ` ``variance``. The infinite series needs :math:`\beta > d - 1` (so that
+    :math:`\sum \ell^{-\beta} N(\ell, d)` converges); smaller :math:`\beta` (a "deeper"
+    kernel) is rejected with that explanation unless ``max_degree`` is given: then the kernel
+    is the finite series :math:`\sum_{\ell \le L}` (the prior that features truncated at degree
+    L represent anyway, seed 004 §5), valid for every :math:`\beta > 0`. The spectrum depends on
+    ``dim``.
     """
 
     shape_params = ("beta",)
-    structure = ("dim",)
+    structure = ("dim", "max_degree")
 
-    def __init__(self, dim: int, beta: float = 4.0, variance: float = 1.0, bias: float = 1.0, input_scale: Any = 1.0):
+    def __init__(self, dim: int, beta: float = 4.0, variance: float = 1.0, bias: float = 1.0, input_scale: Any = 1.0,
+                 max_degree: int | None = None):
         self.dim = check_dim(dim)
+        self.max_degree = None if max_degree is None else check_degree(max_degree)
         self.beta = _positive(beta, "beta")
-        if self.beta <= self.dim - 1:
+        if self.max_degree is None and self.beta <= self.dim - 1:
             raise ValueError(
                 f"beta must exceed dim - 1 = {self.dim - 1} so that sum_l l^-beta N(l, d) "
-                f"converges (kappa(1) finite), got beta = {self.beta}"
+                f"converges (kappa(1) finite), got beta = {self.beta}; or truncate the series "
+                "with max_degree=L (any beta > 0)"
             )
         super().__init__(variance, bias, input_scale)
 
+    def __setattr__(self, name, value):
+        # re-assignment (e.g. by an optimiser); the constructor gives the longer message
+        if name == "beta" and "beta" in self.__dict__ and self.max_degree is None:
+            if value <= self.dim - 1:
+                raise ValueError(f"beta must exceed dim - 1 = {self.dim - 1} (or use max_degree), got {value}")
+        object.__setattr__(self, name, value)
+
     def _key(self):
-        return ("PolynomialDecay", self.dim, self.beta)
+        return ("PolynomialDecay", self.dim, self.beta, self.max_degree)
 
     def _raw(self, ell):
         log_l = np.log(np.maximum(ell, 1.0))
         return -self.beta * log_l, {"beta": -log_l}
+
+    def _finite(self):
+        # the normalised finite series sum_{l <= L}: levels 0..L and d/dbeta
+        Lk = self.max_degree
+        ell = np.arange(Lk + 1, dtype=np.float64)
+        log_raw, dlog = self._raw(ell)
+        w = np.exp(log_raw - log_raw.max() + _log_counts_cached(self.dim, Lk))
+        norm = w.sum()
+        lam = w / np.exp(_log_counts_cached(self.dim, Lk)) / norm
+        grads = {k: lam * (dl - (w * dl).sum() / norm) for k, dl in dlog.items()}
+        return lam, grads
+
+    def _normalised(self, dim, L):
+        if self.max_degree is None:
+            return super()._normalised(dim, L)
+        lam, grads = self._finite()
+        k = min(L, self.max_degree)
+
+        def pad(v):
+            out = np.zeros(L + 1)
+            out[: k + 1] = v[: k + 1]
+            return out
+
+        return pad(lam), {n: pad(g) for n, g in grads.items()}
+
+    def _series(self):
+        if self.max_degree is None:
+            return super()._series()
+        lam, grads = self._finite()
+        return lam, grads, 0.0
 
 
 class Truncated(ZonalKernel):

@@ -67,11 +67,17 @@ class VISH:
     max_degree
         Use every harmonic of degree 0..L: :math:`M = \sum_{\ell \le L} N(\ell, D + 1)`
         features. Levels where the kernel's spectrum vanishes (odd levels >= 3 of the
-        arc-cosine kernel) are dropped.
+        arc-cosine kernel) are dropped. Ignored (may be ``None``) when ``features`` is given.
     likelihood
         :class:`spherelab.likelihoods.Gaussian`.
     chunk_size
         Rows per chunk of the streaming pass.
+    features
+        Optional :class:`~spherelab.PhaseTruncatedHarmonics` (seed 004): at most
+        ``max_phases`` orthonormalised zonal functions per degree, so high degrees stay
+        affordable in high dimension; :math:`K_{uu}` is still diagonal. Their directions are
+        trained with the lift in :meth:`fit` (``train_lift=True``). Default: all harmonics up
+        to ``max_degree``.
 
     Examples
     --------
@@ -88,14 +94,22 @@ class VISH:
     def __init__(
         self,
         kernel: ZonalKernel,
-        max_degree: int,
+        max_degree: int | None,
         likelihood: Gaussian | None = None,
         *,
         chunk_size: int = 16384,
+        features: Any = None,
     ) -> None:
         if not isinstance(kernel, ZonalKernel):
             raise TypeError(f"kernel must be a spherelab kernel, got {kernel!r}")
         self.kernel = kernel
+        if features is not None:
+            from .phases import PhaseTruncatedHarmonics
+
+            if not isinstance(features, (PhaseTruncatedHarmonics, SphericalHarmonicFeatures)):
+                raise TypeError(f"features must be PhaseTruncatedHarmonics or SphericalHarmonicFeatures, got {features!r}")
+            max_degree = features.max_degree
+        self._given_features = features
         self.max_degree = check_int(max_degree, "max_degree", minimum=0)
         self.likelihood = likelihood if likelihood is not None else Gaussian(1.0)
         if not isinstance(self.likelihood, (Gaussian, Bernoulli)):
@@ -130,6 +144,19 @@ class VISH:
         else:
             self.kernel.input_scale = np.array(values[1:], dtype=np.float64)
         self._posterior = None
+
+    def _make_features(self, X: np.ndarray):
+        if self._given_features is None:
+            return SphericalHarmonicFeatures(X.shape[1] + 1, self.max_degree)
+        if self._given_features.dim != X.shape[1] + 1:
+            raise ValueError(
+                f"X has {X.shape[1]} columns but the features live on S^{self._given_features.dim - 1} "
+                f"(expected {self._given_features.dim - 1} inputs)"
+            )
+        return self._given_features
+
+    def _trains_features(self) -> bool:
+        return bool(getattr(self.features, "trainable", False))
 
     # ---- bound ----------------------------------------------------------------------------
     def _active(self) -> np.ndarray:
@@ -176,11 +203,12 @@ class VISH:
         ``cache = (r, Xh, Phi_hat)`` for all rows of X (the subsample path) saves recomputing
         the lift and the harmonics; without it the rows are streamed in chunks."""
         feats = self.features
-        deg = feats.degrees
         scale = np.asarray(self.kernel.input_scale, dtype=np.float64)
         D = X.shape[1]
         g_bias = 0.0
         g_scale = np.zeros(D)
+        train_dirs = self._trains_features()
+        g_dirs = np.zeros(feats.get_params().size) if train_dirs else None
         dG2 = 2.0 * res.dG
         all_active = bool(np.all(act))
         step = X.shape[0] if cache is not None else self.chunk_size
@@ -198,14 +226,16 @@ class VISH:
             else:
                 W = np.zeros_like(Phi_hat)
                 W[:, act] = (Phi_hat[:, act] * r[:, None]) @ dG2 + yc[:, None] * res.dc[None, :]
-            grad_x = feats.harmonics.solid_vjp(Xh, W)
-            grad_x += Xh * ((W * Phi_hat) @ (1.0 - deg))[:, None]
+            grad_x = feats.lift_vjp(Xh, Phi_hat, W)
+            if train_dirs:
+                g_dirs += feats.vjp(Xh, W * r[:, None])[0]
             Xt = Xh * r[:, None]
             grad_x += 2.0 * res.dsum_r2 * Xt
             g_bias += float(grad_x[:, -1].sum())
             g_scale -= np.einsum("nk,nk->k", grad_x[:, :D], Xt[:, :D])
         g_scale /= np.broadcast_to(scale, (D,))
-        return [g_bias, *([g_scale.sum()] if scale.ndim == 0 else list(g_scale))]
+        out = [g_bias, *([g_scale.sum()] if scale.ndim == 0 else list(g_scale))]
+        return out + (list(g_dirs) if train_dirs else [])
 
     def elbo(self) -> float:
         """The collapsed bound at the current hyper-parameters (after :meth:`fit`)."""
@@ -223,7 +253,10 @@ class VISH:
         out: dict[str, Any] = dict(zip(names, g[: len(names)]))
         out["bias"] = g[len(names)]
         rest = g[len(names) + 1 :]
-        out["input_scale"] = float(rest[0]) if np.ndim(self.kernel.input_scale) == 0 else np.array(rest)
+        n_scale = np.size(self.kernel.input_scale)
+        out["input_scale"] = float(rest[0]) if np.ndim(self.kernel.input_scale) == 0 else np.array(rest[:n_scale])
+        if self._trains_features():
+            out["directions"] = np.array(rest[n_scale:])
         return out
 
     # ---- fitting --------------------------------------------------------------------------
@@ -267,7 +300,7 @@ class VISH:
             raise ValueError("X and y are empty: need at least one observation")
         self.kernel.lift(X)  # clear errors (rows vanishing after the lift, wrong input_scale)
         self._X, self._y = X, y
-        self.features = SphericalHarmonicFeatures(X.shape[1] + 1, self.max_degree)
+        self.features = self._make_features(X)
         self.passes = 0
         if optimize and train_lift:
             n = X.shape[0]
@@ -303,13 +336,17 @@ class VISH:
         (Xs, ys): each step lifts the rows, evaluates the harmonics once, and reuses them for the
         bound and its gradient."""
         n_spec = len(self._param_names())
+        n_pos = n_spec + 1 + np.size(self.kernel.input_scale)  # positive: softplus-parameterised
         cache_ok = Xs.shape[0] * self.features.num_features <= self._LIFT_CACHE_ELEMENTS
+        train_dirs = self._trains_features()
         self._active_mask = None
 
         def objective(u):
-            theta = _softplus(u)
+            theta = _softplus(u[:n_pos])
             self._set(theta[:n_spec])
             self._set_lift(theta[n_spec:])
+            if train_dirs:
+                self.features.set_params(u[n_pos:])
             try:
                 with np.errstate(all="ignore"):  # judged by the finiteness check below
                     if cache_ok:
@@ -333,13 +370,17 @@ class VISH:
                 return _REJECT, np.zeros_like(u)
             if not (np.isfinite(value) and np.all(np.isfinite(grad))):
                 return _REJECT, np.zeros_like(u)
-            return -value, -grad * expit(u)
+            return -value, -np.concatenate([grad[:n_pos] * expit(u[:n_pos]), grad[n_pos:]])
 
         u0 = _softplus_inverse(np.concatenate([self._get(), self._get_lift()]))
+        if train_dirs:
+            u0 = np.concatenate([u0, self.features.get_params()])
         result = minimize(objective, u0, jac=True, method="L-BFGS-B", options={"maxiter": int(maxiter)})
-        theta = _softplus(result.x)
+        theta = _softplus(result.x[:n_pos])
         self._set(theta[:n_spec])
         self._set_lift(theta[n_spec:])
+        if train_dirs:
+            self.features.set_params(result.x[n_pos:])
         return result
 
     def _optimise_spectrum(self, maxiter: int):
@@ -399,7 +440,7 @@ class VISH:
             raise ValueError(f"gamma must be in (0, 1], got {gamma}")
         self.kernel.lift(X)
         self._X, self._y = X, y
-        self.features = SphericalHarmonicFeatures(X.shape[1] + 1, self.max_degree)
+        self.features = self._make_features(X)
         self._active_mask = act = self._active()
         deg = self.features.degrees[act]
         dim, L = self.features.dim, self.max_degree

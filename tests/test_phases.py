@@ -1,0 +1,272 @@
+"""Phase-truncated harmonic features (seed 004 §5.2): exact orthonormality, span, gradients."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import spherelab as sl
+from spherelab import kernels as K
+from spherelab.gegenbauer import zonal_series, zonal_table
+from spherelab.phases import greedy_directions
+
+
+def _sphere(rng, n, d):
+    X = rng.standard_normal((n, d))
+    return X / np.linalg.norm(X, axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("dim,L,P", [(3, 6, 3), (3, 4, 20), (5, 4, 7)])
+def test_orthonormal_by_exact_quadrature(dim, L, P):
+    # the product rule integrates degree-2L polynomials exactly: an independent check of
+    # <phi_i, phi_j> = delta_ij within and across degrees
+    F = sl.PhaseTruncatedHarmonics(dim, L, P, seed=3)
+    pts, w = sl.product_quadrature(dim, 2 * L)
+    Phi = F(pts)
+    gram = Phi.T @ (Phi * w[:, None])
+    assert np.abs(gram - np.eye(F.num_features)).max() < 1e-11
+
+
+@pytest.mark.parametrize("dim,L,P", [(4, 5, 6), (9, 3, 40), (17, 3, 50)])
+def test_within_reference_harmonic_space(dim, L, P, rng):
+    # each block is Q^T phi_l with Q orthonormal columns: inside H_l, orthonormal
+    F = sl.PhaseTruncatedHarmonics(dim, L, P, seed=1)
+    X = _sphere(rng, 3 * sl.num_harmonics(L, dim) + 200, dim)
+    for ell in range(L + 1):
+        Q = F.projection_check(ell, X)
+        assert np.abs(Q - np.eye(F.phases[ell])).max() < 1e-10, ell
+
+
+def test_all_phases_satisfy_the_addition_theorem(rng):
+    dim, L = 4, 5
+    F = sl.PhaseTruncatedHarmonics(dim, L, 10_000, seed=2)
+    assert F.num_features == sl.cumulative_num_harmonics(L, dim)
+    X, Y = _sphere(rng, 30, dim), _sphere(rng, 20, dim)
+    PX, PY = F(X), F(Y)
+    Z = zonal_table(L, dim, np.clip(X @ Y.T, -1, 1))
+    for ell in range(L + 1):
+        s = F.degree_slice(ell)
+        assert np.allclose(PX[:, s] @ PY[:, s].T, Z[..., ell], atol=1e-10), ell
+
+
+def test_high_dimension_counts_and_speed():
+    F = sl.PhaseTruncatedHarmonics(17, 10, 100)
+    assert F.phases[:3] == [1, 17, 100] and F.num_features == 918
+    assert np.array_equal(F.degrees[:19], [0] + [1] * 17 + [2])
+
+
+def test_vjp_directions_against_finite_differences(rng):
+    F = sl.PhaseTruncatedHarmonics(4, 4, 5, seed=0)
+    F.set_params(F.get_params() * rng.uniform(0.5, 2.0, F.get_params().size))  # unnormalised rows
+    X = _sphere(rng, 9, 4)
+    G = rng.standard_normal((9, F.num_features))
+    gp, _ = F.vjp(X, G)
+    p, h = F.get_params(), 1e-6
+    for i in range(p.size):
+        q = p.copy()
+        q[i] += h
+        F.set_params(q)
+        fp = np.sum(G * F(X))
+        q[i] -= 2 * h
+        F.set_params(q)
+        fm = np.sum(G * F(X))
+        assert np.isclose(gp[i], (fp - fm) / (2 * h), rtol=1e-6, atol=1e-7), i
+    F.set_params(p)
+
+
+def test_vjp_points_along_tangents(rng):
+    F = sl.PhaseTruncatedHarmonics(3, 5, 4, seed=4)
+    X = _sphere(rng, 6, 3)
+    G = rng.standard_normal((6, F.num_features))
+    _, dX = F.vjp(X, G)
+    h = 1e-6
+    for n in range(6):
+        t = rng.standard_normal(3)
+        t -= (t @ X[n]) * X[n]
+        def f(e):
+            Y = X.copy()
+            Y[n] = (X[n] + e * t) / np.linalg.norm(X[n] + e * t)
+            return np.sum(G * F(Y))
+        assert np.isclose(dX[n] @ t, (f(h) - f(-h)) / (2 * h), rtol=1e-6, atol=1e-7)
+
+
+def test_as_inducing_features():
+    F = sl.PhaseTruncatedHarmonics(3, 4, 3)
+    k = K.Matern(1.5, 0.8, bias=0.7)
+    assert np.allclose(F.Kuu_inverse_diag(k), k.spectrum(3, 4)[F.degrees])
+    X = np.random.default_rng(0).standard_normal((5, 2))
+    r, Xh = k.lift(X)
+    assert np.allclose(F.Kuf(k, X), F(Xh) * r[:, None])
+
+
+def test_greedy_directions_are_well_conditioned(rng):
+    V = greedy_directions(5, 3, 11, rng)  # N(5, 3) = 11: a full fundamental system
+    G = zonal_table(5, 3, np.clip(V @ V.T, -1, 1))[..., 5]
+    assert np.linalg.cond(G) < 1e3
+
+
+def test_bad_input(rng):
+    F = sl.PhaseTruncatedHarmonics(3, 2, 3)
+    with pytest.raises(ValueError, match="unit vectors"):
+        F(np.ones((2, 3)))
+    with pytest.raises(ValueError, match="3 columns"):
+        F(_sphere(rng, 2, 4))
+    with pytest.raises(ValueError, match="directions\\[1\\] must have shape"):
+        F.set_directions([np.ones((1, 3)), np.ones((2, 3)), np.ones((3, 3))])
+    bad = [V.copy() for V in F.directions]
+    bad[2][1] = 0.0
+    with pytest.raises(ValueError, match="zero row"):
+        F.set_directions(bad)
+    bad = [V.copy() for V in F.directions]
+    bad[2][1] = -bad[2][0]  # antipodal: the same even zonal function
+    F.set_directions(bad)
+    with pytest.raises(np.linalg.LinAlgError, match="degree-2 Gram matrix"):
+        F(_sphere(rng, 2, 3))
+    with pytest.raises(ValueError, match="max_phases"):
+        sl.PhaseTruncatedHarmonics(3, 2, 0)
+    with pytest.raises(ValueError, match="G must have shape"):
+        sl.PhaseTruncatedHarmonics(3, 2, 3).vjp(_sphere(rng, 2, 3), np.ones((2, 2)))
+
+
+# ---- in VISH ---------------------------------------------------------------------------------
+from spherelab.inducing import harmonic_statistics  # noqa: E402
+
+
+def _data(rng, n=60, D=2):
+    X = rng.normal(size=(n, D))
+    y = np.sin(2 * X[:, 0]) + 0.3 * X[:, 1] ** 2 + 0.1 * rng.normal(size=n)
+    return X, y
+
+
+def test_vish_with_all_phases_equals_full_harmonics(rng):
+    # every phase kept: a rotation of the harmonic basis of each degree -> the same posterior
+    X, y = _data(rng)
+    Xs = rng.normal(size=(9, 2))
+    full = sl.VISH(K.Matern(1.5, 0.8), 5, sl.likelihoods.Gaussian(0.1)).fit(X, y, optimize=False)
+    F = sl.PhaseTruncatedHarmonics(3, 5, 10_000, seed=7)
+    ours = sl.VISH(K.Matern(1.5, 0.8), None, sl.likelihoods.Gaussian(0.1), features=F).fit(X, y, optimize=False)
+    assert np.isclose(ours.elbo(), full.elbo(), rtol=0, atol=1e-9)
+    for a, b in zip(ours.predict_f(Xs), full.predict_f(Xs)):
+        assert np.allclose(a, b, rtol=0, atol=1e-9)
+    ga, gb = ours.elbo_gradient(), full.elbo_gradient()
+    for name in ["variance", "lengthscale", "noise", "bias", "input_scale"]:
+        assert np.isclose(ga[name], gb[name], rtol=1e-8, atol=1e-9), name
+    # the likelihood does not depend on the basis inside a complete degree
+    assert np.allclose(ga["directions"], 0.0, atol=1e-7)
+
+
+def test_vish_phase_gradients_against_finite_differences(rng):
+    X, y = _data(rng)
+    kern = K.Matern(2.5, 0.9, bias=0.8, input_scale=np.array([1.2, 0.7]))
+    F = sl.PhaseTruncatedHarmonics(3, 7, 3, seed=2)  # degrees >= 2 truncated to 3 of 2l+1 phases
+    model = sl.VISH(kern, None, sl.likelihoods.Gaussian(0.05), features=F).fit(X, y, optimize=False)
+    g = model.elbo_gradient()
+
+    def elbo_now():
+        model.stats = harmonic_statistics(kern, F, X, y)
+        model._posterior = None
+        return model.elbo()
+
+    p, h = F.get_params(), 1e-6
+    for i in range(p.size):
+        q = p.copy()
+        q[i] += h
+        F.set_params(q)
+        up = elbo_now()
+        q[i] -= 2 * h
+        F.set_params(q)
+        dn = elbo_now()
+        assert np.isclose(g["directions"][i], (up - dn) / (2 * h), rtol=1e-5, atol=1e-6), i
+    F.set_params(p)
+    for j in range(2):
+        s = kern.input_scale.copy()
+        kern.input_scale = s + h * np.eye(2)[j]
+        up = elbo_now()
+        kern.input_scale = s - h * np.eye(2)[j]
+        dn = elbo_now()
+        kern.input_scale = s
+        assert np.isclose(g["input_scale"][j], (up - dn) / (2 * h), rtol=1e-5, atol=1e-6)
+    b = kern.bias
+    kern.bias = b + h
+    up = elbo_now()
+    kern.bias = b - h
+    dn = elbo_now()
+    kern.bias = b
+    assert np.isclose(g["bias"], (up - dn) / (2 * h), rtol=1e-5, atol=1e-6)
+
+
+def test_vish_fit_trains_the_phases(rng):
+    X, y = _data(rng, n=150)
+    F = sl.PhaseTruncatedHarmonics(3, 8, 2, seed=0)
+    start = F.get_params()
+    model = sl.VISH(K.Matern(1.5, 1.0), None, sl.likelihoods.Gaussian(0.1), features=F)
+    model.fit(X, y, optimize=False)
+    elbo0 = model.elbo()
+    model.fit(X, y, lift_maxiter=60)
+    assert not np.allclose(F.get_params(), start)
+    assert model.elbo() > elbo0
+    mean, var = model.predict_y(X[:5])
+    assert np.all(np.isfinite(mean)) and np.all(var > 0)
+
+
+def test_vish_phases_in_high_dimension(rng):
+    # d = 17, degree 10, 100 phases per degree: 918 features (full harmonics: 7.4 million)
+    X = rng.normal(size=(300, 16))
+    y = np.tanh(X[:, 0] * X[:, 1]) + 0.1 * rng.normal(size=300)
+    F = sl.PhaseTruncatedHarmonics(17, 10, 100)
+    model = sl.VISH(K.PolynomialDecay(17, 20.0), None, sl.likelihoods.Gaussian(0.1), features=F)
+    model.fit(X, y, train_lift=False, maxiter=50)
+    mean, var = model.predict_y(X[:4])
+    assert model.features.num_features == 918
+    assert np.all(np.isfinite(mean)) and np.all(var > 0) and np.isfinite(model.elbo())
+
+
+def test_vish_features_dimension_mismatch(rng):
+    X, y = _data(rng)
+    model = sl.VISH(K.Matern(1.5, 1.0), None, features=sl.PhaseTruncatedHarmonics(4, 3, 5))
+    with pytest.raises(ValueError, match="expected 3 inputs"):
+        model.fit(X, y)
+
+
+def test_vish_svi_classification_with_phases(rng):
+    X = rng.normal(size=(400, 3))
+    y = (X[:, 0] * X[:, 1] + 0.3 * X[:, 2] > 0).astype(float)
+    for phases, floor in [(8, 0.65), (1000, 0.85)]:  # 45 features; all 140 (a rotated full basis)
+        F = sl.PhaseTruncatedHarmonics(4, 6, phases, seed=1)
+        model = sl.VISH(K.Matern(1.5, 1.0), None, sl.likelihoods.Bernoulli(), features=F)
+        model.fit_svi(X, y, batch_size=100, iterations=300, lr=0.02)
+        p, _ = model.predict_y(X)
+        assert np.mean((p > 0.5) == (y > 0.5)) > floor
+        assert model.features is F
+
+
+# ---- continuous depth (seed 004 eq. 15) ------------------------------------------------------
+def test_truncated_polynomial_decay_spectrum_and_gradient():
+    k = K.PolynomialDecay(10, 3.0, variance=2.0, max_degree=15)  # beta < d - 1: finite series only
+    lam = k.spectrum(10, 20)
+    counts = np.array([sl.num_harmonics(ell, 10) for ell in range(21)], dtype=float)
+    assert np.isclose(lam @ counts, 2.0, rtol=1e-13) and np.all(lam[16:] == 0.0)
+    assert np.allclose(lam[2:16] / lam[1], np.arange(2, 16) ** -3.0, rtol=1e-12)
+    assert np.isclose(lam[0], lam[1])
+    t = np.linspace(-1, 1, 7)
+    assert np.allclose(k.shape(t), zonal_series(lam[:16], 10, t), rtol=1e-12)
+    g, h = k.spectrum_gradients(10, 15)["beta"], 1e-6
+    k.beta = 3.0 + h
+    up = k.spectrum(10, 15)
+    k.beta = 3.0 - h
+    dn = k.spectrum(10, 15)
+    assert np.allclose(g, (up - dn) / (2 * h), rtol=1e-6, atol=1e-12)
+    with pytest.raises(ValueError, match="max_degree"):
+        K.PolynomialDecay(10, 3.0)
+
+
+@pytest.mark.parametrize("beta0", [1.5, 5.0])
+def test_depth_is_learned_by_the_elbo(beta0):
+    # data drawn from the continuous-depth prior: the collapsed bound recovers beta
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(500, 2))
+    truth = K.PolynomialDecay(3, beta0, max_degree=12)
+    y = np.linalg.cholesky(truth.K(X) + 1e-2 * np.eye(500)) @ rng.standard_normal(500)
+    k = K.PolynomialDecay(3, 4.0 if beta0 < 4 else 2.5, max_degree=12)
+    sl.VISH(k, 12, sl.likelihoods.Gaussian(0.1)).fit(X, y, train_lift=False)
+    assert abs(k.beta - beta0) < 0.1 * beta0
