@@ -226,9 +226,11 @@ class VISH:
             else:
                 W = np.zeros_like(Phi_hat)
                 W[:, act] = (Phi_hat[:, act] * r[:, None]) @ dG2 + yc[:, None] * res.dc[None, :]
-            grad_x = feats.lift_vjp(Xh, Phi_hat, W)
             if train_dirs:
-                g_dirs += feats.vjp(Xh, W * r[:, None])[0]
+                grad_x, gd = feats.lift_vjp_with_params(Xh, Phi_hat, W, r)
+                g_dirs += gd
+            else:
+                grad_x = feats.lift_vjp(Xh, Phi_hat, W)
             Xt = Xh * r[:, None]
             grad_x += 2.0 * res.dsum_r2 * Xt
             g_bias += float(grad_x[:, -1].sum())
@@ -314,7 +316,10 @@ class VISH:
             # (input scales -> 0) that are worse local optima
             self.stats = harmonic_statistics(self.kernel, self.features, Xs, ys, chunk_size=self.chunk_size)
             self._active_mask = self._active()
-            self._optimise_spectrum(maxiter)
+            if not self._trains_features():
+                # (not with trainable phases: at untrained directions the warm start explains the
+                # data by noise alone, variance -> 0, where every other gradient vanishes)
+                self._optimise_spectrum(maxiter)
             self.lift_result = self._optimise_lift(Xs, ys, lift_maxiter)
             if Xs is X:
                 cached = n * self.features.num_features <= self._LIFT_CACHE_ELEMENTS

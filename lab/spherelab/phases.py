@@ -222,10 +222,11 @@ class PhaseTruncatedHarmonics:
 
     harmonics = __call__
 
-    def vjp(self, Xh: Any, G: Any) -> tuple[np.ndarray, np.ndarray]:
+    def vjp(self, Xh: Any, G: Any, G_points: Any = None) -> tuple[np.ndarray, np.ndarray]:
         r"""Chain :math:`G = \partial L/\partial\tilde\Phi` (``(N, M)``) into the direction
         parameters (flat, like :meth:`get_params`) and the points ``Xh`` (``(N, d)``, the
-        unconstrained derivative; project on the tangent space if needed).
+        unconstrained derivative; project on the tangent space if needed). ``G_points``, if
+        given, replaces ``G`` for the points (both from one evaluation of the zonal functions).
 
         Per degree, with :math:`\tilde\Phi = Z R^{-\top}`, :math:`Z_{nj} = Z_\ell(\hat x_n^\top\hat v_j)`:
         :math:`\bar Z = G R^{-1}`, :math:`\bar R = -R^{-\top}(G^\top Z)R^{-\top}` (lower part), then
@@ -237,18 +238,24 @@ class PhaseTruncatedHarmonics:
         G = check_finite_array(G, "G", ndim=2)
         if G.shape != (Xh.shape[0], self.num_features):
             raise ValueError(f"G must have shape {(Xh.shape[0], self.num_features)}, got {G.shape}")
+        if G_points is not None and G_points.shape != G.shape:
+            raise ValueError(f"G_points must have shape {G.shape}, got {G_points.shape}")
         dX = np.zeros_like(Xh)
         grads = []
         for ell, (Vh, R) in enumerate(self.factors()):
             Gb = G[:, self.degree_slice(ell)]
             Z, dZ_dt = _zonal(ell, self.dim, np.clip(Xh @ Vh.T, -1.0, 1.0), derivative=True)
             Zbar = solve_triangular(R, Gb.T, lower=True, trans=1).T  # G R^{-1}
+            if G_points is not None:
+                Zp = solve_triangular(R, G_points[:, self.degree_slice(ell)].T, lower=True, trans=1).T
+                dX += (Zp * dZ_dt) @ Vh
             Rinv_bar = Gb.T @ Z
             # R^-T Rinv_bar R^-T
             Rbar = -solve_triangular(R, solve_triangular(R, Rinv_bar, lower=True, trans=1).T, lower=True).T
             Gam_bar = _cholesky_backward(R, np.tril(Rbar))
             H = Zbar * dZ_dt
-            dX += H @ Vh
+            if G_points is None:
+                dX += H @ Vh
             _, dGam_dt = _zonal(ell, self.dim, np.clip(Vh @ Vh.T, -1.0, 1.0), derivative=True)
             dVh = H.T @ Xh + 2.0 * (Gam_bar * dGam_dt) @ Vh
             norms = np.linalg.norm(self.directions[ell], axis=1)
@@ -264,6 +271,14 @@ class PhaseTruncatedHarmonics:
         _, dX = self.vjp(Xh, W)
         dX -= np.einsum("nd,nd->n", dX, Xh)[:, None] * Xh
         return dX + Xh * np.einsum("nm,nm->n", W, Phi_hat)[:, None]
+
+    def lift_vjp_with_params(self, Xh: np.ndarray, Phi_hat: np.ndarray, W: np.ndarray,
+                             r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        r""":meth:`lift_vjp` and the direction gradient for :math:`\Phi = r\tilde\Phi`
+        (weights ``W * r``) from one evaluation of the zonal functions."""
+        g_dirs, dX = self.vjp(Xh, W * r[:, None], G_points=W)
+        dX -= np.einsum("nd,nd->n", dX, Xh)[:, None] * Xh
+        return dX + Xh * np.einsum("nm,nm->n", W, Phi_hat)[:, None], g_dirs
 
     # ---- as inducing features -------------------------------------------------------------
     def Kuu_inverse_diag(self, kernel: ZonalKernel) -> np.ndarray:
