@@ -270,3 +270,28 @@ def test_depth_is_learned_by_the_elbo(beta0):
     k = K.PolynomialDecay(3, 4.0 if beta0 < 4 else 2.5, max_degree=12)
     sl.VISH(k, 12, sl.likelihoods.Gaussian(0.1)).fit(X, y, train_lift=False)
     assert abs(k.beta - beta0) < 0.1 * beta0
+
+
+# ---- SUSY-like classification data and the AUC -------------------------------------------------
+def test_roc_auc_against_pairwise_definition(rng):
+    y = (rng.uniform(size=60) < 0.4).astype(float)
+    score = np.round(rng.standard_normal(60) + y, 1)  # rounding makes ties
+    pos, neg = score[y == 1], score[y == 0]
+    pairwise = np.mean((pos[:, None] > neg[None, :]) + 0.5 * (pos[:, None] == neg[None, :]))
+    assert np.isclose(sl.datasets.roc_auc(y, score), pairwise, rtol=0, atol=1e-14)
+    assert sl.datasets.roc_auc(y, y) == 1.0
+    with pytest.raises(ValueError, match="both classes"):
+        sl.datasets.roc_auc(np.ones(3), np.arange(3.0))
+    with pytest.raises(ValueError, match="only 0 and 1"):
+        sl.datasets.roc_auc(np.array([0, 2.0]), np.arange(2.0))
+
+
+def test_susy_like():
+    X, y = sl.datasets.susy_like(20_000, seed=3)
+    assert X.shape == (20_000, 8) and set(np.unique(y)) == {0.0, 1.0}
+    assert abs(y.mean() - 0.46) < 0.02 and np.all(np.isfinite(X))
+    # informative but not separable: a linear score ranks well, not perfectly
+    auc = sl.datasets.roc_auc(y, X[:, 4] + 0.5 * X[:, 0])
+    assert 0.7 < auc < 0.95
+    X2, y2 = sl.datasets.susy_like(20_000, seed=3)
+    assert np.array_equal(X, X2) and np.array_equal(y, y2)
