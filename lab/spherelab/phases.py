@@ -187,11 +187,13 @@ class PhaseTruncatedHarmonics:
                 "in H_l; re-initialise them (PhaseTruncatedHarmonics(..., directions=None)) or "
                 "lower max_phases"
             ) from None
-        return Vh, R
+        # the explicit inverse of the small triangular factor: every later use is a matmul
+        Rinv = solve_triangular(R, np.eye(R.shape[0]), lower=True)
+        return Vh, R, Rinv
 
-    def factors(self) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Per degree ``(V_hat, R)``: unit directions and the Cholesky factor of
-        :math:`Z_\\ell(\\hat V\\hat V^\\top)` (cached until the directions change)."""
+    def factors(self) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Per degree ``(V_hat, R, R^-1)``: unit directions, the Cholesky factor of
+        :math:`Z_\\ell(\\hat V\\hat V^\\top)` and its inverse (cached until the directions change)."""
         if self._factors is None:
             self._factors = [self._factor(ell) for ell in range(self.max_degree + 1)]
         return self._factors
@@ -215,9 +217,9 @@ class PhaseTruncatedHarmonics:
         Xh = self._check_points(Xh)
         if out is None:
             out = np.empty((Xh.shape[0], self.num_features))
-        for ell, (Vh, R) in enumerate(self.factors()):
+        for ell, (Vh, _, Rinv) in enumerate(self.factors()):
             Z = _zonal(ell, self.dim, np.clip(Xh @ Vh.T, -1.0, 1.0))
-            out[:, self.degree_slice(ell)] = solve_triangular(R, Z.T, lower=True).T
+            out[:, self.degree_slice(ell)] = Z @ Rinv.T
         return out
 
     harmonics = __call__
@@ -242,16 +244,13 @@ class PhaseTruncatedHarmonics:
             raise ValueError(f"G_points must have shape {G.shape}, got {G_points.shape}")
         dX = np.zeros_like(Xh)
         grads = []
-        for ell, (Vh, R) in enumerate(self.factors()):
+        for ell, (Vh, R, Rinv) in enumerate(self.factors()):
             Gb = G[:, self.degree_slice(ell)]
             Z, dZ_dt = _zonal(ell, self.dim, np.clip(Xh @ Vh.T, -1.0, 1.0), derivative=True)
-            Zbar = solve_triangular(R, Gb.T, lower=True, trans=1).T  # G R^{-1}
+            Zbar = Gb @ Rinv  # G R^{-1}
             if G_points is not None:
-                Zp = solve_triangular(R, G_points[:, self.degree_slice(ell)].T, lower=True, trans=1).T
-                dX += (Zp * dZ_dt) @ Vh
-            Rinv_bar = Gb.T @ Z
-            # R^-T Rinv_bar R^-T
-            Rbar = -solve_triangular(R, solve_triangular(R, Rinv_bar, lower=True, trans=1).T, lower=True).T
+                dX += ((G_points[:, self.degree_slice(ell)] @ Rinv) * dZ_dt) @ Vh
+            Rbar = -Rinv.T @ (Gb.T @ Z) @ Rinv.T
             Gam_bar = _cholesky_backward(R, np.tril(Rbar))
             H = Zbar * dZ_dt
             if G_points is None:
