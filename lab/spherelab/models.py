@@ -279,9 +279,13 @@ class VISH:
         With ``optimize=True``: (1) if ``train_lift``, optimise every hyper-parameter including
         ``bias`` and ``input_scale`` on a random subsample of at most ``lift_subsample`` rows
         (each step: one harmonic evaluation, kept in memory, and one gradient pass over the
-        subsample; at most ``lift_maxiter`` L-BFGS-B iterations); (2) freeze the lift, compute the sufficient
-        statistics in one pass over all rows, and optimise the spectrum and noise (O(M^3) per
-        step). ``optimize=False`` keeps the hyper-parameters and only sets q(u).
+        subsample; at most ``lift_maxiter`` L-BFGS-B iterations), after a spectrum-and-noise
+        warm start at the initial lift; with trainable features
+        (:class:`~spherelab.PhaseTruncatedHarmonics`) their directions are optimised in this
+        stage too, and the warm start is skipped (at untrained directions it drives the kernel
+        variance to zero, where every other gradient vanishes); (2) freeze the lift, compute the
+        sufficient statistics in one pass over all rows, and optimise the spectrum and noise
+        (O(M^3) per step). ``optimize=False`` keeps the hyper-parameters and only sets q(u).
         ``self.passes`` counts the full passes over (X, y).
 
         Returns
