@@ -4,7 +4,7 @@ Conventions follow ``shared/design.md``: inputs are lifted to :math:`S^{d-1}`, h
 orthonormal for the normalised surface measure, :math:`\alpha = (d-2)/2`.
 """
 
-from . import activations, backend, datasets, decoupled, features, kernels, likelihoods, widgets
+from . import activations, backend, datasets, decoupled, features, groups, kernels, likelihoods, widgets
 from .analysis import mismatch_report, rkhs_norm_truncated, truncated_shape
 from .funk_hecke import funk_hecke
 from .gegenbauer import (
@@ -20,6 +20,7 @@ from .decoupled import ActivatedSVGP, OrthogonalSVGP
 from .features import ActivatedFeatures, InducingPoints
 from .harmonics import SphericalHarmonics
 from .phases import PhaseTruncatedHarmonics
+from .groups import harmonic_decomposition
 from .models import VISH
 from .sphere import lonlat_grid, orthographic_grid, product_quadrature, sample_sphere
 from .special import (
@@ -61,6 +62,8 @@ __all__ = [
     "features",
     "SphericalHarmonics",
     "PhaseTruncatedHarmonics",
+    "groups",
+    "harmonic_decomposition",
     "VISH",
     "likelihoods",
     "datasets",

@@ -1,0 +1,239 @@
+r"""Finite cyclic transformation groups of the input space and the harmonic kernel
+decomposition (seed 002, §3).
+
+A transformation :math:`G` is T-cyclic if :math:`G^T = \mathrm{id}`. For a kernel invariant under
+G, :math:`k(Gx, Gx') = k(x, x')`, the *kernel Fourier series* along the orbit of the second input,
+
+.. math:: k_t(x, x') = \sum_{s=0}^{T-1} F_{t,s}\,k(x, G^s x'), \qquad
+          F_{t,s} = \tfrac1T e^{-i2\pi ts/T}
+
+(seed 002 eq. 5), splits k into T Hermitian positive semi-definite kernels with
+:math:`\sum_t k_t = k`, mutually orthogonal RKHSs and the shift property
+:math:`k_t(x, Gx') = e^{i2\pi t/T}k_t(x, x')` (Prop. 3.3). The real form pairs
+:math:`k_t + k_{T-t} = \tfrac2T\sum_s\cos(2\pi ts/T)\,k(x, G^sx')` (§3.4). Commuting generators
+:math:`G_1..G_J` of orders :math:`T_1..T_J` give the multi-way decomposition indexed by
+:math:`t = (t_1..t_J)` with :math:`\prod_j F^{(j)}_{t_j,s_j}` (§3.5).
+
+Our kernels act in data space through the lift :math:`\tilde x = [x/s, b]`:
+:math:`k = r r'\kappa(\hat x^\top\hat x')` depends on the data only through :math:`\tilde x^\top\tilde x'`,
+so it is invariant under any orthogonal map of the data coordinates that commutes with the
+input scaling :math:`\mathrm{diag}(1/s)` — coordinate reflections always; rotations of a
+coordinate plane (or reflections in a rotated basis) when the scales involved are equal.
+:meth:`Group.check_invariance` enforces this.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Sequence
+
+import numpy as np
+
+from ._validation import check_finite_array, check_int
+from .kernels import ZonalKernel
+
+__all__ = ["Group", "Reflection", "Rotation", "Product", "HarmonicComponent", "harmonic_decomposition"]
+
+
+class Group:
+    r"""A product of commuting cyclic transformations of :math:`\mathbb R^D`, each an orthogonal
+    matrix :math:`R_j` with :math:`R_j^{T_j} = I` (subclasses build them)."""
+
+    def __init__(self, generators: Sequence[np.ndarray], orders: Sequence[int], dim: int) -> None:
+        self.dim = check_int(dim, "dim", minimum=1)
+        self.generators = [np.asarray(R, dtype=np.float64) for R in generators]
+        self.orders = tuple(int(T) for T in orders)
+        for R, T in zip(self.generators, self.orders):
+            if R.shape != (self.dim, self.dim) or not np.allclose(R @ R.T, np.eye(self.dim), atol=1e-12):
+                raise ValueError("every generator must be an orthogonal (dim, dim) matrix")
+            if not np.allclose(np.linalg.matrix_power(R, T), np.eye(self.dim), atol=1e-10):
+                raise ValueError(f"a generator is not {T}-cyclic (R^{T} != I)")
+        for A, B in itertools.combinations(self.generators, 2):
+            if not np.allclose(A @ B, B @ A, atol=1e-12):
+                raise ValueError("the generators must commute (seed 002 eq. 16)")
+
+    @property
+    def size(self) -> int:
+        """:math:`|G| = \\prod_j T_j`, the number of components of the decomposition."""
+        return int(np.prod(self.orders)) if self.orders else 1
+
+    def indices(self) -> list[tuple[int, ...]]:
+        """All multi-indices :math:`(t_1..t_J)` in lexicographic order."""
+        return list(itertools.product(*[range(T) for T in self.orders]))
+
+    def matrix(self, s: Sequence[int]) -> np.ndarray:
+        """:math:`G^s = \\prod_j R_j^{s_j}`, ``(D, D)``."""
+        out = np.eye(self.dim)
+        for R, k in zip(self.generators, s):
+            out = out @ np.linalg.matrix_power(R, int(k))
+        return out
+
+    def apply(self, X: Any, s: Sequence[int]) -> np.ndarray:
+        """:math:`G^s` applied to every row of ``X`` ``(N, D)``."""
+        X = check_finite_array(X, "X", ndim=2)
+        if X.shape[1] != self.dim:
+            raise ValueError(f"X must have {self.dim} columns for this group, got {X.shape[1]}")
+        return X @ self.matrix(s).T
+
+    def check_invariance(self, kernel: ZonalKernel) -> None:
+        """Raise ``ValueError`` unless every generator commutes with the kernel's input scaling
+        (then :math:`k(Gx, Gx') = k(x, x')` exactly)."""
+        scale = np.broadcast_to(np.asarray(kernel.input_scale, dtype=np.float64), (self.dim,))
+        S = np.diag(1.0 / scale)
+        for R in self.generators:
+            if not np.allclose(R @ S, S @ R, rtol=1e-12, atol=1e-12):
+                raise ValueError(
+                    "the kernel is not invariant under this group: a generator mixes input "
+                    "coordinates with different input_scale values; use equal scales on the "
+                    "coordinates it mixes (e.g. a scalar input_scale)"
+                )
+
+
+class Reflection(Group):
+    r"""Negation of chosen coordinate groups, each an independent 2-cyclic generator
+    (multi-way, :math:`2^J` components).
+
+    Parameters
+    ----------
+    dim
+        D, the number of inputs.
+    groups
+        Sequence of coordinate-index lists; generator j negates the coordinates ``groups[j]``
+        (default: each coordinate on its own).
+    basis
+        Optional ``(D, D)`` orthogonal matrix (e.g. the data's PCA axes as columns): the
+        negations act on the coordinates ``basis.T @ x``.
+    """
+
+    def __init__(self, dim: int, groups: Sequence[Sequence[int]] | None = None, basis: Any = None) -> None:
+        dim = check_int(dim, "dim", minimum=1)
+        groups = [[j] for j in range(dim)] if groups is None else [list(g) for g in groups]
+        Q = np.eye(dim) if basis is None else check_finite_array(basis, "basis", ndim=2)
+        if Q.shape != (dim, dim) or not np.allclose(Q.T @ Q, np.eye(dim), atol=1e-10):
+            raise ValueError("basis must be an orthogonal (dim, dim) matrix (columns: the axes)")
+        gens = []
+        seen: set[int] = set()
+        for g in groups:
+            if not g or any(not 0 <= j < dim for j in g) or seen & set(g):
+                raise ValueError(f"groups must be disjoint, non-empty lists of indices in [0, {dim}), got {groups}")
+            seen |= set(g)
+            D = np.ones(dim)
+            D[g] = -1.0
+            gens.append(Q @ np.diag(D) @ Q.T)
+        self.groups = groups
+        super().__init__(gens, [2] * len(gens), dim)
+
+    @classmethod
+    def pca(cls, X: Any, num_axes: int | None = None) -> "Reflection":
+        """Reflections along the leading ``num_axes`` principal axes of ``X`` (centred), one
+        generator each (default: all axes)."""
+        X = check_finite_array(X, "X", ndim=2)
+        Xc = X - X.mean(0)
+        _, _, Vt = np.linalg.svd(Xc, full_matrices=False)
+        D = X.shape[1]
+        k = D if num_axes is None else check_int(num_axes, "num_axes", minimum=1)
+        Q = Vt.T if Vt.shape[0] == D else np.linalg.qr(np.c_[Vt.T, np.eye(D)])[0][:, :D]
+        return cls(D, [[j] for j in range(min(k, D))], basis=Q)
+
+
+class Rotation(Group):
+    r"""Rotation by :math:`2\pi/T` in the plane of coordinates ``plane = (i, j)`` (T-cyclic)."""
+
+    def __init__(self, dim: int, T: int, plane: tuple[int, int] = (0, 1)) -> None:
+        dim = check_int(dim, "dim", minimum=2)
+        T = check_int(T, "T", minimum=1)
+        i, j = (int(p) for p in plane)
+        if i == j or not (0 <= i < dim and 0 <= j < dim):
+            raise ValueError(f"plane must be two distinct coordinates in [0, {dim}), got {plane}")
+        R = np.eye(dim)
+        c, s = np.cos(2 * np.pi / T), np.sin(2 * np.pi / T)
+        R[i, i], R[i, j], R[j, i], R[j, j] = c, -s, s, c
+        self.T, self.plane = T, (i, j)
+        super().__init__([R], [T], dim)
+
+
+class Product(Group):
+    """The multi-way product of commuting groups (seed 002 §3.5): generators concatenated."""
+
+    def __init__(self, *groups: Group) -> None:
+        if not groups:
+            raise ValueError("Product needs at least one group")
+        dim = groups[0].dim
+        if any(g.dim != dim for g in groups):
+            raise ValueError("all groups must act on the same number of inputs")
+        self.factors = groups
+        super().__init__([R for g in groups for R in g.generators], [T for g in groups for T in g.orders], dim)
+
+
+class HarmonicComponent:
+    r"""One component :math:`k_t` of the harmonic kernel decomposition (or, with
+    ``real=True``, the real pair :math:`k_t + k_{-t}`), callable like a kernel:
+    ``k_t(X, X2)`` returns ``(N, N2)`` (complex unless real).
+
+    Parameters
+    ----------
+    kernel, group
+        The base kernel (must be invariant, :meth:`Group.check_invariance`) and the group.
+    index
+        The multi-index :math:`t`.
+    real
+        Return the real form :math:`k_t + k_{-t}` (just :math:`k_t` when :math:`t = -t`).
+    """
+
+    def __init__(self, kernel: ZonalKernel, group: Group, index: Sequence[int], real: bool = True) -> None:
+        group.check_invariance(kernel)
+        self.kernel, self.group = kernel, group
+        self.index = tuple(int(t) % T for t, T in zip(index, group.orders))
+        if len(self.index) != len(group.orders):
+            raise ValueError(f"index must have {len(group.orders)} entries")
+        self.real = bool(real)
+        self.partner = tuple((-t) % T for t, T in zip(self.index, group.orders))
+
+    def _phase(self, s: Sequence[int]) -> float:
+        return 2.0 * np.pi * sum(t * k / T for t, k, T in zip(self.index, s, self.group.orders))
+
+    def K(self, X: Any, X2: Any = None) -> np.ndarray:
+        X = check_finite_array(X, "X", ndim=2)
+        X2 = X if X2 is None else check_finite_array(X2, "X2", ndim=2)
+        n = self.group.size
+        self_paired = self.partner == self.index
+        out = np.zeros((X.shape[0], X2.shape[0]), dtype=np.float64 if self.real else np.complex128)
+        for s in self.group.indices():
+            Ks = self.kernel.K(X, self.group.apply(X2, s))
+            if self.real:
+                w = (1.0 if self_paired else 2.0) * np.cos(self._phase(s)) / n
+                out += w * Ks
+            else:
+                out += np.exp(-1j * self._phase(s)) / n * Ks
+        return out
+
+    __call__ = K
+
+    def __repr__(self) -> str:
+        form = "real pair" if self.real and self.partner != self.index else "component"
+        return f"HarmonicComponent(t={self.index}, {form}, kernel={self.kernel!r})"
+
+
+def harmonic_decomposition(kernel: ZonalKernel, group: Group, real: bool = True) -> list[HarmonicComponent]:
+    r"""The harmonic kernel decomposition :math:`k = \sum_t k_t` (seed 002 Thm. 3.5).
+
+    With ``real=True`` the components are the real pairs :math:`k_t + k_{-t}`, one per class
+    :math:`\{t, -t\}` (:math:`\lfloor T/2\rfloor + 1` for a single T-cyclic generator); with
+    ``real=False`` all :math:`|G|` complex Hermitian components.
+
+    Returns
+    -------
+    list of :class:`HarmonicComponent`, each callable as ``k_t(X, X2)``.
+    """
+    if not isinstance(kernel, ZonalKernel):
+        raise TypeError(f"kernel must be a spherelab kernel, got {kernel!r}")
+    group.check_invariance(kernel)
+    comps, seen = [], set()
+    for t in group.indices():
+        if real:
+            partner = tuple((-a) % T for a, T in zip(t, group.orders))
+            if partner in seen:
+                continue
+            seen.add(t)
+        comps.append(HarmonicComponent(kernel, group, t, real=real))
+    return comps
