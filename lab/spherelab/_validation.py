@@ -89,3 +89,19 @@ def check_points_on_sphere(
             "e.g. X / np.linalg.norm(X, axis=1, keepdims=True)"
         )
     return np.ascontiguousarray(arr / norms[:, None])
+
+
+def check_data(X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Training inputs ``(N, D)`` and targets ``(N,)`` (or ``(N, 1)``): finite, matching,
+    non-empty; returns them as float64 with ``y`` 1-d."""
+    X = check_finite_array(X, "X", ndim=2)
+    y = check_finite_array(y, "y")
+    if y.ndim == 2 and y.shape[1] == 1:
+        y = y[:, 0]
+    if y.ndim != 1:
+        raise ValueError(f"y must be 1-d (or a single column), got shape {y.shape}")
+    if X.shape[0] != y.shape[0]:
+        raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]} values")
+    if X.shape[0] == 0:
+        raise ValueError("X and y are empty: need at least one observation")
+    return X, y

@@ -32,7 +32,7 @@ from scipy.linalg import cho_solve, solve_triangular
 from scipy.optimize import minimize
 from scipy.special import expit
 
-from ._validation import check_finite_array, check_int
+from ._validation import check_data, check_finite_array, check_int
 from .bounds import cholesky_or_explain
 from .features import ActivatedFeatures, InducingPoints, lift_gradients
 from .kernels import ZonalKernel
@@ -344,16 +344,7 @@ class OrthogonalSVGP:
 
     # ---- set-up ---------------------------------------------------------------------------
     def _check_data(self, X, y):
-        X = check_finite_array(X, "X", ndim=2)
-        y = check_finite_array(y, "y")
-        if y.ndim == 2 and y.shape[1] == 1:
-            y = y[:, 0]
-        if y.ndim != 1:
-            raise ValueError(f"y must be 1-d (or a single column), got shape {y.shape}")
-        if X.shape[0] != y.shape[0]:
-            raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]} values")
-        if X.shape[0] == 0:
-            raise ValueError("X and y are empty: need at least one observation")
+        X, y = check_data(X, y)
         if isinstance(self.likelihood, Bernoulli):
             self.likelihood.check_targets(y)
         return X, y

@@ -27,7 +27,7 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import expit
 
-from ._validation import check_finite_array, check_int
+from ._validation import check_data, check_finite_array, check_int
 from scipy.linalg import cho_solve
 
 from .bounds import cholesky_or_explain, collapsed_bound
@@ -294,16 +294,7 @@ class VISH:
         """
         if not isinstance(self.likelihood, Gaussian):
             raise TypeError("fit() uses the collapsed bound (Gaussian noise); use fit_svi() for Bernoulli")
-        X = check_finite_array(X, "X", ndim=2)
-        y = check_finite_array(y, "y")
-        if y.ndim == 2 and y.shape[1] == 1:
-            y = y[:, 0]
-        if y.ndim != 1:
-            raise ValueError(f"y must be 1-d (or a single column), got shape {y.shape}")
-        if X.shape[0] != y.shape[0]:
-            raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]} values")
-        if X.shape[0] == 0:
-            raise ValueError("X and y are empty: need at least one observation")
+        X, y = check_data(X, y)
         self.kernel.lift(X)  # clear errors (rows vanishing after the lift, wrong input_scale)
         self._X, self._y = X, y
         self.features = self._make_features(X)

@@ -33,6 +33,7 @@ import numpy as np
 from scipy.linalg import solve_triangular
 
 from ._validation import check_dim, check_finite_array, check_int
+from .decoupled import cholesky_backward
 from .gegenbauer import zonal_series
 from .kernels import ZonalKernel
 from .special import num_harmonics
@@ -53,14 +54,6 @@ def _zonal(ell: int, dim: int, t: np.ndarray, derivative: bool = False):
     c = np.zeros(ell + 1)
     c[ell] = 1.0
     return zonal_series(c, dim, t, derivative=derivative)
-
-
-def _cholesky_backward(R: np.ndarray, dR: np.ndarray) -> np.ndarray:
-    # reverse mode of Gamma = R R^T (Murray 2016); symmetric result
-    P = np.tril(R.T @ np.tril(dR))
-    P[np.diag_indices_from(P)] *= 0.5
-    G = solve_triangular(R, solve_triangular(R, P, lower=True, trans=1).T, lower=True, trans=1).T
-    return 0.5 * (G + G.T)
 
 
 def greedy_directions(ell: int, dim: int, count: int, rng: np.random.Generator, candidates: int | None = None) -> np.ndarray:
@@ -251,7 +244,7 @@ class PhaseTruncatedHarmonics:
             if G_points is not None:
                 dX += ((G_points[:, self.degree_slice(ell)] @ Rinv) * dZ_dt) @ Vh
             Rbar = -Rinv.T @ (Gb.T @ Z) @ Rinv.T
-            Gam_bar = _cholesky_backward(R, np.tril(Rbar))
+            Gam_bar = cholesky_backward(R, np.tril(Rbar))
             H = Zbar * dZ_dt
             if G_points is None:
                 dX += H @ Vh
