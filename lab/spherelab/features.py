@@ -51,8 +51,7 @@ def zonal_pair(A: np.ndarray, B: np.ndarray, shape) -> np.ndarray:
     return ra[:, None] * rb[None, :] * shape(T)
 
 
-def zonal_pair_gradients(G: np.ndarray, A: np.ndarray, B: np.ndarray, shape, shape_dt, *,
-                         shape_and_dt=None) -> tuple[np.ndarray, np.ndarray]:
+def zonal_pair_gradients(G: np.ndarray, A: np.ndarray, B: np.ndarray, shape_and_dt) -> tuple[np.ndarray, np.ndarray]:
     r"""Chain :math:`G = \partial L/\partial F` into ``A`` and ``B`` for :func:`zonal_pair`:
 
     .. math:: \frac{\partial F_{pq}}{\partial a_p} = \|b_q\|\big[s(t)\,\hat a_p
@@ -61,8 +60,8 @@ def zonal_pair_gradients(G: np.ndarray, A: np.ndarray, B: np.ndarray, shape, sha
     and symmetrically for :math:`b_q`. Entries with :math:`t = \pm1` exactly get no
     :math:`s'` term (its factor vanishes there, and :math:`s'` may be infinite).
 
-    ``shape_and_dt(t)``, if given, returns both at once (one pass of a series evaluation); it
-    must be finite at :math:`t = \pm1`.
+    ``shape_and_dt(t)`` returns :math:`(s(t), s'(t))` elementwise (one pass of a series
+    evaluation); values at :math:`t = \pm1` are used for :math:`s` only.
 
     Returns
     -------
@@ -72,12 +71,8 @@ def zonal_pair_gradients(G: np.ndarray, A: np.ndarray, B: np.ndarray, shape, sha
     rb, Bh = _norms(B, "B")
     T = np.clip(Ah @ Bh.T, -1.0, 1.0)
     edge = np.abs(T) == 1.0
-    if shape_and_dt is not None:
-        s, ds = shape_and_dt(T)
-        ds = np.where(edge, 0.0, ds)
-    else:
-        s = shape(T)
-        ds = np.where(edge, 0.0, shape_dt(np.where(edge, 0.0, T)))
+    s, ds = shape_and_dt(T)
+    ds = np.where(edge, 0.0, ds)
     H1 = G * s
     H2 = G * ds
     C = H1 - T * H2
@@ -164,14 +159,8 @@ class ActivatedFeatures:
         q = np.where(keep, sig * sig / np.where(keep, lam, 1.0), 0.0)
         return lam, sig, keep, g, q
 
-    def _shape_pair(self, coeffs: np.ndarray, dim: int):
-        def shape(t):
-            return zonal_series(coeffs, dim, t)
-
-        def shape_dt(t):
-            return zonal_series(coeffs, dim, t, derivative=True)[1]
-
-        return shape, shape_dt
+    def _series(self, coeffs: np.ndarray, dim: int):
+        return lambda t: zonal_series(coeffs, dim, t)
 
     def _both(self, coeffs: np.ndarray, dim: int):
         # value and t-derivative of a finite series from one Clenshaw pass (finite at t = +-1)
@@ -181,14 +170,14 @@ class ActivatedFeatures:
         """``(M, M)``."""
         dim = self.weights.shape[1]
         q = self._coefficients(kernel, dim)[4]
-        K = zonal_pair(self.weights, self.weights, self._shape_pair(q, dim)[0])
+        K = zonal_pair(self.weights, self.weights, self._series(q, dim))
         return 0.5 * (K + K.T)
 
     def Kuf(self, kernel: ZonalKernel, X: Any) -> np.ndarray:
         """``(M, N)``."""
         dim = self.weights.shape[1]
         g = self._coefficients(kernel, dim)[3]
-        return zonal_pair(self.weights, _lifted(kernel, X), self._shape_pair(g, dim)[0])
+        return zonal_pair(self.weights, _lifted(kernel, X), self._series(g, dim))
 
     def Kuu_gradients(self, kernel: ZonalKernel, G: np.ndarray) -> dict[str, Any]:
         r"""Chain :math:`\partial L/\partial K_{uu}` into ``weights`` and the kernel's spectral
@@ -197,8 +186,7 @@ class ActivatedFeatures:
         dim = W.shape[1]
         L = self.truncation
         lam, sig, keep, _, q = self._coefficients(kernel, dim)
-        shape, shape_dt = self._shape_pair(q, dim)
-        dA, dB = zonal_pair_gradients(G, W, W, shape, shape_dt, shape_and_dt=self._both(q, dim))
+        dA, dB = zonal_pair_gradients(G, W, W, self._both(q, dim))
         out: dict[str, Any] = {"weights": dA + dB}
         r, Wh = _norms(W, "weights")
         T = np.clip(Wh @ Wh.T, -1.0, 1.0)
@@ -215,10 +203,8 @@ class ActivatedFeatures:
         ``X`` and the lift (``bias``, ``input_scale``)."""
         dim = self.weights.shape[1]
         g = self._coefficients(kernel, dim)[3]
-        shape, shape_dt = self._shape_pair(g, dim)
         X = check_finite_array(X, "X", ndim=2)
-        dA, dB = zonal_pair_gradients(G, self.weights, _lifted(kernel, X), shape, shape_dt,
-                                      shape_and_dt=self._both(g, dim))
+        dA, dB = zonal_pair_gradients(G, self.weights, _lifted(kernel, X), self._both(g, dim))
         out = lift_gradients(kernel, X, dB)
         out["weights"] = dA
         return out

@@ -169,7 +169,7 @@ class PhaseTruncatedHarmonics:
     def _factor(self, ell: int):
         V = self.directions[ell]
         _, Vh = _unit(V, f"directions[{ell}]")
-        Gam = _zonal(ell, self.dim, np.clip(Vh @ Vh.T, -1.0, 1.0))
+        Gam, dGam = _zonal(ell, self.dim, np.clip(Vh @ Vh.T, -1.0, 1.0), derivative=True)
         Gam = 0.5 * (Gam + Gam.T)
         try:
             R = np.linalg.cholesky(Gam)
@@ -182,11 +182,12 @@ class PhaseTruncatedHarmonics:
             ) from None
         # the explicit inverse of the small triangular factor: every later use is a matmul
         Rinv = solve_triangular(R, np.eye(R.shape[0]), lower=True)
-        return Vh, R, Rinv
+        return Vh, R, Rinv, dGam
 
-    def factors(self) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        """Per degree ``(V_hat, R, R^-1)``: unit directions, the Cholesky factor of
-        :math:`Z_\\ell(\\hat V\\hat V^\\top)` and its inverse (cached until the directions change)."""
+    def factors(self) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+        """Per degree ``(V_hat, R, R^-1, Z'_l(V_hat V_hat^T))``: unit directions, the Cholesky
+        factor of :math:`Z_\\ell(\\hat V\\hat V^\\top)`, its inverse, and the derivative of the
+        zonal function on the Gram entries (all cached until the directions change)."""
         if self._factors is None:
             self._factors = [self._factor(ell) for ell in range(self.max_degree + 1)]
         return self._factors
@@ -210,7 +211,7 @@ class PhaseTruncatedHarmonics:
         Xh = self._check_points(Xh)
         if out is None:
             out = np.empty((Xh.shape[0], self.num_features))
-        for ell, (Vh, _, Rinv) in enumerate(self.factors()):
+        for ell, (Vh, _, Rinv, _) in enumerate(self.factors()):
             Z = _zonal(ell, self.dim, np.clip(Xh @ Vh.T, -1.0, 1.0))
             out[:, self.degree_slice(ell)] = Z @ Rinv.T
         return out
@@ -237,7 +238,7 @@ class PhaseTruncatedHarmonics:
             raise ValueError(f"G_points must have shape {G.shape}, got {G_points.shape}")
         dX = np.zeros_like(Xh)
         grads = []
-        for ell, (Vh, R, Rinv) in enumerate(self.factors()):
+        for ell, (Vh, R, Rinv, dGam_dt) in enumerate(self.factors()):
             Gb = G[:, self.degree_slice(ell)]
             Z, dZ_dt = _zonal(ell, self.dim, np.clip(Xh @ Vh.T, -1.0, 1.0), derivative=True)
             Zbar = Gb @ Rinv  # G R^{-1}
@@ -248,7 +249,6 @@ class PhaseTruncatedHarmonics:
             H = Zbar * dZ_dt
             if G_points is None:
                 dX += H @ Vh
-            _, dGam_dt = _zonal(ell, self.dim, np.clip(Vh @ Vh.T, -1.0, 1.0), derivative=True)
             dVh = H.T @ Xh + 2.0 * (Gam_bar * dGam_dt) @ Vh
             norms = np.linalg.norm(self.directions[ell], axis=1)
             tangential = dVh - np.einsum("ij,ij->i", dVh, Vh)[:, None] * Vh
