@@ -4,7 +4,7 @@ Conventions follow ``shared/design.md``: inputs are lifted to :math:`S^{d-1}`, h
 orthonormal for the normalised surface measure, :math:`\alpha = (d-2)/2`.
 """
 
-from . import activations, backend, datasets, decoupled, features, groups, kernels, likelihoods, widgets
+from . import activations, backend, datasets, decoupled, features, groups, hvgp, kernels, likelihoods, widgets
 from .analysis import mismatch_report, rkhs_norm_truncated, truncated_shape
 from .funk_hecke import funk_hecke
 from .gegenbauer import (
@@ -21,6 +21,7 @@ from .features import ActivatedFeatures, InducingPoints
 from .harmonics import SphericalHarmonics
 from .phases import PhaseTruncatedHarmonics
 from .groups import harmonic_decomposition
+from .hvgp import HarmonicSVGP
 from .models import VISH
 from .sphere import lonlat_grid, orthographic_grid, product_quadrature, sample_sphere
 from .special import (
@@ -64,6 +65,8 @@ __all__ = [
     "PhaseTruncatedHarmonics",
     "groups",
     "harmonic_decomposition",
+    "hvgp",
+    "HarmonicSVGP",
     "VISH",
     "likelihoods",
     "datasets",

@@ -170,10 +170,7 @@ def orthogonal_bound(
     KdA = cho_solve((Lk, True), dA)
     dKuf += KdA
     dKuu -= KdA @ A.T
-    dnoise = 0.0
-    if isinstance(likelihood, Gaussian):
-        s2 = likelihood.variance
-        dnoise = scale * float(np.sum(-0.5 / s2 + 0.5 * ((y - mean) ** 2 + var) / s2**2))
+    dnoise = gaussian_noise_gradient(likelihood, y, mean, var, scale)
     return OrthogonalBound(float(value), mean, var, dKuu, dKuf, dkff, dm_u, dL_u, dKvv, dKvu, dKvf, dm_v, dL_v, dnoise)
 
 
@@ -188,6 +185,50 @@ def cholesky_backward(L: np.ndarray, dL: np.ndarray) -> np.ndarray:
     P[np.diag_indices_from(P)] *= 0.5
     G = solve_triangular(L, solve_triangular(L, P, lower=True, trans=1).T, lower=True, trans=1).T
     return 0.5 * (G + G.T)
+
+
+def kl_whitened(m: np.ndarray, L: np.ndarray) -> float:
+    r""":math:`\mathrm{KL}[N(m, LL^\top)\,\|\,N(0, I)]` (lower triangle of L used)."""
+    d = np.diag(L)
+    return 0.5 * (float(np.sum(L * L)) + float(m @ m) - m.size - 2.0 * float(np.sum(np.log(np.abs(d)))))
+
+
+def whitened_forward(Kuu: np.ndarray, Kuf: np.ndarray, L: np.ndarray, name: str = "Kuu", hint: str = _HINT_UU):
+    r"""One whitened block :math:`u = L_{uu}\tilde u`, :math:`q(\tilde u) = N(m, LL^\top)`:
+    returns ``(Lk, At, LtA)`` with :math:`L_k = \mathrm{chol}(K_{uu})`, :math:`A_t = L_k^{-1}K_{uf}`,
+    :math:`L^\top A_t`; the block adds :math:`A_t^\top m` to the mean and
+    :math:`-\|A_t\|^2 + \|L^\top A_t\|^2` (column norms) to the variance."""
+    Lk = cholesky_or_explain(Kuu, name, hint)
+    At = solve_triangular(Lk, Kuf, lower=True)
+    return Lk, At, L.T @ At
+
+
+def whitened_q_backward(m, L, At, LtA, gmu, gvar):
+    r"""Reverse mode of one whitened block given :math:`\partial/\partial\mu`, :math:`\partial/\partial\nu`
+    (``(B,)`` each) and the KL term: ``(dm, dL, dAt)``."""
+    dm = At @ gmu - m
+    Ag = At * gvar
+    dL = np.tril(2.0 * (Ag @ LtA.T))
+    if L.size:
+        dL += np.tril(-L + solve_triangular(L, np.eye(L.shape[0]), lower=True).T)
+    dAt = np.outer(m, gmu) - 2.0 * Ag + 2.0 * (L @ (LtA * gvar))
+    return dm, dL, dAt
+
+
+def whitened_kernel_backward(Lk, At, dAt, dLk=None):
+    r"""Chain :math:`\partial/\partial A_t` (:math:`A_t = L_k^{-1}K_{uf}`) into ``(dKuf, dKuu)``;
+    ``dLk`` adds other uses of :math:`L_k`."""
+    dKuf = solve_triangular(Lk, dAt, lower=True, trans=1)
+    dLk = -np.tril(dKuf @ At.T) if dLk is None else dLk - np.tril(dKuf @ At.T)
+    return dKuf, cholesky_backward(Lk, dLk)
+
+
+def gaussian_noise_gradient(likelihood, y, mean, var, scale: float) -> float:
+    r""":math:`\partial/\partial\sigma^2` of the scaled Gaussian expected log-likelihood (0 otherwise)."""
+    if not isinstance(likelihood, Gaussian):
+        return 0.0
+    s2 = likelihood.variance
+    return scale * float(np.sum(-0.5 / s2 + 0.5 * ((y - mean) ** 2 + var) / s2**2))
 
 
 def orthogonal_bound_whitened(
@@ -206,37 +247,21 @@ def orthogonal_bound_whitened(
     scale = num_data / B
     L_u = np.tril(L_u)
     L_v = np.tril(L_v)
-    Lk = cholesky_or_explain(Kuu, "Kuu", _HINT_UU)
-    At = solve_triangular(Lk, Kuf, lower=True)  # Lk^-1 Kuf
-    LtA = L_u.T @ At  # kept: the variance and both L_u and At derivatives reuse it
+    Lk, At, LtA = whitened_forward(Kuu, Kuf, L_u)
     mean = At.T @ m_u
     var = kff - np.einsum("mn,mn->n", At, At) + np.einsum("mn,mn->n", LtA, LtA)
     if K:
         Pt = solve_triangular(Lk, Kvu.T, lower=True)  # Lk^-1 Kuv (M, K)
         Svv = Kvv - Pt.T @ Pt
-        Svv = 0.5 * (Svv + Svv.T)
         Svf = Kvf - Pt.T @ At
-        Ls = cholesky_or_explain(Svv, "S_vv", _HINT_VV)
-        Bt = solve_triangular(Ls, Svf, lower=True)
-        LtB = L_v.T @ Bt
+        Ls, Bt, LtB = whitened_forward(0.5 * (Svv + Svv.T), Svf, L_v, "S_vv", _HINT_VV)
         mean = mean + Bt.T @ m_v
         var = var - np.einsum("kn,kn->n", Bt, Bt) + np.einsum("kn,kn->n", LtB, LtB)
     e, gmu, gvar = likelihood.variational_expectations(y, mean, np.maximum(var, 1e-300))
-
-    def kl_white(m, L):
-        d = np.diag(L)
-        return 0.5 * (np.sum(L * L) + m @ m - m.size - 2.0 * np.sum(np.log(np.abs(d))))
-
-    def dL_white(L):
-        return np.tril(-L + solve_triangular(L, np.eye(L.shape[0]), lower=True).T) if L.size else L
-
-    value = scale * float(e.sum()) - kl_white(m_u, L_u)
+    value = scale * float(e.sum()) - kl_whitened(m_u, L_u)
     gmu = scale * gmu
     gvar = scale * gvar
-    dm_u = At @ gmu - m_u
-    Ag = At * gvar
-    dL_u = np.tril(2.0 * (Ag @ LtA.T)) + dL_white(L_u)
-    dAt = np.outer(m_u, gmu) - 2.0 * Ag + 2.0 * (L_u @ (LtA * gvar))
+    dm_u, dL_u, dAt = whitened_q_backward(m_u, L_u, At, LtA, gmu, gvar)
     dkff = gvar.copy()
     dLk = np.zeros((M, M))
     dKvv = np.zeros((K, K))
@@ -245,15 +270,10 @@ def orthogonal_bound_whitened(
     dm_v = np.zeros(K)
     dL_v = np.zeros((K, K))
     if K:
-        value -= kl_white(m_v, L_v)
-        dm_v = Bt @ gmu - m_v
-        Bg = Bt * gvar
-        dL_v = np.tril(2.0 * (Bg @ LtB.T)) + dL_white(L_v)
-        dBt = np.outer(m_v, gmu) - 2.0 * Bg + 2.0 * (L_v @ (LtB * gvar))
+        value -= kl_whitened(m_v, L_v)
+        dm_v, dL_v, dBt = whitened_q_backward(m_v, L_v, Bt, LtB, gmu, gvar)
         # Bt = Ls^-1 Svf
-        dSvf = solve_triangular(Ls, dBt, lower=True, trans=1)
-        dLs = np.tril(-dSvf @ Bt.T)
-        dSvv = cholesky_backward(Ls, dLs)
+        dSvf, dSvv = whitened_kernel_backward(Ls, Bt, dBt)
         # Svf = Kvf - Pt^T At ; Svv = Kvv - Pt^T Pt
         dKvf = dSvf
         dPt = -At @ dSvf.T - Pt @ (dSvv + dSvv.T)
@@ -263,13 +283,8 @@ def orthogonal_bound_whitened(
         dKuv = solve_triangular(Lk, dPt, lower=True, trans=1)
         dKvu = dKuv.T
         dLk -= np.tril(dKuv @ Pt.T)
-    dKuf = solve_triangular(Lk, dAt, lower=True, trans=1)
-    dLk -= np.tril(dKuf @ At.T)
-    dKuu = cholesky_backward(Lk, dLk)
-    dnoise = 0.0
-    if isinstance(likelihood, Gaussian):
-        s2 = likelihood.variance
-        dnoise = scale * float(np.sum(-0.5 / s2 + 0.5 * ((y - mean) ** 2 + var) / s2**2))
+    dKuf, dKuu = whitened_kernel_backward(Lk, At, dAt, dLk)
+    dnoise = gaussian_noise_gradient(likelihood, y, mean, var, scale)
     return OrthogonalBound(float(value), mean, var, dKuu, dKuf, dkff, dm_u, dL_u, dKvv, dKvu, dKvf, dm_v, dL_v, dnoise)
 
 

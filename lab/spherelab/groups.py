@@ -30,9 +30,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from ._validation import check_finite_array, check_int
-from .kernels import ZonalKernel
+from .kernels import Parity, ZonalKernel
 
-__all__ = ["Group", "Reflection", "Rotation", "Product", "HarmonicComponent", "harmonic_decomposition"]
+__all__ = ["Group", "Reflection", "Rotation", "Product", "Antipodal", "HarmonicComponent", "harmonic_decomposition"]
 
 
 class Group:
@@ -165,6 +165,23 @@ class Product(Group):
         super().__init__([R for g in groups for R in g.generators], [T for g in groups for T in g.orders], dim)
 
 
+class Antipodal:
+    r"""The antipodal map :math:`\hat x \mapsto -\hat x` of the sphere (T = 2), acting on the
+    lifted points :math:`\hat x` of :math:`\tilde x = [x/s, b]`: every zonal kernel is invariant,
+    and its two components are the even- and odd-degree parts
+    (:class:`~spherelab.kernels.Parity`). Unlike :class:`Group` it has no data-space matrix when
+    the bias is positive."""
+
+    orders = (2,)
+    size = 2
+
+    def check_invariance(self, kernel: ZonalKernel) -> None:
+        """Always invariant (zonal kernels are invariant under every orthogonal map of the sphere)."""
+
+    def __repr__(self) -> str:
+        return "Antipodal()"
+
+
 class HarmonicComponent:
     r"""One component :math:`k_t` of the harmonic kernel decomposition (or, with
     ``real=True``, the real pair :math:`k_t + k_{-t}`), callable like a kernel:
@@ -192,20 +209,84 @@ class HarmonicComponent:
     def _phase(self, s: Sequence[int]) -> float:
         return 2.0 * np.pi * sum(t * k / T for t, k, T in zip(self.index, s, self.group.orders))
 
-    def K(self, X: Any, X2: Any = None) -> np.ndarray:
-        X = check_finite_array(X, "X", ndim=2)
-        X2 = X if X2 is None else check_finite_array(X2, "X2", ndim=2)
+    def weights(self) -> tuple[list[tuple[int, ...]], np.ndarray]:
+        r"""The orbit elements :math:`s` and the weights :math:`w_s` of
+        :math:`k_t(x, x') = \sum_s w_s\,k(x, G^s x')` (real or complex)."""
         n = self.group.size
-        self_paired = self.partner == self.index
-        out = np.zeros((X.shape[0], X2.shape[0]), dtype=np.float64 if self.real else np.complex128)
-        for s in self.group.indices():
-            Ks = self.kernel.K(X, self.group.apply(X2, s))
-            if self.real:
-                w = (1.0 if self_paired else 2.0) * np.cos(self._phase(s)) / n
-                out += w * Ks
-            else:
-                out += np.exp(-1j * self._phase(s)) / n * Ks
+        idx = self.group.indices()
+        phase = np.array([self._phase(s) for s in idx])
+        if self.real:
+            return idx, (1.0 if self.partner == self.index else 2.0) * np.cos(phase) / n
+        return idx, np.exp(-1j * phase) / n
+
+    def _stack(self, X: np.ndarray, idx) -> np.ndarray:
+        # k(x, G^s x') = k(G^-s x, x'): transform the (few) rows of X, not the columns
+        return np.concatenate([X @ self.group.matrix(s) for s in idx], axis=0)
+
+    def K(self, X: Any, X2: Any = None) -> np.ndarray:
+        """``(N, N2)`` values of the component (``X2=None``: ``k_t(X, X)``, exact on the diagonal)."""
+        X = check_finite_array(X, "X", ndim=2)
+        idx, w = self.weights()
+        n = X.shape[0]
+        if X2 is None:
+            # the s = 0 term in the kernel's own symmetric mode (t = 1 exactly on the diagonal)
+            out = w[0] * self.kernel.K(X)
+            if len(idx) > 1:
+                Ks = self.kernel.K(self._stack(X, idx[1:]), X).reshape(len(idx) - 1, n, n)
+                out = out + np.tensordot(w[1:], Ks, axes=1)
+            return out
+        X2 = check_finite_array(X2, "X2", ndim=2)
+        Ks = self.kernel.K(self._stack(X, idx), X2).reshape(len(idx), n, X2.shape[0])
+        return np.tensordot(w, Ks, axes=1)
+
+    def diag(self, X: Any) -> np.ndarray:
+        r""":math:`k_t(x, x) = \sum_s w_s k(x, G^s x)`, ``(N,)``."""
+        X = check_finite_array(X, "X", ndim=2)
+        idx, w = self.weights()
+        r, U = self.kernel.lift(X)
+        out = w[0] * r * r * self.kernel.at_one()
+        for ws, s in zip(w[1:], idx[1:]):
+            r2, U2 = self.kernel.lift(self.group.apply(X, s))
+            out = out + ws * r * r2 * self.kernel.shape(np.clip(np.einsum("ij,ij->i", U, U2), -1.0, 1.0))
         return out
+
+    def gradients_with_inputs(self, dL_dK: Any, X: Any, X2: Any = None) -> tuple[dict[str, Any], np.ndarray, Any]:
+        r"""Chain :math:`\partial L/\partial K_t` (real form only) into the base kernel's
+        hyper-parameters and both inputs, as
+        :meth:`~spherelab.kernels.ZonalKernel.gradients_with_inputs` does:
+        :math:`\partial L/\partial k(G^{-s}X, X_2) = w_s\,\partial L/\partial K_t`, and the rows
+        :math:`G^{-s}x` chain back by :math:`(G^{-s})^\top`.
+
+        Returns
+        -------
+        (dict, dX ``(N, D)``, dX2 ``(N2, D)`` or ``None`` when ``X2`` is ``None``)
+        """
+        if not self.real:
+            raise NotImplementedError("gradients are implemented for the real form (real=True)")
+        X = check_finite_array(X, "X", ndim=2)
+        G = check_finite_array(dL_dK, "dL_dK", ndim=2)
+        idx, w = self.weights()
+        same = X2 is None
+        X2 = X if same else check_finite_array(X2, "X2", ndim=2)
+        if G.shape != (X.shape[0], X2.shape[0]):
+            raise ValueError(f"dL_dK must have shape {(X.shape[0], X2.shape[0])}, got {G.shape}")
+        rest = idx[1:] if same else idx
+        wr = w[1:] if same else w
+        hyp: dict[str, Any] = {}
+        dX = np.zeros_like(X)
+        dX2 = np.zeros_like(X2)
+        if same:
+            hyp, dX, _ = self.kernel.gradients_with_inputs(w[0] * G, X)
+        if rest:
+            Gs = np.concatenate([ws * G for ws in wr], axis=0)
+            h, dXs, dX2 = self.kernel.gradients_with_inputs(Gs, self._stack(X, rest), X2)
+            n = X.shape[0]
+            for j, s in enumerate(rest):
+                dX = dX + dXs[j * n : (j + 1) * n] @ self.group.matrix(s).T
+            hyp = h if not hyp else {k: hyp[k] + h[k] for k in hyp}
+        if same:
+            return hyp, dX + dX2, None
+        return hyp, dX, dX2
 
     __call__ = K
 
@@ -221,12 +302,20 @@ def harmonic_decomposition(kernel: ZonalKernel, group: Group, real: bool = True)
     :math:`\{t, -t\}` (:math:`\lfloor T/2\rfloor + 1` for a single T-cyclic generator); with
     ``real=False`` all :math:`|G|` complex Hermitian components.
 
+    With :class:`Antipodal` the components are the even- and odd-degree parts of the kernel
+    (:class:`~spherelab.kernels.Parity`, ordinary kernels).
+
     Returns
     -------
-    list of :class:`HarmonicComponent`, each callable as ``k_t(X, X2)``.
+    list of :class:`HarmonicComponent` (or :class:`~spherelab.kernels.Parity`), each callable as
+    ``k_t(X, X2)``.
     """
     if not isinstance(kernel, ZonalKernel):
         raise TypeError(f"kernel must be a spherelab kernel, got {kernel!r}")
+    if isinstance(group, Antipodal):
+        return [Parity(kernel, even=True), Parity(kernel, even=False)]
+    if not isinstance(group, Group):
+        raise TypeError(f"group must be a spherelab.groups.Group or Antipodal, got {group!r}")
     group.check_invariance(kernel)
     comps, seen = [], set()
     for t in group.indices():

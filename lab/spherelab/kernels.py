@@ -50,6 +50,7 @@ __all__ = [
     "IntrinsicMatern",
     "PolynomialDecay",
     "Truncated",
+    "Parity",
 ]
 
 
@@ -939,3 +940,79 @@ class Truncated(ZonalKernel):
             name: zonal_series(g, self.dim, t)
             for name, g in self.base._spectrum_grads(self.dim, self.max_degree).items()
         }
+
+
+class Parity(ZonalKernel):
+    r"""The even or odd part of a zonal kernel under the antipodal map :math:`\hat x \mapsto -\hat x`
+    of the sphere: :math:`\kappa_\pm(t) = \tfrac12(\kappa(t) \pm \kappa(-t))`, i.e. the degrees
+    of one parity only (:math:`\lambda_\ell` kept for :math:`(-1)^\ell = \pm1`, zero otherwise,
+    since :math:`C_\ell^\alpha(-t) = (-1)^\ell C_\ell^\alpha(t)`).
+
+    The antipodal map is orthogonal, so every zonal kernel is invariant under it and
+    :math:`k = k_+ + k_-` is its harmonic decomposition with T = 2 (seed 002 §3; the map acts on
+    the lifted point :math:`\tilde x = [x/s, b]`, not on the data). Each part is a kernel in its
+    own right (usable in every model); hyper-parameters are the base kernel's (reads and writes go
+    to it), so gradients of both parts add up on the shared parameters.
+
+    Parameters
+    ----------
+    kernel
+        The base kernel.
+    even
+        ``True``: :math:`\kappa_+` (even degrees); ``False``: :math:`\kappa_-` (odd degrees).
+    """
+
+    _own = ("base", "even")
+
+    def __init__(self, kernel: ZonalKernel, even: bool = True) -> None:
+        if not isinstance(kernel, ZonalKernel):
+            raise TypeError(f"kernel must be a spherelab kernel, got {kernel!r}")
+        object.__setattr__(self, "base", kernel)
+        object.__setattr__(self, "even", bool(even))
+
+    @property
+    def shape_params(self):  # type: ignore[override]
+        return self.base.shape_params
+
+    def __getattr__(self, name):
+        if name in ("variance", "bias", "input_scale") or name in self.base.shape_params:
+            return getattr(self.base, name)
+        raise AttributeError(name)
+
+    def __setattr__(self, name, value):
+        if name in self._own:
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self.base, name, value)
+
+    @property
+    def _sign(self) -> float:
+        return 1.0 if self.even else -1.0
+
+    def _key(self):
+        return ("Parity", self.base._key(), self.even)
+
+    def _shape(self, t):
+        return 0.5 * (self.base._shape(t) + self._sign * self.base._shape(-t))
+
+    def _shape_dt(self, t):
+        # d/dt kappa(-t) = -kappa'(-t)
+        return 0.5 * (self.base._shape_dt(t) - self._sign * self.base._shape_dt(-t))
+
+    def _shape_grads(self, t):
+        g1, g2 = self.base._shape_grads(t), self.base._shape_grads(-t)
+        return {k: 0.5 * (g1[k] + self._sign * g2[k]) for k in g1}
+
+    def _mask(self, v):
+        out = np.array(v, dtype=np.float64, copy=True)
+        out[..., (np.arange(out.shape[-1]) % 2 == 1) == self.even] = 0.0
+        return out
+
+    def _spectrum(self, dim, L):
+        return self._mask(self.base._spectrum(dim, L))
+
+    def _spectrum_grads(self, dim, L):
+        return {k: self._mask(v) for k, v in self.base._spectrum_grads(dim, L).items()}
+
+    def __repr__(self) -> str:
+        return f"Parity({self.base!r}, even={self.even})"
