@@ -51,6 +51,7 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python benchmarks/vish_uci.py
 	$(BIN)/python benchmarks/vish_scale.py
 	$(BIN)/python benchmarks/decoupled_snelson.py
+	$(BIN)/python benchmarks/hvgp_symmetry.py
 
 # GPflow / TensorFlow and GPyTorch / PyTorch (CPU build) live in their own environment: they
 # pin NumPy < 2 and are not dependencies of spherelab

@@ -35,7 +35,8 @@ def test_notebook_runs(path, monkeypatch):
 def test_notebooks_exist():
     names = {p.name for p in NOTEBOOKS}
     assert {"01_spherical_harmonics.ipynb", "02_spectra_mismatch.ipynb", "03_truncation.ipynb",
-            "04_vish.ipynb", "05_orthogonal_basis.ipynb", "06_depth_and_phases.ipynb"} <= names
+            "04_vish.ipynb", "05_orthogonal_basis.ipynb", "06_depth_and_phases.ipynb",
+            "07_harmonic_decomposition.ipynb"} <= names
     for p in NOTEBOOKS:  # committed without outputs: narrative, not stale results
         nb = nbformat.read(p, as_version=4)
         assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code"), p.name

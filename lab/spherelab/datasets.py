@@ -15,6 +15,7 @@ __all__ = [
     "snelson_like",
     "banana_like",
     "susy_like",
+    "mirror_symmetric",
     "roc_auc",
     "load_uci",
     "load_snelson",
@@ -131,6 +132,30 @@ def susy_like(num_points: int, seed: Any = 0) -> tuple[np.ndarray, np.ndarray]:
     mt = np.sqrt(2.0 * pt1 * met * (1.0 - np.cos(dphi1)))
     X = np.column_stack([pt1, eta1, pt2, eta2, met, np.cos(dphi1), np.cos(dphi2), mt])
     return X, y
+
+
+def mirror_symmetric(num_points: int, noise: float = 0.1, seed: Any = 0) -> tuple[np.ndarray, np.ndarray]:
+    r"""2-D regression data with a reflection symmetry in the inputs (seed 002 §4.2, Thm. 4.2):
+    :math:`x \sim N(0, 1.2^2 I)` (invariant under negating either coordinate and under rotations)
+    and a target with a part in each of the four parity classes of
+    :class:`~spherelab.groups.Reflection` ``(2)``,
+
+    .. math:: f(x) = \sin 2.5x_1 + \cos 2x_2 + \sin 1.5x_1\,\sin 2x_2 + \tfrac12\cos 2x_1\,\sin 2.5x_2,
+
+    plus Gaussian noise of standard deviation ``noise``.
+
+    Returns
+    -------
+    X : ``(num_points, 2)``, y : ``(num_points,)``
+    """
+    n = check_int(num_points, "num_points", minimum=1)
+    if not (np.isfinite(noise) and noise >= 0):
+        raise ValueError(f"noise must be a finite number >= 0, got {noise!r}")
+    rng = np.random.default_rng(seed)
+    X = 1.2 * rng.standard_normal((n, 2))
+    x1, x2 = X[:, 0], X[:, 1]
+    f = np.sin(2.5 * x1) + np.cos(2 * x2) + np.sin(1.5 * x1) * np.sin(2 * x2) + 0.5 * np.cos(2 * x1) * np.sin(2.5 * x2)
+    return X, f + noise * rng.standard_normal(n)
 
 
 def roc_auc(y: Any, score: Any) -> float:

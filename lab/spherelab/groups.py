@@ -62,11 +62,16 @@ class Group:
         return list(itertools.product(*[range(T) for T in self.orders]))
 
     def matrix(self, s: Sequence[int]) -> np.ndarray:
-        """:math:`G^s = \\prod_j R_j^{s_j}`, ``(D, D)``."""
-        out = np.eye(self.dim)
-        for R, k in zip(self.generators, s):
-            out = out @ np.linalg.matrix_power(R, int(k))
-        return out
+        """:math:`G^s = \\prod_j R_j^{s_j}`, ``(D, D)`` (cached; read-only)."""
+        key = tuple(int(k) % T for k, T in zip(s, self.orders))
+        cache = self.__dict__.setdefault("_powers", {})
+        if key not in cache:
+            out = np.eye(self.dim)
+            for R, k in zip(self.generators, key):
+                out = out @ np.linalg.matrix_power(R, k)
+            out.setflags(write=False)
+            cache[key] = out
+        return cache[key]
 
     def apply(self, X: Any, s: Sequence[int]) -> np.ndarray:
         """:math:`G^s` applied to every row of ``X`` ``(N, D)``."""
