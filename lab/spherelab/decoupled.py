@@ -29,15 +29,15 @@ from typing import Any
 
 import numpy as np
 from scipy.linalg import cho_solve, solve_triangular
-from scipy.optimize import minimize
 from scipy.special import expit
 
 from ._validation import check_data, check_finite_array, check_int
+from ._blas import resolve_threads
+from ._fitting import FitMixin
 from .bounds import cholesky_or_explain
 from .features import ActivatedFeatures, InducingPoints, lift_gradients
 from .kernels import ZonalKernel
 from .likelihoods import Bernoulli, Gaussian
-from .optimizers import Adam
 
 __all__ = [
     "OrthogonalBound",
@@ -306,7 +306,7 @@ def _softplus_inverse(x):
     return np.where(x > 30, x, np.log(np.expm1(np.minimum(x, 30))))
 
 
-class OrthogonalSVGP:
+class OrthogonalSVGP(FitMixin):
     r"""SVGP with inter-domain features :math:`u` and K orthogonal inducing points
     (the orthogonally-decoupled posterior of seed 003 eqs. 3.11-3.12).
 
@@ -328,6 +328,11 @@ class OrthogonalSVGP:
         ``m_u``, ``L_u`` describe :math:`\tilde u = L_{uu}^{-1}u` and ``m_v``, ``L_v``
         :math:`\tilde v = L_{vv}^{-1}v'`, both with N(0, I) priors. Needed when :math:`K_{uu}`
         is ill-conditioned (smooth activations: softplus units span few effective dimensions).
+    blas_threads
+        BLAS threads inside :meth:`fit` and :meth:`fit_adam`: ``"auto"`` (default) uses one thread
+        for models with at most 1024 inducing variables, where threads cost more than they give
+        (measured 5x per minibatch step on 2 cores, ``spherelab._blas``); an int, or ``None`` for
+        BLAS's own setting.
 
     Trainable: ``m_u``, ``L_u`` (:math:`C_u = L_uL_u^\top`), ``m_v``, ``L_v``, ``W``, the feature
     parameters (unit weights or inducing inputs), the kernel's variance, shape parameters, bias
@@ -336,7 +341,8 @@ class OrthogonalSVGP:
     """
 
     def __init__(self, kernel: ZonalKernel, features, num_orthogonal: int = 0, likelihood=None,
-                 orthogonal_inputs: Any = None, whiten: bool = True, jitter: float = 1e-6) -> None:
+                 orthogonal_inputs: Any = None, whiten: bool = True, jitter: float = 1e-6,
+                 blas_threads: Any = "auto") -> None:
         if not isinstance(kernel, ZonalKernel):
             raise TypeError(f"kernel must be a spherelab ZonalKernel, got {kernel!r}")
         if not isinstance(features, (ActivatedFeatures, InducingPoints)):
@@ -356,6 +362,11 @@ class OrthogonalSVGP:
             raise ValueError(f"jitter must be a finite number >= 0, got {jitter!r}")
         self.m_u = self.L_u = self.m_v = self.L_v = None
         self.optimizer_result = None
+        resolve_threads(blas_threads, 0)  # validate early
+        self.blas_threads = blas_threads
+
+    def _num_inducing(self) -> int:
+        return self.features.num_features + self.num_orthogonal
 
     # ---- set-up ---------------------------------------------------------------------------
     def _check_data(self, X, y):
@@ -524,59 +535,8 @@ class OrthogonalSVGP:
         return np.concatenate([g["m_u"], g["L_u"][np.tril_indices(M)], g["m_v"], g["L_v"][np.tril_indices(K)],
                                g["features"], g["W"].ravel(), np.array(hyp) * expit(theta[-nh:])])
 
-    def _objective(self, theta, X, y, num_data):
-        self._unpack(theta)
-        try:
-            with np.errstate(all="ignore"):  # judged by the finiteness check below
-                value, g = self.elbo_and_gradient(X, y, num_data)
-                grad = self._grad_vector(g, theta)
-        except (np.linalg.LinAlgError, ValueError, FloatingPointError):
-            return 1e300, np.zeros_like(theta)
-        if not (np.isfinite(value) and np.all(np.isfinite(grad))):
-            return 1e300, np.zeros_like(theta)
-        return -value, -grad
-
-    # ---- fitting --------------------------------------------------------------------------
-    def fit(self, X: Any, y: Any, optimize: bool = True, *, maxiter: int = 1000, seed: int = 0) -> "OrthogonalSVGP":
-        """Full-batch fit of every parameter by L-BFGS-B (``optimize=False``: initialise only).
-
-        Returns
-        -------
-        self
-        """
-        X, y = self._check_data(X, y)
-        if self.m_u is None:
-            self.initialise(X, seed)
-        if optimize:
-            theta0 = self._pack()
-            res = minimize(self._objective, theta0, args=(X, y, X.shape[0]), jac=True, method="L-BFGS-B",
-                           options={"maxiter": int(maxiter)})
-            self._unpack(res.x)
-            self.optimizer_result = res
-        self._X, self._y = X, y
-        return self
-
-    def fit_adam(self, X: Any, y: Any, *, batch_size: int = 256, iterations: int = 1000, lr: float = 0.01,
-                 seed: int = 0) -> "OrthogonalSVGP":
-        """Minibatch fit of every parameter by Adam on the unbiased ELBO estimate."""
-        X, y = self._check_data(X, y)
-        if self.m_u is None:
-            self.initialise(X, seed)
-        rng = np.random.default_rng(seed)
-        B = min(check_int(batch_size, "batch_size", minimum=1), X.shape[0])
-        theta = self._pack()
-        opt = Adam(theta, lr)
-        self.trace = []
-        for _ in range(int(iterations)):
-            idx = rng.choice(X.shape[0], B, replace=False)
-            value, grad = self._objective(theta, X[idx], y[idx], X.shape[0])
-            if value >= 1e300:
-                raise np.linalg.LinAlgError("a minibatch step left the usable range (Cholesky failed); lower lr")
-            theta = opt.step(-grad)  # _objective returns the negated ELBO gradient
-            self.trace.append(-value)
-        self._unpack(theta)
-        self._X, self._y = X, y
-        return self
+    def _initialised(self) -> bool:
+        return self.m_u is not None
 
     def elbo(self, X: Any = None, y: Any = None) -> float:
         """The ELBO on all of (X, y) (default: the training data)."""

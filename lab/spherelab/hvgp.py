@@ -30,10 +30,11 @@ from typing import Any, Sequence
 
 import numpy as np
 from scipy.linalg import solve_triangular
-from scipy.optimize import minimize
 from scipy.special import expit
 
 from ._validation import check_data, check_finite_array, check_int
+from ._blas import resolve_threads
+from ._fitting import FitMixin
 from .bounds import cholesky_or_explain
 from .decoupled import (
     _softplus,
@@ -47,7 +48,6 @@ from .decoupled import (
 from .groups import Antipodal, Group, harmonic_decomposition
 from .kernels import ZonalKernel
 from .likelihoods import Bernoulli, Gaussian
-from .optimizers import Adam
 
 __all__ = ["BlockBound", "block_bound_whitened", "HarmonicSVGP"]
 
@@ -131,7 +131,7 @@ def _tied_scales_ok(group, kernel: ZonalKernel) -> bool:
     return all(np.allclose(R @ probe, probe @ R, atol=1e-12) for R in group.generators)
 
 
-class HarmonicSVGP:
+class HarmonicSVGP(FitMixin):
     r"""The harmonic variational GP (HVGP, seed 002 §4.2): one block of inducing inputs per
     component of the harmonic kernel decomposition, independent whitened posteriors per block.
 
@@ -153,6 +153,9 @@ class HarmonicSVGP:
         per block, chosen in :meth:`fit`.
     jitter
         Added to each :math:`k_c(Z_c, Z_c)` as ``jitter * mean(diag)``.
+    blas_threads
+        BLAS threads inside :meth:`fit` and :meth:`fit_adam` (``"auto"``: one thread up to 1024
+        inducing variables in total; see :class:`~spherelab.OrthogonalSVGP`).
 
     Trainable (analytic gradients, :meth:`elbo_and_gradient`): ``ms``, ``Ls`` (per block),
     ``Z`` (per block), the kernel's variance, shape parameters, bias and input scale, and the
@@ -165,7 +168,8 @@ class HarmonicSVGP:
     """
 
     def __init__(self, kernel: ZonalKernel, group, num_inducing_per_block: int | Sequence[int] = 64,
-                 likelihood=None, inducing_inputs: Sequence[Any] | None = None, jitter: float = 1e-6) -> None:
+                 likelihood=None, inducing_inputs: Sequence[Any] | None = None, jitter: float = 1e-6,
+                 blas_threads: Any = "auto") -> None:
         if not isinstance(kernel, ZonalKernel):
             raise TypeError(f"kernel must be a spherelab ZonalKernel, got {kernel!r}")
         if not isinstance(group, (Group, Antipodal)):
@@ -199,6 +203,8 @@ class HarmonicSVGP:
             raise ValueError(f"jitter must be a finite number >= 0, got {jitter!r}")
         self.ms = self.Ls = None
         self.optimizer_result = None
+        resolve_threads(blas_threads, 0)  # validate early
+        self.blas_threads = blas_threads
 
     @property
     def num_blocks(self) -> int:
@@ -209,6 +215,9 @@ class HarmonicSVGP:
     def num_inducing(self) -> int:
         """Total inducing variables :math:`\\sum_c m_c`."""
         return int(sum(self.sizes))
+
+    def _num_inducing(self) -> int:
+        return self.num_inducing
 
     # ---- set-up ---------------------------------------------------------------------------
     def _check_data(self, X, y):
@@ -378,58 +387,8 @@ class HarmonicSVGP:
         parts.append(np.array(hyp) * expit(theta[-nh:]))
         return np.concatenate(parts)
 
-    def _objective(self, theta, X, y, num_data):
-        self._unpack(theta)
-        try:
-            with np.errstate(all="ignore"):  # judged by the finiteness check below
-                value, g = self.elbo_and_gradient(X, y, num_data)
-                grad = self._grad_vector(g, theta)
-        except (np.linalg.LinAlgError, ValueError, FloatingPointError):
-            return 1e300, np.zeros_like(theta)
-        if not (np.isfinite(value) and np.all(np.isfinite(grad))):
-            return 1e300, np.zeros_like(theta)
-        return -value, -grad
-
-    # ---- fitting --------------------------------------------------------------------------
-    def fit(self, X: Any, y: Any, optimize: bool = True, *, maxiter: int = 1000, seed: int = 0) -> "HarmonicSVGP":
-        """Full-batch fit of every parameter by L-BFGS-B (``optimize=False``: initialise only).
-
-        Returns
-        -------
-        self
-        """
-        X, y = self._check_data(X, y)
-        if self.ms is None:
-            self.initialise(X, seed)
-        if optimize:
-            res = minimize(self._objective, self._pack(), args=(X, y, X.shape[0]), jac=True, method="L-BFGS-B",
-                           options={"maxiter": int(maxiter)})
-            self._unpack(res.x)
-            self.optimizer_result = res
-        self._X, self._y = X, y
-        return self
-
-    def fit_adam(self, X: Any, y: Any, *, batch_size: int = 256, iterations: int = 1000, lr: float = 0.01,
-                 seed: int = 0) -> "HarmonicSVGP":
-        """Minibatch fit of every parameter by Adam on the unbiased ELBO estimate."""
-        X, y = self._check_data(X, y)
-        if self.ms is None:
-            self.initialise(X, seed)
-        rng = np.random.default_rng(seed)
-        B = min(check_int(batch_size, "batch_size", minimum=1), X.shape[0])
-        theta = self._pack()
-        opt = Adam(theta, lr)
-        self.trace = []
-        for _ in range(int(iterations)):
-            idx = rng.choice(X.shape[0], B, replace=False)
-            value, grad = self._objective(theta, X[idx], y[idx], X.shape[0])
-            if value >= 1e300:
-                raise np.linalg.LinAlgError("a minibatch step left the usable range (Cholesky failed); lower lr")
-            theta = opt.step(-grad)
-            self.trace.append(-value)
-        self._unpack(theta)
-        self._X, self._y = X, y
-        return self
+    def _initialised(self) -> bool:
+        return self.ms is not None
 
     def elbo(self, X: Any = None, y: Any = None) -> float:
         """The ELBO on all of (X, y) (default: the training data)."""

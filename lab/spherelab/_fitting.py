@@ -1,0 +1,88 @@
+"""The optimisation loops shared by the inducing-point models (:class:`~spherelab.OrthogonalSVGP`,
+:class:`~spherelab.HarmonicSVGP`): full-batch L-BFGS-B and minibatch Adam over one flat
+parameter vector.
+
+A model provides ``_check_data(X, y)``, ``initialise(X, seed)``, ``_initialised()``,
+``_num_inducing()``, ``_pack()``, ``_unpack(theta)``, ``elbo_and_gradient(X, y, num_data)``,
+``_grad_vector(g, theta)`` and a ``blas_threads`` attribute.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from scipy.optimize import minimize
+
+from ._blas import blas_threads, resolve_threads
+from ._validation import check_int
+from .optimizers import Adam
+
+__all__ = ["FitMixin"]
+
+
+class FitMixin:
+    """``fit`` (L-BFGS-B) and ``fit_adam`` (minibatches) on the negated ELBO."""
+
+    def _objective(self, theta, X, y, num_data):
+        self._unpack(theta)
+        try:
+            with np.errstate(all="ignore"):  # judged by the finiteness check below
+                value, g = self.elbo_and_gradient(X, y, num_data)
+                grad = self._grad_vector(g, theta)
+        except (np.linalg.LinAlgError, ValueError, FloatingPointError):
+            return 1e300, np.zeros_like(theta)
+        if not (np.isfinite(value) and np.all(np.isfinite(grad))):
+            return 1e300, np.zeros_like(theta)
+        return -value, -grad
+
+    def _threads(self):
+        return blas_threads(resolve_threads(self.blas_threads, self._num_inducing()))
+
+    def fit(self, X: Any, y: Any, optimize: bool = True, *, maxiter: int = 1000, seed: int = 0):
+        """Full-batch fit of every parameter by L-BFGS-B (``optimize=False``: initialise only).
+
+        Returns
+        -------
+        self
+        """
+        X, y = self._check_data(X, y)
+        if not self._initialised():
+            self.initialise(X, seed)
+        if optimize:
+            with self._threads():
+                res = minimize(self._objective, self._pack(), args=(X, y, X.shape[0]), jac=True,
+                               method="L-BFGS-B", options={"maxiter": int(maxiter)})
+            self._unpack(res.x)
+            self.optimizer_result = res
+        self._X, self._y = X, y
+        return self
+
+    def fit_adam(self, X: Any, y: Any, *, batch_size: int = 256, iterations: int = 1000, lr: float = 0.01,
+                 seed: int = 0):
+        """Minibatch fit of every parameter by Adam on the unbiased ELBO estimate; the ELBO
+        estimate of every step is kept in ``trace``.
+
+        Returns
+        -------
+        self
+        """
+        X, y = self._check_data(X, y)
+        if not self._initialised():
+            self.initialise(X, seed)
+        rng = np.random.default_rng(seed)
+        B = min(check_int(batch_size, "batch_size", minimum=1), X.shape[0])
+        theta = self._pack()
+        opt = Adam(theta, lr)
+        self.trace = []
+        with self._threads():
+            for _ in range(int(iterations)):
+                idx = rng.choice(X.shape[0], B, replace=False)
+                value, grad = self._objective(theta, X[idx], y[idx], X.shape[0])
+                if value >= 1e300:
+                    raise np.linalg.LinAlgError("a minibatch step left the usable range (Cholesky failed); lower lr")
+                theta = opt.step(-grad)  # _objective returns the negated ELBO gradient
+                self.trace.append(-value)
+        self._unpack(theta)
+        self._X, self._y = X, y
+        return self
