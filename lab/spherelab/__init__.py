@@ -17,7 +17,7 @@ from .gegenbauer import (
     zonal_table,
 )
 from .decoupled import ActivatedSVGP, OrthogonalSVGP
-from .features import ActivatedFeatures, InducingPoints
+from .features import ActivatedFeatures, HarmonicFeatures, InducingPoints
 from .harmonics import SphericalHarmonics
 from .phases import PhaseTruncatedHarmonics
 from .groups import harmonic_decomposition
@@ -59,6 +59,7 @@ __all__ = [
     "OrthogonalSVGP",
     "ActivatedFeatures",
     "InducingPoints",
+    "HarmonicFeatures",
     "decoupled",
     "features",
     "SphericalHarmonics",

@@ -35,7 +35,7 @@ from ._validation import check_data, check_finite_array, check_int
 from ._blas import resolve_threads
 from ._fitting import FitMixin
 from .bounds import cholesky_or_explain
-from .features import ActivatedFeatures, InducingPoints, lift_gradients
+from .features import ActivatedFeatures, HarmonicFeatures, InducingPoints, lift_gradients
 from .kernels import ZonalKernel
 from .likelihoods import Bernoulli, Gaussian
 
@@ -315,7 +315,9 @@ class OrthogonalSVGP(FitMixin):
     kernel
         A :class:`~spherelab.kernels.ZonalKernel` (its ``bias`` and ``input_scale`` are trained).
     features
-        :class:`~spherelab.features.ActivatedFeatures` or :class:`~spherelab.features.InducingPoints`.
+        :class:`~spherelab.features.ActivatedFeatures`, :class:`~spherelab.features.InducingPoints`
+        or :class:`~spherelab.features.HarmonicFeatures` (spherical harmonics: VISH's features
+        with orthogonal points).
     num_orthogonal
         K (0: the plain SVGP / activated SVGP).
     likelihood
@@ -345,8 +347,8 @@ class OrthogonalSVGP(FitMixin):
                  blas_threads: Any = "auto") -> None:
         if not isinstance(kernel, ZonalKernel):
             raise TypeError(f"kernel must be a spherelab ZonalKernel, got {kernel!r}")
-        if not isinstance(features, (ActivatedFeatures, InducingPoints)):
-            raise TypeError(f"features must be ActivatedFeatures or InducingPoints, got {features!r}")
+        if not isinstance(features, (ActivatedFeatures, InducingPoints, HarmonicFeatures)):
+            raise TypeError(f"features must be ActivatedFeatures, InducingPoints or HarmonicFeatures, got {features!r}")
         self.kernel = kernel
         self.features = features
         self.num_orthogonal = check_int(num_orthogonal, "num_orthogonal", minimum=0)
@@ -380,6 +382,8 @@ class OrthogonalSVGP(FitMixin):
         (:math:`m = 0`, :math:`C_u = K_{uu}`, :math:`C_v = S_{vv}`)."""
         rng = np.random.default_rng(seed)
         self.features.initialise(X.shape[1] + 1, rng)
+        if isinstance(self.features, HarmonicFeatures):
+            self.features.bind(self.kernel)
         K = self.num_orthogonal
         if self.W is None:
             if K > X.shape[0]:

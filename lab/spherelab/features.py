@@ -32,7 +32,8 @@ from .activations import Activation
 from .gegenbauer import zonal_series, zonal_table
 from .kernels import ZonalKernel
 
-__all__ = ["ActivatedFeatures", "InducingPoints", "zonal_pair", "zonal_pair_gradients", "lift_gradients"]
+__all__ = ["ActivatedFeatures", "InducingPoints", "HarmonicFeatures", "zonal_pair", "zonal_pair_gradients",
+           "lift_gradients"]
 
 
 def _norms(A: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -273,3 +274,113 @@ class InducingPoints:
 
     def __repr__(self) -> str:
         return f"InducingPoints(M={self.Z.shape[0]}, D={self.Z.shape[1]})"
+
+
+class HarmonicFeatures:
+    r"""Spherical-harmonic inducing features (VISH, seed 001 §3) for the SVGP machinery of
+    :class:`~spherelab.OrthogonalSVGP`: :math:`u_m = \langle f, \phi_m\rangle_{\mathcal H}`,
+
+    .. math:: K_{uu} = \mathrm{diag}(1/\lambda_{\ell(m)}), \qquad [K_{uf}]_{mn} = r_n\,\phi_m(\hat x_n),
+
+    for every harmonic of degree :math:`\ell \le L` whose level carries prior mass
+    (:math:`\lambda_\ell > 0`; structural zeros such as the odd levels of the arc-cosine
+    kernels are dropped, fixed when the model binds the kernel). Used with orthogonal inducing
+    points this is VISH with the orthogonally-decoupled posterior of seed 003: the harmonics
+    carry the smooth part and the K points the rest.
+
+    Nothing to train in the features themselves; the kernel's spectral hyper-parameters reach
+    :math:`K_{uu}` through :meth:`~spherelab.kernels.ZonalKernel.spectrum_gradients`, and the lift
+    (``bias``, ``input_scale``) and the inputs reach :math:`K_{uf}` through the solid harmonics.
+
+    Parameters
+    ----------
+    max_degree
+        L.
+    """
+
+    def __init__(self, max_degree: int) -> None:
+        self.max_degree = check_int(max_degree, "max_degree", minimum=0)
+        self.harmonics = None
+        self._keep = None
+
+    def initialise(self, dim: int, rng: np.random.Generator) -> None:
+        """Build the harmonics on :math:`S^{d-1}` (d = inputs + 1)."""
+        from .inducing import SphericalHarmonicFeatures
+
+        if self.harmonics is None or self.harmonics.dim != dim:
+            self.harmonics = SphericalHarmonicFeatures(dim, self.max_degree)
+            self._keep = None
+
+    def bind(self, kernel: ZonalKernel) -> None:
+        r"""Fix the kept harmonics: those of the levels with :math:`\lambda_\ell > 0`."""
+        lam = kernel.spectrum(self.harmonics.dim, self.max_degree)
+        self._keep = np.flatnonzero(lam[self.harmonics.degrees] > 0)
+        if self._keep.size == 0:
+            raise ValueError("the kernel has no prior mass on any degree <= max_degree")
+
+    def _ready(self) -> None:
+        if self.harmonics is None or self._keep is None:
+            raise RuntimeError("HarmonicFeatures are set up by the model (initialise, then bind the kernel)")
+
+    @property
+    def num_features(self) -> int:
+        self._ready()
+        return int(self._keep.size)
+
+    @property
+    def degrees(self) -> np.ndarray:
+        """Degree of each kept feature, ``(M,)``."""
+        self._ready()
+        return self.harmonics.degrees[self._keep]
+
+    def Kuu(self, kernel: ZonalKernel) -> np.ndarray:
+        """``(M, M)`` diagonal."""
+        lam = kernel.spectrum(self.harmonics.dim, self.max_degree)[self.degrees]
+        return np.diag(1.0 / lam)
+
+    def _unit_features(self, kernel: ZonalKernel, X: Any):
+        X = check_finite_array(X, "X", ndim=2)
+        r, Xh = kernel.lift(X)
+        if Xh.shape[1] != self.harmonics.dim:
+            raise ValueError(f"X has {X.shape[1]} columns; these features need {self.harmonics.dim - 1}")
+        return X, r, Xh, self.harmonics.harmonics(Xh)
+
+    def Kuf(self, kernel: ZonalKernel, X: Any) -> np.ndarray:
+        """``(M, N)``."""
+        self._ready()
+        _, r, _, Phi = self._unit_features(kernel, X)
+        return (Phi[:, self._keep] * r[:, None]).T
+
+    def Kuu_gradients(self, kernel: ZonalKernel, G: np.ndarray) -> dict[str, Any]:
+        r"""Chain :math:`\partial L/\partial K_{uu}` into the spectral hyper-parameters:
+        :math:`\partial L/\partial\lambda_\ell = -\sum_{m:\ell(m)=\ell} G_{mm}/\lambda_\ell^2`."""
+        dim, L = self.harmonics.dim, self.max_degree
+        deg = self.degrees
+        lam = kernel.spectrum(dim, L)
+        dlam = np.bincount(deg, weights=-np.diag(G) / lam[deg] ** 2, minlength=L + 1)
+        return {name: float(dlam @ v) for name, v in kernel.spectrum_gradients(dim, L).items()}
+
+    def Kuf_gradients(self, kernel: ZonalKernel, G: np.ndarray, X: Any) -> dict[str, Any]:
+        r"""Chain :math:`\partial L/\partial K_{uf}` (``(M, N)``) into the inputs ``X`` and the lift
+        (``bias``, ``input_scale``): :math:`r\phi_m(\tilde x/r)` is homogeneous of degree one in
+        the lifted point, differentiated through the solid harmonics
+        (:meth:`~spherelab.inducing.SphericalHarmonicFeatures.lift_vjp`)."""
+        self._ready()
+        X, r, Xh, Phi = self._unit_features(kernel, X)
+        W = np.zeros_like(Phi)
+        W[:, self._keep] = np.asarray(G).T
+        dXt = self.harmonics.lift_vjp(Xh, Phi, W)
+        return lift_gradients(kernel, X, dXt)
+
+    def get_params(self) -> np.ndarray:
+        return np.zeros(0)
+
+    def set_params(self, values: np.ndarray) -> None:
+        if np.size(values):
+            raise ValueError("HarmonicFeatures have no parameters")
+
+    def param_gradient(self, grads: dict[str, Any]) -> np.ndarray:
+        return np.zeros(0)
+
+    def __repr__(self) -> str:
+        return f"HarmonicFeatures(max_degree={self.max_degree})"
