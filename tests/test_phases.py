@@ -195,6 +195,117 @@ def test_vish_phase_gradients_against_finite_differences(rng):
     assert np.isclose(g["bias"], (up - dn) / (2 * h), rtol=1e-5, atol=1e-6)
 
 
+# ---- the prior matched to the features (prior="features") ----------------------------------
+
+def _exact_lml(Kxx, y, noise):
+    C = Kxx + noise * np.eye(len(y))
+    L = np.linalg.cholesky(C)
+    a = np.linalg.solve(C, y)
+    return -0.5 * y @ a - np.log(np.diag(L)).sum() - 0.5 * len(y) * np.log(2 * np.pi), C
+
+
+@pytest.mark.parametrize("phases", [None, 2], ids=["all harmonics", "2 phases"])
+def test_features_prior_is_the_exact_finite_rank_gp(phases, rng):
+    X, y = _data(rng, n=40)
+    Xs = rng.normal(size=(7, 2))
+    kern = K.Matern(1.5, 0.8, bias=0.7, input_scale=np.array([1.1, 0.8]))
+    noise = 0.05
+    F = None if phases is None else sl.PhaseTruncatedHarmonics(3, 6, phases, seed=3)
+    model = sl.VISH(kern, 6, sl.likelihoods.Gaussian(noise), features=F, prior="features").fit(X, y, optimize=False)
+    if phases is None:  # all harmonics up to L: the Truncated kernel
+        k_fin = K.Truncated(kern, 3, 6)
+        Kxx, Ksx, kss = k_fin.K(X), k_fin.K(Xs, X), k_fin.diag(Xs)
+    else:  # the degenerate kernel of the kept phases, r r' sum_m lambda_m phi_m phi_m
+        lam = kern.spectrum(3, 6)[F.degrees]
+        Phi, Phis = F.Kuf(kern, X), F.Kuf(kern, Xs)
+        Kxx, Ksx, kss = (Phi * lam) @ Phi.T, (Phis * lam) @ Phi.T, np.einsum("nm,m,nm->n", Phis, lam, Phis)
+    lml, C = _exact_lml(Kxx, y, noise)
+    assert model.elbo() == pytest.approx(lml, rel=1e-10)
+    mean, var = model.predict_f(Xs)
+    assert np.allclose(mean, Ksx @ np.linalg.solve(C, y), atol=1e-9)
+    assert np.allclose(var, kss - np.einsum("ij,ji->i", Ksx, np.linalg.solve(C, Ksx.T)), atol=1e-9)
+    kernel_prior = sl.VISH(kern, 6, sl.likelihoods.Gaussian(noise), features=F).fit(X, y, optimize=False)
+    assert kernel_prior.elbo() < model.elbo()  # the trace term only ever lowers the bound
+
+
+def test_features_prior_gradients_against_finite_differences(rng):
+    X, y = _data(rng)
+    kern = K.Matern(2.5, 0.9, bias=0.8, input_scale=np.array([1.2, 0.7]))
+    F = sl.PhaseTruncatedHarmonics(3, 7, 3, seed=2)
+    model = sl.VISH(kern, None, sl.likelihoods.Gaussian(0.05), features=F, prior="features").fit(X, y, optimize=False)
+    g = model.elbo_gradient()
+
+    def elbo_now():
+        model.stats = harmonic_statistics(kern, F, X, y)
+        model._posterior = None
+        return model.elbo()
+
+    h = 1e-6
+    p = F.get_params()
+    for i in rng.choice(p.size, 12, replace=False):
+        for sign in (1, -1):
+            q = p.copy()
+            q[i] += sign * h
+            F.set_params(q)
+            if sign == 1:
+                up = elbo_now()
+            else:
+                dn = elbo_now()
+        F.set_params(p)
+        assert np.isclose(g["directions"][i], (up - dn) / (2 * h), rtol=1e-5, atol=1e-6), i
+    for name, obj in [("variance", kern), ("lengthscale", kern), ("bias", kern), ("variance", model.likelihood)]:
+        v = getattr(obj, name)
+        setattr(obj, name, v + h)
+        up = elbo_now()
+        setattr(obj, name, v - h)
+        dn = elbo_now()
+        setattr(obj, name, v)
+        key = "noise" if obj is model.likelihood else name
+        assert np.isclose(g[key], (up - dn) / (2 * h), rtol=1e-5, atol=1e-6), key
+    for j in range(2):
+        s = kern.input_scale.copy()
+        kern.input_scale = s + h * np.eye(2)[j]
+        up = elbo_now()
+        kern.input_scale = s - h * np.eye(2)[j]
+        dn = elbo_now()
+        kern.input_scale = s
+        assert np.isclose(g["input_scale"][j], (up - dn) / (2 * h), rtol=1e-5, atol=1e-6)
+
+
+def test_features_prior_uncollapsed_bounds(rng):
+    from spherelab.bounds import uncollapsed_bound, uncollapsed_bound_general
+
+    X, y = _data(rng, n=50)
+    kern = K.Matern(1.5, 0.9, bias=0.8)
+    noise = 0.07
+    F = sl.PhaseTruncatedHarmonics(3, 5, 2, seed=1)
+    model = sl.VISH(kern, None, sl.likelihoods.Gaussian(noise), features=F, prior="features").fit(X, y, optimize=False)
+    lam = kern.spectrum(3, 5)[F.degrees]
+    Phi = F.Kuf(kern, X)
+    A = np.diag(1 / lam) + Phi.T @ Phi / noise
+    Ainv = np.linalg.inv(A)
+    m_opt = (Ainv @ (Phi.T @ y) / noise) / lam
+    L_opt = np.linalg.cholesky(Ainv / np.outer(lam, lam))
+    r2 = kern.lift(X)[0] ** 2
+    res = uncollapsed_bound(lam, kern.at_one(), noise, m_opt, L_opt, Phi, y, r2, len(y), residual=False)
+    assert res.value == pytest.approx(model.elbo(), rel=1e-10)
+    assert res.dv == 0.0
+    gen = uncollapsed_bound_general(lam, 123.0, sl.likelihoods.Gaussian(noise), m_opt, L_opt, Phi, y, r2, len(y),
+                                    residual=False)  # v does not enter
+    assert gen.value == pytest.approx(res.value, rel=1e-12)
+    for k in range(0, lam.size, 3):
+        e = np.eye(lam.size)[k] * 1e-6 * lam[k]
+        up = uncollapsed_bound(lam + e, 1.0, noise, m_opt, L_opt, Phi, y, r2, 80, residual=False).value
+        dn = uncollapsed_bound(lam - e, 1.0, noise, m_opt, L_opt, Phi, y, r2, 80, residual=False).value
+        an = uncollapsed_bound(lam, 1.0, noise, m_opt, L_opt, Phi, y, r2, 80, residual=False).dlam[k]
+        assert an == pytest.approx((up - dn) / (2e-6 * lam[k]), rel=1e-5, abs=1e-6)
+
+
+def test_prior_argument_is_checked():
+    with pytest.raises(ValueError, match="prior"):
+        sl.VISH(K.Matern(1.5, 1.0), 3, prior="truncated")
+
+
 def test_vish_fit_trains_the_phases(rng):
     X, y = _data(rng, n=150)
     F = sl.PhaseTruncatedHarmonics(3, 8, 2, seed=0)

@@ -95,10 +95,15 @@ class CollapsedBound:
 
 
 def collapsed_bound(
-    lam: np.ndarray, v: float, noise: float, stats: HarmonicStatistics, *, gradients: bool = True
+    lam: np.ndarray, v: float, noise: float, stats: HarmonicStatistics, *, gradients: bool = True,
+    residual: bool = True,
 ) -> CollapsedBound | float:
     r"""The collapsed bound for features with prior variances ``lam`` (:math:`K_{uu}^{-1}`
     diagonal, all > 0), prior variance ``v`` at unit radius and noise variance ``noise``.
+
+    ``residual=False`` drops the trace term :math:`-\tfrac1{2\sigma^2}\mathrm{tr}(K_{ff} - Q_{ff})`:
+    the bound is then the exact log marginal likelihood of the finite-rank prior spanned by
+    the features, :math:`k(x, x') = r r' \sum_m \lambda_m \phi_m(\hat x)\phi_m(\hat x')`.
 
     The :math:`\lambda` derivative is computed as :math:`\partial\mathcal L/\partial\log\lambda_m
     = -\tfrac{(B^{-1}SGS)_{mm}}{2\sigma^2} + \tfrac{(B^{-1}Sc)_m^2}{2\sigma^4}
@@ -124,13 +129,14 @@ def collapsed_bound(
     w = solve_triangular(LB, Sc, lower=True)
     logdetB = 2.0 * np.sum(np.log(np.diag(LB)))
     trace_lg = float(np.dot(lam, np.diag(G)))
+    on = 1.0 if residual else 0.0  # the trace term's weight
     value = (
         -0.5 * n * np.log(2 * np.pi)
         - 0.5 * logdetB
         - 0.5 * n * np.log(noise)
         - 0.5 * stats.yy / noise
         + 0.5 * float(w @ w) / noise**2
-        - 0.5 * (v * stats.sum_r2 - trace_lg) / noise
+        - 0.5 * on * (v * stats.sum_r2 - trace_lg) / noise
     )
     if not gradients:
         return float(value)
@@ -138,11 +144,11 @@ def collapsed_bound(
     z = Binv @ Sc  # B^{-1} S c ; a = A^{-1} c = S z
     a = s * z
     BinvSGS = Binv @ SGS
-    dloglam = -np.diag(BinvSGS) / (2 * noise) + z**2 / (2 * noise**2) + lam * np.diag(G) / (2 * noise)
+    dloglam = -np.diag(BinvSGS) / (2 * noise) + z**2 / (2 * noise**2) + on * lam * np.diag(G) / (2 * noise)
     dlam = dloglam / lam
     Ainv = Binv * np.outer(s, s)  # A^{-1} = S B^{-1} S
     dA = -0.5 * Ainv - np.outer(a, a) / (2 * noise**2)
-    dG = dA / noise + np.diag(lam) / (2 * noise)
+    dG = dA / noise + on * np.diag(lam) / (2 * noise)
     dc = a / noise**2
     tr_AinvG = float(np.trace(BinvSGS))
     aGa = float(z @ SGS @ z)
@@ -151,16 +157,16 @@ def collapsed_bound(
         - 0.5 * n / noise
         + 0.5 * stats.yy / noise**2
         - float(Sc @ z) / noise**3
-        + 0.5 * (v * stats.sum_r2 - trace_lg) / noise**2
+        + 0.5 * on * (v * stats.sum_r2 - trace_lg) / noise**2
     )
     return CollapsedBound(
         value=float(value),
         dlam=dlam,
-        dv=-0.5 * stats.sum_r2 / noise,
+        dv=-0.5 * on * stats.sum_r2 / noise,
         dnoise=float(dnoise),
         dG=dG,
         dc=dc,
-        dsum_r2=-0.5 * v / noise,
+        dsum_r2=-0.5 * on * v / noise,
     )
 
 
@@ -188,6 +194,7 @@ def uncollapsed_bound(
     y: np.ndarray,
     r2: np.ndarray,
     num_data: int,
+    residual: bool = True,
 ) -> UncollapsedBound:
     r"""SVGP ELBO with :math:`q(u) = N(m, LL^\top)`, :math:`K_{uu} = \Lambda^{-1}`, Gaussian noise,
     on a minibatch (``Phi`` ``(B, M)``, ``y``, ``r2`` = :math:`r_n^2`), the data term scaled by
@@ -199,7 +206,9 @@ def uncollapsed_bound(
               - \log|\Lambda|\big],
 
     :math:`\mu = \Phi\Lambda m`, :math:`\nu_n = r_n^2 v - \Phi_n\Lambda\Phi_n^\top +
-    \|\Phi_n\Lambda L\|^2` (seed 001 eq. 1, ``shared/design.md`` §4).
+    \|\Phi_n\Lambda L\|^2` (seed 001 eq. 1, ``shared/design.md`` §4); ``residual=False``
+    drops :math:`r_n^2 v - \Phi_n\Lambda\Phi_n^\top` (the finite-rank prior of the features,
+    :func:`collapsed_bound`).
     """
     lam = np.asarray(lam, dtype=np.float64)
     B, M = Phi.shape
@@ -208,7 +217,8 @@ def uncollapsed_bound(
     PL = Phi * lam  # Phi Lambda
     mu = PL @ m
     Q = PL @ L
-    nu = r2 * v - np.einsum("nm,nm->n", PL, Phi) + np.einsum("nk,nk->n", Q, Q)
+    on = 1.0 if residual else 0.0
+    nu = on * (r2 * v - np.einsum("nm,nm->n", PL, Phi)) + np.einsum("nk,nk->n", Q, Q)
     resid = y - mu
     data = -0.5 * B * np.log(2 * np.pi * noise) - 0.5 * float(resid @ resid + nu.sum()) / noise
     diagL = np.diag(L)
@@ -224,9 +234,9 @@ def uncollapsed_bound(
     dL = np.tril(scale * dnu * 2.0 * (PL.T @ Q) - lam[:, None] * L + np.diag(1.0 / diagL))
     QLt = Q @ L.T
     dlam = scale * (
-        m * (Phi.T @ dmu) + dnu * (-np.einsum("nm,nm->m", Phi, Phi) + 2.0 * np.einsum("nm,nm->m", Phi, QLt))
+        m * (Phi.T @ dmu) + dnu * (-on * np.einsum("nm,nm->m", Phi, Phi) + 2.0 * np.einsum("nm,nm->m", Phi, QLt))
     ) - 0.5 * (S_diag + m * m - 1.0 / lam)
-    dv = scale * dnu * float(r2.sum())
+    dv = on * scale * dnu * float(r2.sum())
     dnoise = scale * (-0.5 * B / noise + 0.5 * float(resid @ resid + nu.sum()) / noise**2)
     return UncollapsedBound(float(value), dm, dL, dlam, dv, float(dnoise))
 
@@ -241,6 +251,7 @@ def uncollapsed_bound_whitened(
     y: np.ndarray,
     r2: np.ndarray,
     num_data: int,
+    residual: bool = True,
 ) -> UncollapsedBound:
     r""":func:`uncollapsed_bound` in whitened coordinates, :math:`m = \Lambda^{1/2} m_w`,
     :math:`L = \Lambda^{1/2} L_w` (the prior is :math:`m_w = 0`, :math:`L_w = I`): every variational
@@ -250,7 +261,7 @@ def uncollapsed_bound_whitened(
     s = np.sqrt(lam)
     m = s * m_w
     L = s[:, None] * np.tril(L_w)
-    res = uncollapsed_bound(lam, v, noise, m, L, Phi, y, r2, num_data)
+    res = uncollapsed_bound(lam, v, noise, m, L, Phi, y, r2, num_data, residual)
     dlam = res.dlam + (res.dm * m + np.sum(res.dL * L, axis=1)) / (2.0 * lam)
     return UncollapsedBound(res.value, s * res.dm, np.tril(s[:, None] * res.dL), dlam, res.dv, res.dnoise)
 
@@ -265,6 +276,7 @@ def uncollapsed_bound_general(
     y: np.ndarray,
     r2: np.ndarray,
     num_data: int,
+    residual: bool = True,
 ) -> UncollapsedBound:
     """:func:`uncollapsed_bound` for any likelihood with ``variational_expectations`` (the data
     term from its per-point expectations and their ``mu``/``var`` derivatives). ``dnoise`` is 0
@@ -279,7 +291,8 @@ def uncollapsed_bound_general(
     PL = Phi * lam
     mu = PL @ m
     Q = PL @ L
-    var = r2 * v - np.einsum("nm,nm->n", PL, Phi) + np.einsum("nk,nk->n", Q, Q)
+    on = 1.0 if residual else 0.0
+    var = on * (r2 * v - np.einsum("nm,nm->n", PL, Phi)) + np.einsum("nk,nk->n", Q, Q)
     e, dmu, dvar = likelihood.variational_expectations(y, mu, np.maximum(var, 1e-300))
     S_diag = np.einsum("ij,ij->i", L, L)
     kl = 0.5 * (float(lam @ S_diag) + float(m @ (lam * m)) - M - 2 * np.sum(np.log(diagL)) - np.sum(np.log(lam)))
@@ -289,7 +302,7 @@ def uncollapsed_bound_general(
     QLt = Q @ L.T
     dlam = scale * (
         m * (Phi.T @ dmu)
-        + (dvar[:, None] * (-Phi * Phi + 2.0 * Phi * QLt)).sum(axis=0)
+        + (dvar[:, None] * (-on * Phi * Phi + 2.0 * Phi * QLt)).sum(axis=0)
     ) - 0.5 * (S_diag + m * m - 1.0 / lam)
-    dv = scale * float(dvar @ r2)
+    dv = on * scale * float(dvar @ r2)
     return UncollapsedBound(float(value), dm, dL, dlam, dv, 0.0)

@@ -78,6 +78,15 @@ class VISH:
         affordable in high dimension; :math:`K_{uu}` is still diagonal. Their directions are
         trained with the lift in :meth:`fit` (``train_lift=True``). Default: all harmonics up
         to ``max_degree``.
+    prior
+        ``"kernel"`` (default): the GP prior is the kernel, and the bound charges the prior
+        variance the features do not capture, :math:`\mathrm{tr}(K_{ff} - Q_{ff})/2\sigma^2`.
+        ``"features"``: the prior is the finite-rank kernel the features span,
+        :math:`k(x, x') = r r'\sum_m\lambda_m\phi_m(\hat x)\phi_m(\hat x')` (for all harmonics up to
+        L, :class:`~spherelab.kernels.Truncated`; for phase-truncated features, the kernel of the
+        kept phases): the collapsed bound is that model's exact log marginal likelihood and the
+        predictive variance has no residual term. A modelling choice for phase-truncated
+        features, whose dropped phases otherwise count against high degrees (seed 004).
 
     Examples
     --------
@@ -99,6 +108,7 @@ class VISH:
         *,
         chunk_size: int = 16384,
         features: Any = None,
+        prior: str = "kernel",
     ) -> None:
         if not isinstance(kernel, ZonalKernel):
             raise TypeError(f"kernel must be a spherelab kernel, got {kernel!r}")
@@ -115,6 +125,10 @@ class VISH:
         if not isinstance(self.likelihood, (Gaussian, Bernoulli)):
             raise TypeError(f"likelihood must be Gaussian or Bernoulli, got {self.likelihood!r}")
         self.chunk_size = check_int(chunk_size, "chunk_size", minimum=1)
+        if prior not in ("kernel", "features"):
+            raise ValueError(f"prior must be 'kernel' or 'features', got {prior!r}")
+        self.prior = prior
+        self._residual = prior == "kernel"
         self.features: SphericalHarmonicFeatures | None = None
         self.stats: HarmonicStatistics | None = None
         self._posterior = None
@@ -181,7 +195,7 @@ class VISH:
         floor = _LAMBDA_FLOOR * max(float(lam.max()), 1e-300)
         clamped = lam < floor
         lam = np.where(clamped, floor, lam)
-        res = collapsed_bound(lam, v, noise, sub, gradients=gradients)
+        res = collapsed_bound(lam, v, noise, sub, gradients=gradients, residual=self._residual)
         if not gradients:
             return res, None
         res.dlam = np.where(clamped, 0.0, res.dlam)
@@ -468,7 +482,7 @@ class VISH:
             m = cho_solve((Lp, True), theta1)
             Linv = np.linalg.inv(Lp)
             Ls = np.linalg.cholesky(Linv.T @ Linv)  # S = P^-1 = Lp^-T Lp^-1
-            res = uncollapsed_bound(lam, self.kernel.at_one(), noise, m, Ls, Phi, y[idx], r * r, n)
+            res = uncollapsed_bound(lam, self.kernel.at_one(), noise, m, Ls, Phi, y[idx], r * r, n, self._residual)
             sg = self.kernel.spectrum_gradients(dim, L)
             vg = self.kernel.at_one_gradients()
             g = [float(res.dlam @ sg[p][deg]) + res.dv * vg[p] for p in names] + [res.dnoise]
@@ -516,7 +530,8 @@ class VISH:
             idx = rng.choice(n, size=min(B, n), replace=False)
             r, _ = self.kernel.lift(X[idx])
             Phi = self.features.Kuf(self.kernel, X[idx])[:, act]
-            res = uncollapsed_bound_general(lam, self.kernel.at_one(), self.likelihood, m, L, Phi, y[idx], r * r, n)
+            res = uncollapsed_bound_general(lam, self.kernel.at_one(), self.likelihood, m, L, Phi, y[idx], r * r, n,
+                                            self._residual)
             dlam = res.dlam + (res.dm * m + np.sum(res.dL * L, axis=1)) / (2.0 * lam)
             sg = self.kernel.spectrum_gradients(dim, Ldeg)
             vg = self.kernel.at_one_gradients()
@@ -541,12 +556,13 @@ class VISH:
         lam = self.kernel.spectrum(self.features.dim, self.max_degree)[self.features.degrees[act]]
         if isinstance(self.likelihood, Gaussian):
             return uncollapsed_bound(
-                lam, self.kernel.at_one(), self.likelihood.variance, self.q_mu, self.q_sqrt, Phi, y, r * r, len(y)
+                lam, self.kernel.at_one(), self.likelihood.variance, self.q_mu, self.q_sqrt, Phi, y, r * r, len(y),
+                self._residual,
             ).value
         from .bounds import uncollapsed_bound_general
 
         return uncollapsed_bound_general(
-            lam, self.kernel.at_one(), self.likelihood, self.q_mu, self.q_sqrt, Phi, y, r * r, len(y)
+            lam, self.kernel.at_one(), self.likelihood, self.q_mu, self.q_sqrt, Phi, y, r * r, len(y), self._residual
         ).value
 
     def _check_fitted(self) -> None:
@@ -561,7 +577,7 @@ class VISH:
             act = self._active_mask
             lam = self.kernel.spectrum(self.features.dim, self.max_degree)[self.features.degrees[act]]
             LS = lam[:, None] * self.q_sqrt
-            self._posterior = (act, lam * self.q_mu, np.diag(lam) - LS @ LS.T, self.kernel.at_one())
+            self._posterior = (act, lam * self.q_mu, np.diag(lam) - LS @ LS.T, self.kernel.at_one(), lam)
         if self._posterior is None:
             act = self._active_mask
             lam = self.kernel.spectrum(self.features.dim, self.max_degree)[self.features.degrees[act]]
@@ -580,25 +596,28 @@ class VISH:
             weights = s * (Binv @ (s * self.stats.c[act])) / noise
             C = np.diag(lam) - Binv * np.outer(s, s)
             v = self.kernel.at_one()
-            self._posterior = (act, weights, C, v)
+            self._posterior = (act, weights, C, v, lam)
         return self._posterior
 
     def predict_f(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
         r"""Posterior mean and variance of f at X, ``(N,)`` each:
         :math:`\mu = \Phi_* A^{-1} c / \sigma^2`,
-        :math:`\nu = r_*^2 \kappa(1) - \Phi_* (\Lambda - A^{-1}) \Phi_*^\top`."""
+        :math:`\nu = r_*^2 \kappa(1) - \Phi_* (\Lambda - A^{-1}) \Phi_*^\top` (with
+        ``prior="features"`` the prior variance :math:`r_*^2\kappa(1)` is
+        :math:`\Phi_*\Lambda\Phi_*^\top`)."""
         self._check_fitted()
         X = check_finite_array(X, "X", ndim=2)
         if X.shape[1] + 1 != self.features.dim:
             raise ValueError(f"X must have {self.features.dim - 1} columns, got {X.shape[1]}")
-        act, weights, C, v = self._cache()
+        act, weights, C, v, lam = self._cache()
         means, variances = [], []
         for start in range(0, X.shape[0], self.chunk_size):
             Xc = X[start : start + self.chunk_size]
             r, _ = self.kernel.lift(Xc)
             Phi = self.features.Kuf(self.kernel, Xc)[:, act]
             means.append(Phi @ weights)
-            variances.append(r * r * v - np.einsum("nm,mk,nk->n", Phi, C, Phi))
+            prior = r * r * v if self._residual else np.einsum("nm,m,nm->n", Phi, lam, Phi)
+            variances.append(prior - np.einsum("nm,mk,nk->n", Phi, C, Phi))
         return np.concatenate(means), np.maximum(np.concatenate(variances), 0.0)
 
     def predict_y(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
