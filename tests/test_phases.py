@@ -406,3 +406,48 @@ def test_susy_like():
     assert 0.7 < auc < 0.95
     X2, y2 = sl.datasets.susy_like(20_000, seed=3)
     assert np.array_equal(X, X2) and np.array_equal(y, y2)
+
+
+@pytest.mark.parametrize("residual", [True, False])
+def test_uncollapsed_phi_gradients_against_finite_differences(residual, rng):
+    from spherelab.bounds import uncollapsed_bound, uncollapsed_bound_general
+
+    n, M = 12, 5
+    Phi = rng.normal(size=(n, M))
+    y = rng.normal(size=n)
+    yb = (y > 0).astype(float)
+    r2 = 1.0 + rng.random(n)
+    lam = np.exp(rng.normal(size=M))
+    m = rng.normal(size=M)
+    L = np.tril(0.3 * rng.normal(size=(M, M))) + np.diag(0.5 + rng.random(M))
+    cases = [
+        lambda P, g=False: uncollapsed_bound(lam, 1.7, 0.3, m, L, P, y, r2, 30, residual, phi_gradient=g),
+        lambda P, g=False: uncollapsed_bound_general(lam, 1.7, sl.likelihoods.Bernoulli(), m, L, P, yb, r2, 30,
+                                                     residual, phi_gradient=g),
+    ]
+    h = 1e-6
+    for f in cases:
+        dPhi = f(Phi, True).dPhi
+        for i, j in [(0, 0), (3, 2), (11, 4), (7, 1)]:
+            E = np.zeros_like(Phi)
+            E[i, j] = h
+            num = (f(Phi + E).value - f(Phi - E).value) / (2 * h)
+            assert dPhi[i, j] == pytest.approx(num, rel=1e-6, abs=1e-7)
+
+
+@pytest.mark.parametrize("lik", ["gauss", "bernoulli"])
+def test_fit_svi_trains_the_directions(lik, rng):
+    X, y = _data(rng, n=300)
+    if lik == "bernoulli":
+        y = (y > np.median(y)).astype(float)
+    likelihood = sl.likelihoods.Gaussian(0.1) if lik == "gauss" else sl.likelihoods.Bernoulli()
+    F = sl.PhaseTruncatedHarmonics(3, 6, 3, seed=0)
+    start = F.get_params().copy()
+    model = sl.VISH(K.Matern(1.5, 1.0), None, likelihood, features=F)
+    model.fit_svi(X, y, batch_size=64, iterations=60, lr=0.02, seed=0)
+    assert np.abs(F.get_params() - start).max() > 1e-3
+    assert np.isfinite(model.elbo_uncollapsed())
+    F2 = sl.PhaseTruncatedHarmonics(3, 6, 3, seed=0)
+    sl.VISH(K.Matern(1.5, 1.0), None, likelihood, features=F2).fit_svi(
+        X, y, batch_size=64, iterations=5, seed=0, train_directions=False)
+    assert np.array_equal(F2.get_params(), start)

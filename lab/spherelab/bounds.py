@@ -174,7 +174,8 @@ def collapsed_bound(
 class UncollapsedBound:
     """Value and derivatives of the uncollapsed (SVGP) ELBO for one minibatch.
 
-    ``dm`` (M,), ``dL`` (M, M) lower-triangular, ``dlam`` (M,), ``dv``, ``dnoise``."""
+    ``dm`` (M,), ``dL`` (M, M) lower-triangular, ``dlam`` (M,), ``dv``, ``dnoise``, and
+    ``dPhi`` (B, M) when asked for (``phi_gradient=True``; trainable features chain it)."""
 
     value: float
     dm: np.ndarray
@@ -182,6 +183,7 @@ class UncollapsedBound:
     dlam: np.ndarray
     dv: float
     dnoise: float
+    dPhi: np.ndarray | None = None
 
 
 def uncollapsed_bound(
@@ -195,6 +197,7 @@ def uncollapsed_bound(
     r2: np.ndarray,
     num_data: int,
     residual: bool = True,
+    phi_gradient: bool = False,
 ) -> UncollapsedBound:
     r"""SVGP ELBO with :math:`q(u) = N(m, LL^\top)`, :math:`K_{uu} = \Lambda^{-1}`, Gaussian noise,
     on a minibatch (``Phi`` ``(B, M)``, ``y``, ``r2`` = :math:`r_n^2`), the data term scaled by
@@ -238,7 +241,10 @@ def uncollapsed_bound(
     ) - 0.5 * (S_diag + m * m - 1.0 / lam)
     dv = on * scale * dnu * float(r2.sum())
     dnoise = scale * (-0.5 * B / noise + 0.5 * float(resid @ resid + nu.sum()) / noise**2)
-    return UncollapsedBound(float(value), dm, dL, dlam, dv, float(dnoise))
+    dPhi = None
+    if phi_gradient:  # mu = Phi Lambda m, nu = on (r2 v - Phi Lambda Phi^T) + |Phi Lambda L|^2
+        dPhi = scale * (np.outer(dmu, lam * m) + dnu * 2.0 * (QLt - on * Phi) * lam)
+    return UncollapsedBound(float(value), dm, dL, dlam, dv, float(dnoise), dPhi)
 
 
 def uncollapsed_bound_whitened(
@@ -277,6 +283,7 @@ def uncollapsed_bound_general(
     r2: np.ndarray,
     num_data: int,
     residual: bool = True,
+    phi_gradient: bool = False,
 ) -> UncollapsedBound:
     """:func:`uncollapsed_bound` for any likelihood with ``variational_expectations`` (the data
     term from its per-point expectations and their ``mu``/``var`` derivatives). ``dnoise`` is 0
@@ -305,4 +312,7 @@ def uncollapsed_bound_general(
         + (dvar[:, None] * (-on * Phi * Phi + 2.0 * Phi * QLt)).sum(axis=0)
     ) - 0.5 * (S_diag + m * m - 1.0 / lam)
     dv = on * scale * float(dvar @ r2)
-    return UncollapsedBound(float(value), dm, dL, dlam, dv, 0.0)
+    dPhi = None
+    if phi_gradient:
+        dPhi = scale * (np.outer(dmu, lam * m) + dvar[:, None] * 2.0 * (QLt - on * Phi) * lam)
+    return UncollapsedBound(float(value), dm, dL, dlam, dv, 0.0, dPhi)

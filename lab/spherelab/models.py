@@ -428,6 +428,7 @@ class VISH:
         lr: float = 0.01,
         gamma: float = 0.1,
         seed: int = 0,
+        train_directions: bool = True,
     ) -> "VISH":
         r"""Stochastic variational inference with the uncollapsed bound on minibatches
         (Hensman et al. 2013): q(u) = N(m, S) by natural-gradient steps of size ``gamma`` in the
@@ -435,7 +436,9 @@ class VISH:
         \tfrac NB \Lambda\Phi_b^\top\Phi_b\Lambda/\sigma^2)`, :math:`S^{-1}m \leftarrow
         (1-\gamma)S^{-1}m + \gamma\tfrac NB\Lambda\Phi_b^\top y_b/\sigma^2`), the spectrum and
         noise by Adam on :func:`spherelab.bounds.uncollapsed_bound`'s gradients. Memory and cost
-        per step are independent of N. The lift (``bias``, ``input_scale``) is kept fixed.
+        per step are independent of N. The lift (``bias``, ``input_scale``) is kept fixed; the
+        directions of phase-truncated features are trained by Adam on the same minibatch
+        gradient (``train_directions``; through :meth:`~spherelab.PhaseTruncatedHarmonics.vjp`).
         Sets ``q_mu`` and ``q_sqrt`` (natural units: :math:`S = L L^\top`).
 
         Returns
@@ -460,9 +463,10 @@ class VISH:
         dim, L = self.features.dim, self.max_degree
         n = X.shape[0]
         rng = np.random.default_rng(seed)
+        dirs = _DirectionStep(self.features, act, lr) if (train_directions and self._trains_features()) else None
         if isinstance(self.likelihood, Bernoulli):
             self.likelihood.check_targets(y)
-            return self._fit_svi_whitened(X, y, act, deg, B, int(iterations), lr, rng)
+            return self._fit_svi_whitened(X, y, act, deg, B, int(iterations), lr, rng, dirs)
         lam = self.kernel.spectrum(dim, L)[deg]
         precision = np.diag(lam)  # start at the prior: K_uu^-1 = Lambda
         theta1 = np.zeros(lam.size)
@@ -470,7 +474,7 @@ class VISH:
         names = ["variance", *self.kernel.shape_params]
         for _ in range(int(iterations)):
             idx = rng.choice(n, size=min(B, n), replace=False)
-            r, _ = self.kernel.lift(X[idx])
+            r, Xh = self.kernel.lift(X[idx])
             Phi = self.features.Kuf(self.kernel, X[idx])[:, act]
             lam = self.kernel.spectrum(dim, L)[deg]
             noise = self.likelihood.variance
@@ -482,7 +486,10 @@ class VISH:
             m = cho_solve((Lp, True), theta1)
             Linv = np.linalg.inv(Lp)
             Ls = np.linalg.cholesky(Linv.T @ Linv)  # S = P^-1 = Lp^-T Lp^-1
-            res = uncollapsed_bound(lam, self.kernel.at_one(), noise, m, Ls, Phi, y[idx], r * r, n, self._residual)
+            res = uncollapsed_bound(lam, self.kernel.at_one(), noise, m, Ls, Phi, y[idx], r * r, n, self._residual,
+                                    phi_gradient=dirs is not None)
+            if dirs is not None:
+                dirs.step(Xh, r, res.dPhi)
             sg = self.kernel.spectrum_gradients(dim, L)
             vg = self.kernel.at_one_gradients()
             g = [float(res.dlam @ sg[p][deg]) + res.dv * vg[p] for p in names] + [res.dnoise]
@@ -496,7 +503,7 @@ class VISH:
         self._posterior = None
         return self
 
-    def _fit_svi_whitened(self, X, y, act, deg, B, iterations, lr, rng) -> "VISH":
+    def _fit_svi_whitened(self, X, y, act, deg, B, iterations, lr, rng, dirs=None) -> "VISH":
         """Non-conjugate likelihoods: Adam on whitened q(u) (m = Lambda^1/2 m_w, L = Lambda^1/2 L_w)
         and the kernel's spectrum parameters, with the likelihood-generic uncollapsed bound."""
         from .bounds import uncollapsed_bound_general
@@ -528,10 +535,10 @@ class VISH:
             u = opt.x
             m, L, lam, sq = unpack(u)
             idx = rng.choice(n, size=min(B, n), replace=False)
-            r, _ = self.kernel.lift(X[idx])
+            r, Xh = self.kernel.lift(X[idx])
             Phi = self.features.Kuf(self.kernel, X[idx])[:, act]
             res = uncollapsed_bound_general(lam, self.kernel.at_one(), self.likelihood, m, L, Phi, y[idx], r * r, n,
-                                            self._residual)
+                                            self._residual, phi_gradient=dirs is not None)
             dlam = res.dlam + (res.dm * m + np.sum(res.dL * L, axis=1)) / (2.0 * lam)
             sg = self.kernel.spectrum_gradients(dim, Ldeg)
             vg = self.kernel.at_one_gradients()
@@ -539,6 +546,8 @@ class VISH:
             g_l = (sq[:, None] * res.dL)[tril]
             g_l[diag_pos] *= expit(u[h + Ma :][diag_pos])
             opt.step(np.concatenate([g_h, sq * res.dm, g_l]))
+            if dirs is not None:
+                dirs.step(Xh, r, res.dPhi)
         self.q_mu, self.q_sqrt, _, _ = unpack(opt.x)
         self.stats = None
         self._posterior = None
@@ -626,3 +635,19 @@ class VISH:
 
     def __repr__(self) -> str:
         return f"VISH(kernel={self.kernel!r}, max_degree={self.max_degree}, likelihood={self.likelihood!r})"
+
+
+class _DirectionStep:
+    r"""Adam on the directions of trainable features from a minibatch's :math:`\partial L/\partial\Phi`
+    (``Phi = r * features(x_hat)`` restricted to the active columns)."""
+
+    def __init__(self, features, active: np.ndarray, lr: float) -> None:
+        from .optimizers import Adam
+
+        self.features, self.active = features, active
+        self.opt = Adam(features.get_params(), lr=lr)
+
+    def step(self, Xh: np.ndarray, r: np.ndarray, dPhi: np.ndarray) -> None:
+        G = np.zeros((Xh.shape[0], self.features.num_features))
+        G[:, self.active] = dPhi * r[:, None]
+        self.features.set_params(self.opt.step(self.features.vjp(Xh, G)[0]))
