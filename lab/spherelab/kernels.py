@@ -35,11 +35,15 @@ from typing import Any
 
 import numpy as np
 
+from ._matern_jit import NU_CODES, matern_backward, matern_values
 from ._validation import check_degree, check_dim, check_finite_array, check_int
 from .activations import ReLU, SquaredReLU, Step
 from .funk_hecke import apply_parity, funk_hecke_with_rule
 from .gegenbauer import zonal_series
 from .special import num_harmonics
+
+#: use the compiled Matérn kernels (``_matern_jit``); tests switch it off to compare paths
+_FUSED = True
 
 __all__ = [
     "ZonalKernel",
@@ -191,10 +195,17 @@ class ZonalKernel:
             )
         return r, Xt / r[:, None]
 
+    def _fused_code(self) -> int | None:
+        """Code of a fused compiled kernel for this shape (``None``: the NumPy path)."""
+        return None
+
     def K(self, X: Any, X2: Any = None) -> np.ndarray:
         r"""Gram matrix :math:`k(X, X2)`, ``(N, N2)``."""
         r1, U1 = self.lift(X)
         r2, U2 = (r1, U1) if X2 is None else self.lift(X2, "X2")
+        code = self._fused_code()
+        if code is not None:
+            return matern_values(U1 @ U2.T, r1, r2, code, self.lengthscale, self.variance, X2 is None)
         T = np.clip(U1 @ U2.T, -1.0, 1.0)
         if X2 is None:
             np.fill_diagonal(T, 1.0)
@@ -248,7 +259,32 @@ class ZonalKernel:
             raise ValueError(f"dL_dK must have shape {(X.shape[0], X2.shape[0])}, got {G.shape}")
         r1, U1 = self.lift(X)
         r2, U2 = (r1, U1) if same else self.lift(X2, "X2")
-        T = np.clip(U1 @ U2.T, -1.0, 1.0)
+        code = self._fused_code()
+        if code is not None:  # one compiled pass for A, B and the hyper-parameter sums
+            A, B, g_var, g_len = matern_backward(U1 @ U2.T, G, r1, r2, code, self.lengthscale, self.variance, same)
+            out: dict[str, Any] = {"lengthscale": g_len, "variance": g_var}
+        else:
+            A, B, out = self._AB(G, U1 @ U2.T, r1, r2, same)
+        Xt1 = U1 * r1[:, None]
+        Xt2 = U2 * r2[:, None]
+        dXt1 = ((A @ r2) / r1)[:, None] * Xt1 + B @ Xt2
+        dXt2 = ((r1 @ A) / r2)[:, None] * Xt2 + B.T @ Xt1
+        if same:
+            dXt1 = dXt1 + dXt2
+        g1 = self.lift_backward(X, dXt1)
+        out["bias"] = g1["bias"]
+        out["input_scale"] = g1["input_scale"]
+        if same:
+            return out, g1["X"], None
+        g2 = self.lift_backward(X2, dXt2)
+        out["bias"] += g2["bias"]
+        out["input_scale"] = out["input_scale"] + g2["input_scale"]
+        return out, g1["X"], g2["X"]
+
+    def _AB(self, G, T, r1, r2, same):
+        # NumPy path of gradients_with_inputs: A = G (kappa - t kappa'), B = G kappa' and the
+        # hyper-parameter sums
+        T = np.clip(T, -1.0, 1.0)
         if same:
             np.fill_diagonal(T, 1.0)
         kap, kap_t, grads = self._shape_all(T)
@@ -266,21 +302,7 @@ class ZonalKernel:
                 "kappa'(t) is infinite at coincident inputs in X and X2; this kernel is not "
                 "differentiable there (e.g. Matern nu=1/2, ArcCosine order 0)"
             )
-        Xt1 = U1 * r1[:, None]
-        Xt2 = U2 * r2[:, None]
-        dXt1 = ((A @ r2) / r1)[:, None] * Xt1 + B @ Xt2
-        dXt2 = ((r1 @ A) / r2)[:, None] * Xt2 + B.T @ Xt1
-        if same:
-            dXt1 = dXt1 + dXt2
-        g1 = self.lift_backward(X, dXt1)
-        out["bias"] = g1["bias"]
-        out["input_scale"] = g1["input_scale"]
-        if same:
-            return out, g1["X"], None
-        g2 = self.lift_backward(X2, dXt2)
-        out["bias"] += g2["bias"]
-        out["input_scale"] = out["input_scale"] + g2["input_scale"]
-        return out, g1["X"], g2["X"]
+        return A, B, out
 
     def lift_backward(self, X: np.ndarray, dXt: np.ndarray) -> dict[str, Any]:
         r"""Chain :math:`\partial L/\partial\tilde x` (``(N, D + 1)``, the unnormalised lifted
@@ -499,6 +521,9 @@ class Matern(_QuadratureSpectrum):
 
     def _key(self):
         return ("Matern", self.nu, self.lengthscale)
+
+    def _fused_code(self):
+        return NU_CODES.get(self.nu) if _FUSED else None
 
     def _r(self, t):
         return np.sqrt(np.maximum(2.0 - 2.0 * np.clip(t, -1.0, 1.0), 0.0)) / self.lengthscale
