@@ -216,13 +216,18 @@ class HarmonicComponent:
 
     def weights(self) -> tuple[list[tuple[int, ...]], np.ndarray]:
         r"""The orbit elements :math:`s` and the weights :math:`w_s` of
-        :math:`k_t(x, x') = \sum_s w_s\,k(x, G^s x')` (real or complex)."""
+        :math:`k_t(x, x') = \sum_s w_s\,k(x, G^s x')` (real or complex); terms whose weight
+        vanishes (e.g. :math:`\cos(\pi s/2)` at odd s for a quarter-turn pair) are left out, so
+        they cost no kernel evaluation. The identity :math:`s = 0` always comes first."""
         n = self.group.size
         idx = self.group.indices()
         phase = np.array([self._phase(s) for s in idx])
         if self.real:
-            return idx, (1.0 if self.partner == self.index else 2.0) * np.cos(phase) / n
-        return idx, np.exp(-1j * phase) / n
+            w = (1.0 if self.partner == self.index else 2.0) * np.cos(phase) / n
+        else:
+            w = np.exp(-1j * phase) / n
+        keep = np.abs(w) > 1e-13 * np.abs(w).max()
+        return [s for s, k in zip(idx, keep) if k], w[keep]
 
     def _stack(self, X: np.ndarray, idx) -> np.ndarray:
         # k(x, G^s x') = k(G^-s x, x'): transform the (few) rows of X, not the columns
