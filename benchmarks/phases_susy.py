@@ -4,8 +4,10 @@ q(u), Adam for the kernel) with phase-truncated harmonics (``--degree`` degrees 
 ``--phases`` phases) against full harmonics at a similar budget, both with the continuous-depth
 kernel truncated at the features' degree; test AUC and accuracy.
 
-``fit_svi`` keeps the lift and the phase directions fixed (they are trained by the collapsed
-``fit`` only): the phases are the greedy fundamental-system initialisation.
+``fit_svi`` keeps the lift fixed; the phase directions start at the greedy fundamental-system
+initialisation and are trained by Adam with the other parameters (``phases``) or kept fixed
+(``phases-fixed``); ``phases-features`` also uses the finite-rank prior of the features
+(``VISH(prior="features")``). Choose with ``--configs``.
 
     .venv/bin/python benchmarks/phases_susy.py [--n 100000] [--iterations 3000]
 """
@@ -35,6 +37,7 @@ def main() -> None:
     parser.add_argument("--degree", type=int, default=7)
     parser.add_argument("--phases", type=int, default=100)
     parser.add_argument("--full-degree", type=int, default=4)
+    parser.add_argument("--configs", nargs="*", default=["full", "phases-fixed", "phases", "phases-features"])
     args = parser.parse_args()
     print("machine:", describe())
     X, y = sl.datasets.susy_like(args.n + args.n_test, seed=0)
@@ -44,15 +47,24 @@ def main() -> None:
     print(f"SUSY-like: {args.n} training / {args.n_test} test rows, fit_svi {args.iterations} steps, batch {args.batch}")
     print("| features | M | test AUC | test accuracy | learned beta | fit s |")
     print("| --- | --- | --- | --- | --- | --- |")
-    configs = [
-        (f"full harmonics, degree {args.full_degree}", sl.inducing.SphericalHarmonicFeatures(9, args.full_degree), args.full_degree),
-        (f"phases, degree {args.degree} x {args.phases}", sl.PhaseTruncatedHarmonics(9, args.degree, args.phases, seed=0), args.degree),
-    ]
-    for label, features, L in configs:
+    configs = {
+        "full": (f"full harmonics, degree {args.full_degree}", args.full_degree, {}, "kernel"),
+        "phases-fixed": (f"phases, degree {args.degree} x {args.phases}, fixed directions", args.degree,
+                         {"train_directions": False}, "kernel"),
+        "phases": (f"phases, degree {args.degree} x {args.phases}, trained directions", args.degree, {}, "kernel"),
+        "phases-features": (f"phases, degree {args.degree} x {args.phases}, trained, prior = features", args.degree,
+                            {}, "features"),
+    }
+    for name in args.configs:
+        label, L, fit_kw, prior = configs[name]
+        if name == "full":
+            features = sl.inducing.SphericalHarmonicFeatures(9, L)
+        else:
+            features = sl.PhaseTruncatedHarmonics(9, L, args.phases, seed=0)
         kernel = K.PolynomialDecay(9, 3.0, max_degree=L, input_scale=np.full(8, np.sqrt(8.0)))
-        model = sl.VISH(kernel, None, sl.likelihoods.Bernoulli(), features=features)
+        model = sl.VISH(kernel, None, sl.likelihoods.Bernoulli(), features=features, prior=prior)
         t0 = time.perf_counter()
-        model.fit_svi(Xtr, ytr, batch_size=args.batch, iterations=args.iterations, lr=0.01)
+        model.fit_svi(Xtr, ytr, batch_size=args.batch, iterations=args.iterations, lr=0.01, **fit_kw)
         dt = time.perf_counter() - t0
         p, _ = model.predict_y(Xte)
         auc = sl.datasets.roc_auc(yte, p)
