@@ -187,6 +187,20 @@ def cholesky_backward(L: np.ndarray, dL: np.ndarray) -> np.ndarray:
     return 0.5 * (G + G.T)
 
 
+def add_jitter(A: np.ndarray, jitter: float) -> np.ndarray:
+    """:math:`A + j\,\mathrm{mean}(\mathrm{diag}A)\,I` (relative jitter; ``A`` unchanged for j = 0)."""
+    if jitter == 0.0 or A.shape[0] == 0:
+        return A
+    return A + jitter * float(np.mean(np.diag(A))) * np.eye(A.shape[0])
+
+
+def jitter_backward(G: np.ndarray, jitter: float) -> np.ndarray:
+    """Reverse mode of :func:`add_jitter`: :math:`G + (j/n)\,\mathrm{tr}(G)\,I`."""
+    if jitter == 0.0 or G.shape[0] == 0:
+        return G
+    return G + jitter * np.trace(G) / G.shape[0] * np.eye(G.shape[0])
+
+
 def kl_whitened(m: np.ndarray, L: np.ndarray) -> float:
     r""":math:`\mathrm{KL}[N(m, LL^\top)\,\|\,N(0, I)]` (lower triangle of L used)."""
     d = np.diag(L)
@@ -409,15 +423,10 @@ class OrthogonalSVGP(FitMixin):
 
     # ---- matrices -------------------------------------------------------------------------
     def _with_jitter(self, A: np.ndarray) -> np.ndarray:
-        if self.jitter == 0.0 or A.shape[0] == 0:
-            return A
-        return A + self.jitter * float(np.mean(np.diag(A))) * np.eye(A.shape[0])
+        return add_jitter(A, self.jitter)
 
     def _jitter_backward(self, G: np.ndarray) -> np.ndarray:
-        # d/dA of A + j mean(diag A) I: G + (j / n) tr(G) I
-        if self.jitter == 0.0 or G.shape[0] == 0:
-            return G
-        return G + self.jitter * np.trace(G) / G.shape[0] * np.eye(G.shape[0])
+        return jitter_backward(G, self.jitter)
 
     def _matrices(self, X):
         Kuu = self._with_jitter(self.features.Kuu(self.kernel))

@@ -39,7 +39,9 @@ from .bounds import cholesky_or_explain
 from .decoupled import (
     _softplus,
     _softplus_inverse,
+    add_jitter,
     gaussian_noise_gradient,
+    jitter_backward,
     kl_whitened,
     whitened_forward,
     whitened_kernel_backward,
@@ -283,14 +285,10 @@ class HarmonicSVGP(FitMixin):
         return self
 
     def _with_jitter(self, A: np.ndarray) -> np.ndarray:
-        if self.jitter == 0.0:
-            return A
-        return A + self.jitter * float(np.mean(np.diag(A))) * np.eye(A.shape[0])
+        return add_jitter(A, self.jitter)
 
     def _jitter_backward(self, G: np.ndarray) -> np.ndarray:
-        if self.jitter == 0.0:
-            return G
-        return G + self.jitter * np.trace(G) / G.shape[0] * np.eye(G.shape[0])
+        return jitter_backward(G, self.jitter)
 
     def _matrices(self, X):
         Kuus = [self._with_jitter(comp.K(Z)) for comp, Z in zip(self.components, self.Z)]
