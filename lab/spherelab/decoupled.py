@@ -188,14 +188,14 @@ def cholesky_backward(L: np.ndarray, dL: np.ndarray) -> np.ndarray:
 
 
 def add_jitter(A: np.ndarray, jitter: float) -> np.ndarray:
-    """:math:`A + j\,\mathrm{mean}(\mathrm{diag}A)\,I` (relative jitter; ``A`` unchanged for j = 0)."""
+    r""":math:`A + j\,\mathrm{mean}(\mathrm{diag}A)\,I` (relative jitter; ``A`` unchanged for j = 0)."""
     if jitter == 0.0 or A.shape[0] == 0:
         return A
     return A + jitter * float(np.mean(np.diag(A))) * np.eye(A.shape[0])
 
 
 def jitter_backward(G: np.ndarray, jitter: float) -> np.ndarray:
-    """Reverse mode of :func:`add_jitter`: :math:`G + (j/n)\,\mathrm{tr}(G)\,I`."""
+    r"""Reverse mode of :func:`add_jitter`: :math:`G + (j/n)\,\mathrm{tr}(G)\,I`."""
     if jitter == 0.0 or G.shape[0] == 0:
         return G
     return G + jitter * np.trace(G) / G.shape[0] * np.eye(G.shape[0])
