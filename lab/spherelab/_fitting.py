@@ -13,16 +13,56 @@ from typing import Any
 
 import numpy as np
 from scipy.optimize import minimize
+from scipy.special import expit
 
 from ._blas import blas_threads, resolve_threads
 from ._validation import check_int
+from .likelihoods import Gaussian
 from .optimizers import Adam
 
 __all__ = ["FitMixin"]
 
 
+def _softplus(u):
+    return np.logaddexp(0.0, u)
+
+
+def _softplus_inverse(x):
+    # a parameter at exactly 0 (bias = 0) maps to softplus(-690) = 1e-300, i.e. stays ~0
+    x = np.maximum(np.asarray(x, dtype=np.float64), 1e-300)
+    return np.where(x > 30, x, np.log(np.expm1(np.minimum(x, 30))))
+
+
 class FitMixin:
-    """``fit`` (L-BFGS-B) and ``fit_adam`` (minibatches) on the negated ELBO."""
+    """``fit`` (L-BFGS-B) and ``fit_adam`` (minibatches) on the negated ELBO, and the positive
+    hyper-parameters' part of the flat vector (kernel variance, shape parameters, bias, input
+    scales, Gaussian noise; softplus-parameterised) at its end."""
+
+    def _hyper_names(self) -> list[str]:
+        return ["variance", *self.kernel.shape_params, "bias"]
+
+    def _pack_hypers(self) -> np.ndarray:
+        hyp = [getattr(self.kernel, k) for k in self._hyper_names()] + list(np.atleast_1d(self.kernel.input_scale))
+        if isinstance(self.likelihood, Gaussian):
+            hyp.append(self.likelihood.variance)
+        return _softplus_inverse(np.array(hyp, dtype=np.float64))
+
+    def _unpack_hypers(self, u: np.ndarray) -> None:
+        hyp = _softplus(u)
+        names = self._hyper_names()
+        for k, v in zip(names, hyp):
+            setattr(self.kernel, k, float(v))
+        n_scale = np.atleast_1d(self.kernel.input_scale).size
+        sc = hyp[len(names) : len(names) + n_scale]
+        self.kernel.input_scale = float(sc[0]) if np.ndim(self.kernel.input_scale) == 0 else sc.copy()
+        if isinstance(self.likelihood, Gaussian):
+            self.likelihood.variance = float(hyp[-1])
+
+    def _hyper_gradient(self, g: dict[str, Any], theta: np.ndarray) -> np.ndarray:
+        hyp = [g[k] for k in self._hyper_names()] + list(np.atleast_1d(g["input_scale"]))
+        if isinstance(self.likelihood, Gaussian):
+            hyp.append(g["noise"])
+        return np.array(hyp) * expit(theta[len(theta) - len(hyp):])
 
     def _objective(self, theta, X, y, num_data):
         self._unpack(theta)

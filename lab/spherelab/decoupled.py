@@ -29,7 +29,6 @@ from typing import Any
 
 import numpy as np
 from scipy.linalg import cho_solve, solve_triangular
-from scipy.special import expit
 
 from ._validation import check_data, check_finite_array, check_int
 from ._blas import resolve_threads
@@ -311,15 +310,6 @@ def _chol_inverse_tri(L: np.ndarray) -> np.ndarray:
     return Li.T @ Li
 
 
-def _softplus(u):
-    return np.logaddexp(0.0, u)
-
-
-def _softplus_inverse(x):
-    x = np.maximum(np.asarray(x, dtype=np.float64), 1e-300)
-    return np.where(x > 30, x, np.log(np.expm1(np.minimum(x, 30))))
-
-
 class OrthogonalSVGP(FitMixin):
     r"""SVGP with inter-domain features :math:`u` and K orthogonal inducing points
     (the orthogonally-decoupled posterior of seed 003 eqs. 3.11-3.12).
@@ -494,19 +484,11 @@ class OrthogonalSVGP(FitMixin):
         return res.value, g
 
     # ---- parameter vector -----------------------------------------------------------------
-    def _hyper_names(self) -> list[str]:
-        names = ["variance", *self.kernel.shape_params, "bias"]
-        return names
-
     def _pack(self) -> np.ndarray:
         iu = np.tril_indices(self.m_u.size)
         iv = np.tril_indices(self.m_v.size)
-        hyp = [getattr(self.kernel, k) for k in self._hyper_names()]
-        hyp += list(np.atleast_1d(self.kernel.input_scale))
-        if isinstance(self.likelihood, Gaussian):
-            hyp.append(self.likelihood.variance)
         return np.concatenate([self.m_u, self.L_u[iu], self.m_v, self.L_v[iv], self.features.get_params(),
-                               self.W.ravel(), _softplus_inverse(np.array(hyp, dtype=np.float64))])
+                               self.W.ravel(), self._pack_hypers()])
 
     def _unpack(self, theta: np.ndarray) -> None:
         M, K = self.m_u.size, self.m_v.size
@@ -529,24 +511,12 @@ class OrthogonalSVGP(FitMixin):
         nf = self.features.get_params().size
         self.features.set_params(take(nf))
         self.W = take(self.W.size).reshape(self.W.shape).copy()
-        hyp = _softplus(theta[i:])
-        names = self._hyper_names()
-        for k, v in zip(names, hyp):
-            setattr(self.kernel, k, float(v))
-        n_scale = np.atleast_1d(self.kernel.input_scale).size
-        sc = hyp[len(names) : len(names) + n_scale]
-        self.kernel.input_scale = float(sc[0]) if np.ndim(self.kernel.input_scale) == 0 else sc.copy()
-        if isinstance(self.likelihood, Gaussian):
-            self.likelihood.variance = float(hyp[-1])
+        self._unpack_hypers(theta[i:])
 
     def _grad_vector(self, g: dict[str, Any], theta: np.ndarray) -> np.ndarray:
         M, K = self.m_u.size, self.m_v.size
-        hyp = [g[k] for k in self._hyper_names()] + list(np.atleast_1d(g["input_scale"]))
-        if isinstance(self.likelihood, Gaussian):
-            hyp.append(g["noise"])
-        nh = len(hyp)
         return np.concatenate([g["m_u"], g["L_u"][np.tril_indices(M)], g["m_v"], g["L_v"][np.tril_indices(K)],
-                               g["features"], g["W"].ravel(), np.array(hyp) * expit(theta[-nh:])])
+                               g["features"], g["W"].ravel(), self._hyper_gradient(g, theta)])
 
     def _initialised(self) -> bool:
         return self.m_u is not None

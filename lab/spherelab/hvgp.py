@@ -30,15 +30,12 @@ from typing import Any, Sequence
 
 import numpy as np
 from scipy.linalg import solve_triangular
-from scipy.special import expit
 
 from ._validation import check_data, check_finite_array, check_int
 from ._blas import resolve_threads
 from ._fitting import FitMixin
 from .bounds import cholesky_or_explain
 from .decoupled import (
-    _softplus,
-    _softplus_inverse,
     add_jitter,
     gaussian_noise_gradient,
     jitter_backward,
@@ -333,18 +330,12 @@ class HarmonicSVGP(FitMixin):
         return res.value, g
 
     # ---- parameter vector -----------------------------------------------------------------
-    def _hyper_names(self) -> list[str]:
-        return ["variance", *self.kernel.shape_params, "bias"]
-
     def _pack(self) -> np.ndarray:
         parts = []
         for m, L in zip(self.ms, self.Ls):
             parts += [m, L[np.tril_indices(m.size)]]
         parts += [Z.ravel() for Z in self.Z]
-        hyp = [getattr(self.kernel, k) for k in self._hyper_names()] + list(np.atleast_1d(self.kernel.input_scale))
-        if isinstance(self.likelihood, Gaussian):
-            hyp.append(self.likelihood.variance)
-        parts.append(_softplus_inverse(np.array(hyp, dtype=np.float64)))
+        parts.append(self._pack_hypers())
         return np.concatenate(parts)
 
     def _unpack(self, theta: np.ndarray) -> None:
@@ -363,26 +354,14 @@ class HarmonicSVGP(FitMixin):
             self.Ls[c] = L
         for c, Z in enumerate(self.Z):
             self.Z[c] = take(Z.size).reshape(Z.shape).copy()
-        hyp = _softplus(theta[i:])
-        names = self._hyper_names()
-        for k, v in zip(names, hyp):
-            setattr(self.kernel, k, float(v))
-        n_scale = np.atleast_1d(self.kernel.input_scale).size
-        sc = hyp[len(names) : len(names) + n_scale]
-        self.kernel.input_scale = float(sc[0]) if np.ndim(self.kernel.input_scale) == 0 else sc.copy()
-        if isinstance(self.likelihood, Gaussian):
-            self.likelihood.variance = float(hyp[-1])
+        self._unpack_hypers(theta[i:])
 
     def _grad_vector(self, g: dict[str, Any], theta: np.ndarray) -> np.ndarray:
         parts = []
         for dm, dL in zip(g["ms"], g["Ls"]):
             parts += [dm, dL[np.tril_indices(dm.size)]]
         parts += [dZ.ravel() for dZ in g["Z"]]
-        hyp = [g[k] for k in self._hyper_names()] + list(np.atleast_1d(g["input_scale"]))
-        if isinstance(self.likelihood, Gaussian):
-            hyp.append(g["noise"])
-        nh = len(hyp)
-        parts.append(np.array(hyp) * expit(theta[-nh:]))
+        parts.append(self._hyper_gradient(g, theta))
         return np.concatenate(parts)
 
     def _initialised(self) -> bool:

@@ -881,7 +881,30 @@ class PolynomialDecay(_SpectralKernel):
         return lam, grads, 0.0
 
 
-class Truncated(ZonalKernel):
+class _Wrapped(ZonalKernel):
+    """A kernel built on ``base`` whose hyper-parameters are the base kernel's: reads and writes
+    of ``variance``, ``bias``, ``input_scale`` and the shape parameters go to it (names in
+    ``_own`` stay on the wrapper)."""
+
+    _own: tuple[str, ...] = ("base",)
+
+    @property
+    def shape_params(self):  # type: ignore[override]
+        return self.base.shape_params
+
+    def __getattr__(self, name):
+        if name in ("variance", "bias", "input_scale") or name in self.base.shape_params:
+            return getattr(self.base, name)
+        raise AttributeError(name)
+
+    def __setattr__(self, name, value):
+        if name in self._own:
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self.base, name, value)
+
+
+class Truncated(_Wrapped):
     r"""The kernel :math:`\kappa_L(t) = \sum_{\ell \le L} \lambda_\ell Z_\ell(t)` of a base kernel
     truncated at degree L (``shared/design.md`` §2): a valid kernel in its own right, and exactly
     the prior that VISH with every harmonic up to degree L represents. Hyper-parameters are the
@@ -896,24 +919,11 @@ class Truncated(ZonalKernel):
         object.__setattr__(self, "dim", check_dim(dim))
         object.__setattr__(self, "max_degree", check_degree(max_degree))
 
-    @property
-    def shape_params(self):  # type: ignore[override]
-        return self.base.shape_params
 
     @property
     def structure(self):  # type: ignore[override]
         return ("dim", "max_degree")
 
-    def __getattr__(self, name):
-        if name in ("variance", "bias", "input_scale") or name in self.base.shape_params:
-            return getattr(self.base, name)
-        raise AttributeError(name)
-
-    def __setattr__(self, name, value):
-        if name in self._own:
-            object.__setattr__(self, name, value)
-        else:
-            setattr(self.base, name, value)
 
     def __copy__(self):
         import copy
@@ -967,7 +977,7 @@ class Truncated(ZonalKernel):
         }
 
 
-class Parity(ZonalKernel):
+class Parity(_Wrapped):
     r"""The even or odd part of a zonal kernel under the antipodal map :math:`\hat x \mapsto -\hat x`
     of the sphere: :math:`\kappa_\pm(t) = \tfrac12(\kappa(t) \pm \kappa(-t))`, i.e. the degrees
     of one parity only (:math:`\lambda_\ell` kept for :math:`(-1)^\ell = \pm1`, zero otherwise,
@@ -995,20 +1005,7 @@ class Parity(ZonalKernel):
         object.__setattr__(self, "base", kernel)
         object.__setattr__(self, "even", bool(even))
 
-    @property
-    def shape_params(self):  # type: ignore[override]
-        return self.base.shape_params
 
-    def __getattr__(self, name):
-        if name in ("variance", "bias", "input_scale") or name in self.base.shape_params:
-            return getattr(self.base, name)
-        raise AttributeError(name)
-
-    def __setattr__(self, name, value):
-        if name in self._own:
-            object.__setattr__(self, name, value)
-        else:
-            setattr(self.base, name, value)
 
     @property
     def _sign(self) -> float:

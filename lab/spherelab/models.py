@@ -27,6 +27,7 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import expit
 
+from ._fitting import _softplus, _softplus_inverse
 from ._validation import check_data, check_finite_array, check_int
 from scipy.linalg import cho_solve
 
@@ -44,16 +45,6 @@ _LAMBDA_FLOOR = 1e-250
 #: objective value returned for a trial point whose Cholesky fails even with jitter: a huge
 #: finite value makes L-BFGS-B's line search step back instead of aborting
 _REJECT = 1e300
-
-
-def _softplus(u: np.ndarray) -> np.ndarray:
-    return np.logaddexp(0.0, u)
-
-
-def _softplus_inverse(x: np.ndarray) -> np.ndarray:
-    # a parameter at exactly 0 (bias = 0) maps to softplus(-690) = 1e-300, i.e. stays ~0
-    x = np.maximum(np.asarray(x, dtype=np.float64), 1e-300)
-    return np.where(x > 30, x, np.log(np.expm1(np.minimum(x, 30))))
 
 
 class VISH:
