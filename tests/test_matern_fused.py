@@ -43,3 +43,23 @@ def test_half_and_other_kernels_keep_the_numpy_path():
     assert K.Matern(0.5, 1.0)._fused_code() is None
     assert K.Parity(K.Matern(2.5, 1.0))._fused_code() is None
     assert K.ArcCosine(1)._fused_code() is None
+
+
+@pytest.mark.parametrize("kern", [K.Matern(2.5, 0.7, variance=1.3, bias=0.6, input_scale=np.array([1.2, 0.8])),
+                                  K.ArcCosine(1, variance=0.9, bias=1.1, input_scale=0.7)], ids=repr)
+def test_diag_gradients_against_finite_differences(kern, rng):
+    X = rng.normal(size=(9, 2))
+    g = rng.normal(size=9)
+    an = kern.diag_gradients(g, X)
+    h = 1e-6
+    for name in ["variance", *kern.shape_params, "bias", "input_scale"]:
+        v0 = np.array(getattr(kern, name), dtype=float)
+        for j in range(v0.size):
+            vals = []
+            for sign in (1, -1):
+                v = v0.copy().reshape(-1)
+                v[j] += sign * h
+                setattr(kern, name, v.copy() if v0.ndim else float(v[0]))
+                vals.append(g @ kern.diag(X))
+            setattr(kern, name, v0 if v0.ndim else float(v0))
+            assert np.atleast_1d(an[name])[j] == pytest.approx((vals[0] - vals[1]) / (2 * h), rel=1e-6, abs=1e-8), name

@@ -2,7 +2,7 @@
 :class:`~spherelab.HarmonicSVGP`): full-batch L-BFGS-B and minibatch Adam over one flat
 parameter vector.
 
-A model provides ``_check_data(X, y)``, ``initialise(X, seed)``, ``_initialised()``,
+A model provides ``jitter``, ``_check_data(X, y)``, ``initialise(X, seed)``, ``_initialised()``,
 ``_num_inducing()``, ``_pack()``, ``_unpack(theta)``, ``elbo_and_gradient(X, y, num_data)``,
 ``_grad_vector(g, theta)`` and a ``blas_threads`` attribute.
 """
@@ -33,10 +33,30 @@ def _softplus_inverse(x):
     return np.where(x > 30, x, np.log(np.expm1(np.minimum(x, 30))))
 
 
+def add_jitter(A: np.ndarray, jitter: float) -> np.ndarray:
+    r""":math:`A + j\,\mathrm{mean}(\mathrm{diag}A)\,I` (relative jitter; ``A`` unchanged for j = 0)."""
+    if jitter == 0.0 or A.shape[0] == 0:
+        return A
+    return A + jitter * float(np.mean(np.diag(A))) * np.eye(A.shape[0])
+
+
+def jitter_backward(G: np.ndarray, jitter: float) -> np.ndarray:
+    r"""Reverse mode of :func:`add_jitter`: :math:`G + (j/n)\,\mathrm{tr}(G)\,I`."""
+    if jitter == 0.0 or G.shape[0] == 0:
+        return G
+    return G + jitter * np.trace(G) / G.shape[0] * np.eye(G.shape[0])
+
+
 class FitMixin:
     """``fit`` (L-BFGS-B) and ``fit_adam`` (minibatches) on the negated ELBO, and the positive
     hyper-parameters' part of the flat vector (kernel variance, shape parameters, bias, input
     scales, Gaussian noise; softplus-parameterised) at its end."""
+
+    def _with_jitter(self, A: np.ndarray) -> np.ndarray:
+        return add_jitter(A, self.jitter)
+
+    def _jitter_backward(self, G: np.ndarray) -> np.ndarray:
+        return jitter_backward(G, self.jitter)
 
     def _hyper_names(self) -> list[str]:
         return ["variance", *self.kernel.shape_params, "bias"]

@@ -34,7 +34,7 @@ from ._validation import check_data, check_finite_array, check_int
 from ._blas import resolve_threads
 from ._fitting import FitMixin
 from .bounds import cholesky_or_explain
-from .features import ActivatedFeatures, HarmonicFeatures, InducingPoints, lift_gradients
+from .features import ActivatedFeatures, HarmonicFeatures, InducingPoints
 from .kernels import ZonalKernel
 from .likelihoods import Bernoulli, Gaussian
 
@@ -184,20 +184,6 @@ def cholesky_backward(L: np.ndarray, dL: np.ndarray) -> np.ndarray:
     P[np.diag_indices_from(P)] *= 0.5
     G = solve_triangular(L, solve_triangular(L, P, lower=True, trans=1).T, lower=True, trans=1).T
     return 0.5 * (G + G.T)
-
-
-def add_jitter(A: np.ndarray, jitter: float) -> np.ndarray:
-    r""":math:`A + j\,\mathrm{mean}(\mathrm{diag}A)\,I` (relative jitter; ``A`` unchanged for j = 0)."""
-    if jitter == 0.0 or A.shape[0] == 0:
-        return A
-    return A + jitter * float(np.mean(np.diag(A))) * np.eye(A.shape[0])
-
-
-def jitter_backward(G: np.ndarray, jitter: float) -> np.ndarray:
-    r"""Reverse mode of :func:`add_jitter`: :math:`G + (j/n)\,\mathrm{tr}(G)\,I`."""
-    if jitter == 0.0 or G.shape[0] == 0:
-        return G
-    return G + jitter * np.trace(G) / G.shape[0] * np.eye(G.shape[0])
 
 
 def kl_whitened(m: np.ndarray, L: np.ndarray) -> float:
@@ -412,12 +398,6 @@ class OrthogonalSVGP(FitMixin):
         return self
 
     # ---- matrices -------------------------------------------------------------------------
-    def _with_jitter(self, A: np.ndarray) -> np.ndarray:
-        return add_jitter(A, self.jitter)
-
-    def _jitter_backward(self, G: np.ndarray) -> np.ndarray:
-        return jitter_backward(G, self.jitter)
-
     def _matrices(self, X):
         Kuu = self._with_jitter(self.features.Kuu(self.kernel))
         Kuf = self.features.Kuf(self.kernel, X)
@@ -459,12 +439,7 @@ class OrthogonalSVGP(FitMixin):
         for d in (feats.Kuu_gradients(kern, res.dKuu), feats.Kuf_gradients(kern, res.dKuf, X)):
             add(d)
             fparams += feats.param_gradient(d)
-        # kff = r^2 kappa(1)
-        r, Xh = kern.lift(X)
-        kap1 = kern.at_one()
-        add({k: float(res.dkff @ (r * r)) * v for k, v in kern.at_one_gradients().items()})
-        lg = lift_gradients(kern, X, 2.0 * kap1 * (res.dkff * r)[:, None] * Xh)
-        add({"bias": lg["bias"], "input_scale": lg["input_scale"]})
+        add(kern.diag_gradients(res.dkff, X))
         dW = np.zeros_like(self.W)
         if self.num_orthogonal:
             d, dWvv, _ = kern.gradients_with_inputs(0.5 * (res.dKvv + res.dKvv.T), self.W)

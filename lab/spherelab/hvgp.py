@@ -36,9 +36,7 @@ from ._blas import resolve_threads
 from ._fitting import FitMixin
 from .bounds import cholesky_or_explain
 from .decoupled import (
-    add_jitter,
     gaussian_noise_gradient,
-    jitter_backward,
     kl_whitened,
     whitened_forward,
     whitened_kernel_backward,
@@ -281,12 +279,6 @@ class HarmonicSVGP(FitMixin):
         self._X, self._y = X, y
         return self
 
-    def _with_jitter(self, A: np.ndarray) -> np.ndarray:
-        return add_jitter(A, self.jitter)
-
-    def _jitter_backward(self, G: np.ndarray) -> np.ndarray:
-        return jitter_backward(G, self.jitter)
-
     def _matrices(self, X):
         Kuus = [self._with_jitter(comp.K(Z)) for comp, Z in zip(self.components, self.Z)]
         Kufs = [comp.K(Z, X) for comp, Z in zip(self.components, self.Z)]
@@ -320,11 +312,7 @@ class HarmonicSVGP(FitMixin):
             add(d1)
             add(d2)
             dZ.append(dZ1 + dZ2)
-        # kff = r^2 kappa(1)
-        r, Xh = kern.lift(X)
-        add({k: float(res.dkff @ (r * r)) * v for k, v in kern.at_one_gradients().items()})
-        lg = kern.lift_backward(X, 2.0 * kern.at_one() * (res.dkff * r)[:, None] * Xh)
-        add({"bias": lg["bias"], "input_scale": lg["input_scale"]})
+        add(kern.diag_gradients(res.dkff, X))
         g: dict[str, Any] = {"ms": res.dm, "Ls": res.dL, "Z": dZ, "noise": res.dnoise}
         g.update({k: (float(v) if np.ndim(v) == 0 else v) for k, v in acc.items()})
         return res.value, g

@@ -218,6 +218,18 @@ class ZonalKernel:
         r, _ = self.lift(X)
         return r * r * float(self.shape(np.ones(1))[0])
 
+    def diag_gradients(self, dL_ddiag: Any, X: Any) -> dict[str, Any]:
+        r"""Chain :math:`\partial L/\partial k(x_n, x_n)` (``(N,)``) into every hyper-parameter:
+        :math:`k(x, x) = r^2\kappa(1)`, so the shape parameters enter through :math:`\kappa(1)` and
+        ``bias``, ``input_scale`` through :math:`r^2 = \|[x/s, b]\|^2`."""
+        g = check_finite_array(dL_ddiag, "dL_ddiag")
+        r, Xh = self.lift(X)
+        out: dict[str, Any] = {k: float(g @ (r * r)) * v for k, v in self.at_one_gradients().items()}
+        lg = self.lift_backward(np.asarray(X, dtype=np.float64), 2.0 * self.at_one() * (g * r)[:, None] * Xh)
+        out["bias"] = lg["bias"]
+        out["input_scale"] = lg["input_scale"]
+        return out
+
     def gradients(self, dL_dK: Any, X: Any, X2: Any = None) -> dict[str, Any]:
         r"""Chain :math:`\partial L/\partial K` into every hyper-parameter (GPy's contract).
 
