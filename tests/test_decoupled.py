@@ -168,6 +168,78 @@ def test_every_parameter_gradient_against_finite_differences(whiten, lik, fname,
         assert np.isclose(g[i], num, rtol=1e-4, atol=1e-6), (i, g[i], num)
 
 
+def _stats_model(fname, num_orth, rng, n=70):
+    X, y = data(rng, n=n)
+    kern = K.Matern(2.5, 0.9, 1.1, bias=1.2, input_scale=np.array([0.8, 1.3]))
+    model = OrthogonalSVGP(kern, FEATURES[fname](rng), num_orth, sl.likelihoods.Gaussian(0.3)).fit(X, y, optimize=False)
+    _randomise_q(model, rng)
+    assert model._use_stats(n)
+    return model, X, y
+
+
+@pytest.mark.parametrize("fname", ["softplus", "relu", "points", "harmonics"])
+@pytest.mark.parametrize("num_orth", [0, 3])
+def test_sufficient_statistics_path_equals_the_per_row_bound(fname, num_orth, rng, monkeypatch):
+    """Gaussian + whitened: the ELBO from (Psi, K_pf y) streamed over chunks (cache off, 7-row
+    chunks) equals the per-row whitened bound, value and every gradient, full data and minibatch."""
+    import spherelab.decoupled as D
+
+    model, X, y = _stats_model(fname, num_orth, rng)
+    monkeypatch.setattr(D, "_CHUNK_ENTRIES", 7 * model._num_inducing())
+    monkeypatch.setattr(D, "_KEEP_ENTRIES", 0)
+    for num_data in (None, 400):
+        v1, g1 = model.elbo_and_gradient(X, y, num_data)
+        model.sufficient_statistics = False
+        v0, g0 = model.elbo_and_gradient(X, y, num_data)
+        model.sufficient_statistics = True
+        assert np.isclose(v1, v0, rtol=1e-12, atol=1e-9)
+        assert g1.keys() == g0.keys()
+        for k in g0:
+            a, b = np.asarray(g1[k], dtype=float), np.asarray(g0[k], dtype=float)
+            assert np.allclose(a, b, rtol=1e-9, atol=1e-9 * (1 + np.abs(b).max(initial=0))), k
+
+
+@pytest.mark.parametrize("fname", ["softplus", "points"])
+@pytest.mark.parametrize("num_orth", [0, 3])
+def test_sufficient_statistics_gradients_against_finite_differences(fname, num_orth, rng, monkeypatch):
+    import spherelab.decoupled as D
+
+    model, X, y = _stats_model(fname, num_orth, rng, n=30)
+    monkeypatch.setattr(D, "_CHUNK_ENTRIES", 11 * model._num_inducing())
+    theta = model._pack()
+    _, g = model._objective(theta, X, y, 90)
+    h = 1e-6
+    for i in range(theta.size):
+        t = theta.copy()
+        t[i] += h
+        fp = model._objective(t, X, y, 90)[0]
+        t[i] -= 2 * h
+        fm = model._objective(t, X, y, 90)[0]
+        assert np.isclose(g[i], (fp - fm) / (2 * h), rtol=1e-4, atol=1e-6), i
+
+
+def test_sufficient_statistics_memory_does_not_grow_with_n(rng, monkeypatch):
+    """Peak memory of an ELBO + gradient evaluation with K_pf recomputed (not kept) is the same
+    for N and 4N rows: nothing of shape (M + K, N) is formed."""
+    import tracemalloc
+
+    import spherelab.decoupled as D
+
+    monkeypatch.setattr(D, "_KEEP_ENTRIES", 0)
+    monkeypatch.setattr(D, "_CHUNK_ENTRIES", 500 * 16)
+    peaks = []
+    for n in (4000, 16000):
+        X, y = data(np.random.default_rng(0), n=n)
+        model = OrthogonalSVGP(K.Matern(2.5, 1.0), ActivatedFeatures(A.Softplus(1.0), 8, 4), 8).fit(X, y, optimize=False)
+        model.elbo_and_gradient(X, y)
+        tracemalloc.start()
+        model.elbo_and_gradient(X, y)
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+    assert peaks[1] < 1.5 * peaks[0], peaks
+    assert peaks[1] < 16 * 16000 * 8  # well below one (M + K, N) array
+
+
 def _titsias(kern, feat, X, y, noise):
     Kuu, Kuf, Kff = feat.Kuu(kern), feat.Kuf(kern, X), kern.K(X)
     Q = Kuf.T @ np.linalg.solve(Kuu, Kuf)

@@ -42,6 +42,8 @@ __all__ = [
     "OrthogonalBound",
     "orthogonal_bound",
     "orthogonal_bound_whitened",
+    "gaussian_stats_bound_whitened",
+    "StatsBound",
     "cholesky_backward",
     "OrthogonalSVGP",
     "ActivatedSVGP",
@@ -49,6 +51,8 @@ __all__ = [
 
 _HINT_UU = ("Kuu is singular: fewer units than the truncated feature space has dimensions? "
             "Use fewer units, a higher truncation, or spread the unit weights.")
+_KEEP_ENTRIES = 1 << 24  # K_pf kept between the two passes up to 128 MB
+_CHUNK_ENTRIES = 1 << 21  # rows per chunk: (M + K, rows) blocks of 16 MB
 _HINT_VV = ("S_vv = Kvv - Kvu Kuu^-1 Kuv is singular: orthogonal inputs coincide, or the features "
             "already explain f at W. Use fewer orthogonal points or move them apart.")
 
@@ -287,6 +291,100 @@ def orthogonal_bound_whitened(
     return OrthogonalBound(float(value), mean, var, dKuu, dKuf, dkff, dm_u, dL_u, dKvv, dKvu, dKvf, dm_v, dL_v, dnoise)
 
 
+@dataclass
+class StatsBound:
+    """Value and derivatives of :func:`gaussian_stats_bound_whitened` (``dkff`` is the derivative
+    with respect to every :math:`k(x_n, x_n)` alike)."""
+
+    value: float
+    dKuu: np.ndarray
+    dKvv: np.ndarray
+    dKvu: np.ndarray
+    dPsi: np.ndarray
+    db: np.ndarray
+    dkff: float
+    dm_u: np.ndarray
+    dL_u: np.ndarray
+    dm_v: np.ndarray
+    dL_v: np.ndarray
+    dnoise: float
+
+
+def gaussian_stats_bound_whitened(
+    Kuu, Kvv, Kvu, Psi, b, sum_kff: float, yy: float, batch: int, m_u, L_u, m_v, L_v,
+    noise_variance: float, num_data: int,
+) -> StatsBound:
+    r""":func:`orthogonal_bound_whitened` for a Gaussian likelihood, from the batch's sufficient
+    statistics alone: with :math:`K_{pf} = [K_{uf}; K_{vf}]` (``(P, B)``, P = M + K),
+
+    .. math:: \Psi = K_{pf}K_{pf}^\top, \quad b = K_{pf}y, \quad \textstyle\sum_n k(x_n, x_n),
+              \quad y^\top y, \quad B.
+
+    The whitened decoupled posterior is the whitened SVGP on the joint inducing vector
+    :math:`p = [u; v]` with :math:`L_J = \mathrm{chol}\begin{bmatrix}K_{uu} & K_{uv}\\
+    K_{vu} & K_{vv}\end{bmatrix} = \begin{bmatrix}L_k & 0\\ P_t^\top & L_s\end{bmatrix}`
+    (:math:`L_sL_s^\top = S_{vv}`), mean :math:`m = [m_u; m_v]` and block-diagonal
+    :math:`L = \mathrm{diag}(L_u, L_v)`, so with :math:`\Phi = L_J^{-1}\Psi L_J^{-\top}`,
+    :math:`\beta = L_J^{-1}b`,
+
+    .. math:: \sum_n (y_n - \mu_n)^2 + \nu_n = y^\top y - 2m^\top\beta + m^\top\Phi m
+              + \textstyle\sum_n k_{nn} - \mathrm{tr}\,\Phi + \mathrm{tr}(L^\top\Phi L),
+
+    and ELBO :math:`= \tfrac NB\big[-\tfrac B2\log 2\pi\sigma^2 - (\cdot)/2\sigma^2\big]
+    - \mathrm{KL}_u - \mathrm{KL}_v`. Derivatives go to :math:`\Psi`, b (the caller chains
+    :math:`\partial/\partial K_{pf} = 2\bar\Psi K_{pf} + \bar b y^\top`), to :math:`K_{uu}`,
+    :math:`K_{vv}`, :math:`K_{vu}` through :func:`cholesky_backward` of :math:`L_J`, and to q.
+    No :math:`(P, B)` product is formed here, so the caller can stream the rows in chunks.
+    """
+    M, K = Kuu.shape[0], Kvv.shape[0]
+    s = num_data / batch
+    s2 = float(noise_variance)
+    a = -0.5 * s / s2
+    L_u, L_v = np.tril(L_u), np.tril(L_v)
+    Lk = cholesky_or_explain(Kuu, "Kuu", _HINT_UU)
+    LJ = np.zeros((M + K, M + K))
+    LJ[:M, :M] = Lk
+    if K:
+        Pt = solve_triangular(Lk, Kvu.T, lower=True)
+        Svv = Kvv - Pt.T @ Pt
+        LJ[M:, :M] = Pt.T
+        LJ[M:, M:] = cholesky_or_explain(0.5 * (Svv + Svv.T), "S_vv", _HINT_VV)
+    Phi = solve_triangular(LJ, solve_triangular(LJ, Psi, lower=True).T, lower=True)
+    Phi = 0.5 * (Phi + Phi.T)
+    beta = solve_triangular(LJ, b, lower=True)
+    m = np.concatenate([m_u, m_v])
+    Phim = Phi @ m
+    PLu = Phi[:M, :M] @ L_u
+    PLv = Phi[M:, M:] @ L_v
+    total = (yy - 2.0 * float(m @ beta) + float(m @ Phim) + sum_kff - float(np.trace(Phi))
+             + float(np.sum(L_u * PLu)) + float(np.sum(L_v * PLv)))
+    value = -0.5 * s * batch * np.log(2 * np.pi * s2) + a * total - kl_whitened(m_u, L_u) - kl_whitened(m_v, L_v)
+    dm = 2.0 * a * (Phim - beta) - m
+    dL_u = np.tril(2.0 * a * PLu - L_u + _inv_tri_T(L_u))
+    dL_v = np.tril(2.0 * a * PLv - L_v + _inv_tri_T(L_v))
+    dbeta = -2.0 * a * m
+    G = np.outer(a * m, m)
+    G[np.diag_indices_from(G)] -= a
+    G[:M, :M] += a * (L_u @ L_u.T)
+    G[M:, M:] += a * (L_v @ L_v.T)
+    Z = solve_triangular(LJ, G, lower=True, trans=1)  # L_J^-T G
+    dPsi = solve_triangular(LJ, Z.T, lower=True, trans=1).T
+    dPsi = 0.5 * (dPsi + dPsi.T)
+    db = solve_triangular(LJ, dbeta, lower=True, trans=1)
+    dLJ = -solve_triangular(LJ, 2.0 * G @ Phi + np.outer(dbeta, beta), lower=True, trans=1)
+    dKpp = cholesky_backward(LJ, np.tril(dLJ))
+    dnoise = s * (-0.5 * batch / s2 + 0.5 * total / s2**2)
+    return StatsBound(float(value), dKpp[:M, :M], dKpp[M:, M:], 2.0 * dKpp[M:, :M], dPsi, db, a,
+                      dm[:M], dL_u, dm[M:], dL_v, float(dnoise))
+
+
+def _inv_tri_T(L: np.ndarray) -> np.ndarray:
+    """:math:`L^{-\\top}` for lower-triangular L (empty for 0 x 0)."""
+    if L.size == 0:
+        return np.zeros_like(L)
+    return solve_triangular(L, np.eye(L.shape[0]), lower=True).T
+
+
 def _chol_inverse_tri(L: np.ndarray) -> np.ndarray:
     """(L L^T)^-1 for a lower-triangular L with any signs on its diagonal."""
     n = L.shape[0]
@@ -325,6 +423,13 @@ class OrthogonalSVGP(FitMixin):
         for models with at most 1024 inducing variables, where threads cost more than they give
         (measured 5x per minibatch step on 2 cores, ``spherelab._blas``); an int, or ``None`` for
         BLAS's own setting.
+    sufficient_statistics
+        Gaussian likelihood, whitened (the defaults): evaluate the ELBO and its gradient from
+        :math:`\Psi = K_{pf}K_{fp}` and :math:`K_{pf}y` (:func:`gaussian_stats_bound_whitened`),
+        accumulated over chunks of rows, so memory does not grow with N and each step does two
+        O((M + K)^2 N) products instead of about eight; used for batches of at least
+        3(M + K) rows. ``False``: always the per-row bound (:func:`orthogonal_bound_whitened`,
+        same value); Bernoulli always uses it.
 
     Trainable: ``m_u``, ``L_u`` (:math:`C_u = L_uL_u^\top`), ``m_v``, ``L_v``, ``W``, the feature
     parameters (unit weights or inducing inputs), the kernel's variance, shape parameters, bias
@@ -334,7 +439,7 @@ class OrthogonalSVGP(FitMixin):
 
     def __init__(self, kernel: ZonalKernel, features, num_orthogonal: int = 0, likelihood=None,
                  orthogonal_inputs: Any = None, whiten: bool = True, jitter: float = 1e-6,
-                 blas_threads: Any = "auto") -> None:
+                 blas_threads: Any = "auto", sufficient_statistics: bool = True) -> None:
         if not isinstance(kernel, ZonalKernel):
             raise TypeError(f"kernel must be a spherelab ZonalKernel, got {kernel!r}")
         if not isinstance(features, (ActivatedFeatures, InducingPoints, HarmonicFeatures)):
@@ -356,6 +461,7 @@ class OrthogonalSVGP(FitMixin):
         self.optimizer_result = None
         resolve_threads(blas_threads, 0)  # validate early
         self.blas_threads = blas_threads
+        self.sufficient_statistics = bool(sufficient_statistics)
 
     def _num_inducing(self) -> int:
         return self.features.num_features + self.num_orthogonal
@@ -399,17 +505,10 @@ class OrthogonalSVGP(FitMixin):
 
     # ---- matrices -------------------------------------------------------------------------
     def _matrices(self, X):
-        Kuu = self._with_jitter(self.features.Kuu(self.kernel))
+        Kuu, Kvv, Kvu = self._inducing_matrices()
         Kuf = self.features.Kuf(self.kernel, X)
-        kff = self.kernel.diag(X)
-        K = self.num_orthogonal
-        if K:
-            Kvv = self._with_jitter(self.kernel.K(self.W))
-            Kvu = self.features.Kuf(self.kernel, self.W).T
-            Kvf = self.kernel.K(self.W, X)
-        else:
-            Kvv, Kvu, Kvf = np.zeros((0, 0)), np.zeros((0, Kuu.shape[0])), np.zeros((0, X.shape[0]))
-        return Kuu, Kuf, kff, Kvv, Kvu, Kvf
+        Kvf = self.kernel.K(self.W, X) if self.num_orthogonal else np.zeros((0, X.shape[0]))
+        return Kuu, Kuf, self.kernel.diag(X), Kvv, Kvu, Kvf
 
     def bound(self, X, y, num_data: int | None = None) -> OrthogonalBound:
         """:func:`orthogonal_bound` at the current parameters on (X, y)."""
@@ -420,43 +519,63 @@ class OrthogonalSVGP(FitMixin):
 
     def elbo_and_gradient(self, X, y, num_data: int | None = None) -> tuple[float, dict[str, Any]]:
         """The ELBO (minibatch estimate if ``num_data`` > len(y)) and its gradient with respect to
-        every parameter, as a dict."""
+        every parameter, as a dict. Gaussian likelihood, whitened: from the batch's sufficient
+        statistics streamed over row chunks (:func:`gaussian_stats_bound_whitened`)."""
         X = check_finite_array(X, "X", ndim=2)
+        if self._use_stats(X.shape[0]):
+            return self._elbo_and_gradient_stats(X, y, X.shape[0] if num_data is None else num_data)
         res = self.bound(X, y, num_data)
-        kern, feats = self.kernel, self.features
-        g: dict[str, Any] = {"m_u": res.dm_u, "L_u": res.dL_u, "m_v": res.dm_v, "L_v": res.dL_v}
-        hyp = ["variance", *kern.shape_params, "bias", "input_scale"]
-        acc = {k: np.zeros_like(np.asarray(getattr(kern, k), dtype=np.float64)) for k in hyp}
+        grads = _Gradients(self)
+        grads.inducing(res.dKuu, res.dKvv, res.dKvu)
+        grads.rows(X, res.dKuf, res.dKvf, res.dkff)
+        return res.value, grads.result(res.dm_u, res.dL_u, res.dm_v, res.dL_v, res.dnoise)
 
-        def add(d):
-            for k in hyp:
-                if k in d:
-                    acc[k] = acc[k] + np.asarray(d[k])
+    def _use_stats(self, n: int) -> bool:
+        # below ~3 rows per inducing variable the joint (M + K)^3 algebra of the statistics
+        # path costs more than the per-row bound saves (measured: equal at n = 2(M + K))
+        return (self.whiten and self.sufficient_statistics and isinstance(self.likelihood, Gaussian)
+                and n >= 3 * self._num_inducing())
 
-        fparams = np.zeros_like(feats.get_params())
-        res.dKuu = self._jitter_backward(res.dKuu)
-        res.dKvv = self._jitter_backward(res.dKvv)
-        for d in (feats.Kuu_gradients(kern, res.dKuu), feats.Kuf_gradients(kern, res.dKuf, X)):
-            add(d)
-            fparams += feats.param_gradient(d)
-        add(kern.diag_gradients(res.dkff, X))
-        dW = np.zeros_like(self.W)
+    def _row_chunks(self, X, y):
+        step = max(1, _CHUNK_ENTRIES // max(self._num_inducing(), 1))
+        for s in range(0, X.shape[0], step):
+            yield X[s : s + step], y[s : s + step]
+
+    def _features_at(self, X):
+        """:math:`K_{pf} = [K_{uf}; K_{vf}]`, ``(M + K, n)``."""
+        Kuf = self.features.Kuf(self.kernel, X)
+        return np.vstack([Kuf, self.kernel.K(self.W, X)]) if self.num_orthogonal else Kuf
+
+    def _elbo_and_gradient_stats(self, X, y, num_data: int):
+        P = self._num_inducing()
+        keep = X.shape[0] * P <= _KEEP_ENTRIES  # else the second pass recomputes K_pf
+        Psi, b = np.zeros((P, P)), np.zeros(P)
+        sum_kff, cache = 0.0, []
+        for Xc, yc in self._row_chunks(X, y):
+            Kpf = self._features_at(Xc)
+            Psi += Kpf @ Kpf.T
+            b += Kpf @ yc
+            sum_kff += float(self.kernel.diag(Xc).sum())
+            if keep:
+                cache.append(Kpf)
+        Kuu, Kvv, Kvu = self._inducing_matrices()
+        res = gaussian_stats_bound_whitened(Kuu, Kvv, Kvu, Psi, b, sum_kff, float(y @ y), X.shape[0],
+                                            self.m_u, self.L_u, self.m_v, self.L_v,
+                                            self.likelihood.variance, num_data)
+        grads = _Gradients(self)
+        grads.inducing(res.dKuu, res.dKvv, res.dKvu)
+        M = self.features.num_features
+        for i, (Xc, yc) in enumerate(self._row_chunks(X, y)):
+            Kpf = cache[i] if keep else self._features_at(Xc)
+            dKpf = 2.0 * (res.dPsi @ Kpf) + np.outer(res.db, yc)
+            grads.rows(Xc, dKpf[:M], dKpf[M:], np.full(Xc.shape[0], res.dkff))
+        return res.value, grads.result(res.dm_u, res.dL_u, res.dm_v, res.dL_v, res.dnoise)
+
+    def _inducing_matrices(self):
+        Kuu = self._with_jitter(self.features.Kuu(self.kernel))
         if self.num_orthogonal:
-            d, dWvv, _ = kern.gradients_with_inputs(0.5 * (res.dKvv + res.dKvv.T), self.W)
-            add(d)
-            dW += dWvv
-            d, dWvf, _ = kern.gradients_with_inputs(res.dKvf, self.W, X)
-            add(d)
-            dW += dWvf
-            d = feats.Kuf_gradients(kern, res.dKvu.T, self.W)
-            add(d)
-            fparams += feats.param_gradient(d)
-            dW += d["X"]
-        g["features"] = fparams
-        g["W"] = dW
-        g.update({k: (float(v) if np.ndim(v) == 0 else v) for k, v in acc.items()})
-        g["noise"] = res.dnoise
-        return res.value, g
+            return Kuu, self._with_jitter(self.kernel.K(self.W)), self.features.Kuf(self.kernel, self.W).T
+        return Kuu, np.zeros((0, 0)), np.zeros((0, Kuu.shape[0]))
 
     # ---- parameter vector -----------------------------------------------------------------
     def _pack(self) -> np.ndarray:
@@ -500,6 +619,9 @@ class OrthogonalSVGP(FitMixin):
         """The ELBO on all of (X, y) (default: the training data)."""
         X = self._X if X is None else X
         y = self._y if y is None else y
+        X, y = self._check_data(X, y)
+        if self._use_stats(X.shape[0]):
+            return self.elbo_and_gradient(X, y)[0]  # streamed: memory independent of N
         return self.bound(X, y).value
 
     # ---- prediction -----------------------------------------------------------------------
@@ -574,6 +696,54 @@ class OrthogonalSVGP(FitMixin):
     def predict_y(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
         """Predictive mean and variance of y."""
         return self.likelihood.predict_y(*self.predict_f(X))
+
+
+class _Gradients:
+    """Accumulates :class:`OrthogonalSVGP`'s parameter gradients from the matrix derivatives
+    (GPy's contract): the inducing block once, the row blocks once per chunk."""
+
+    def __init__(self, model: "OrthogonalSVGP") -> None:
+        self.model = model
+        kern = model.kernel
+        self.hyp = ["variance", *kern.shape_params, "bias", "input_scale"]
+        self.acc = {k: np.zeros_like(np.asarray(getattr(kern, k), dtype=np.float64)) for k in self.hyp}
+        self.fparams = np.zeros_like(model.features.get_params())
+        self.dW = np.zeros_like(model.W)
+
+    def _add(self, d: dict[str, Any], features: bool = False) -> None:
+        for k in self.hyp:
+            if k in d:
+                self.acc[k] = self.acc[k] + np.asarray(d[k])
+        if features:
+            self.fparams += self.model.features.param_gradient(d)
+
+    def inducing(self, dKuu, dKvv, dKvu) -> None:
+        m, kern, feats = self.model, self.model.kernel, self.model.features
+        self._add(feats.Kuu_gradients(kern, m._jitter_backward(dKuu)), features=True)
+        if m.num_orthogonal:
+            dKvv = m._jitter_backward(dKvv)
+            d, dWvv, _ = kern.gradients_with_inputs(0.5 * (dKvv + dKvv.T), m.W)
+            self._add(d)
+            self.dW += dWvv
+            d = feats.Kuf_gradients(kern, dKvu.T, m.W)
+            self._add(d, features=True)
+            self.dW += d["X"]
+
+    def rows(self, X, dKuf, dKvf, dkff) -> None:
+        m, kern = self.model, self.model.kernel
+        self._add(m.features.Kuf_gradients(kern, dKuf, X), features=True)
+        self._add(kern.diag_gradients(dkff, X))
+        if m.num_orthogonal:
+            d, dWvf, _ = kern.gradients_with_inputs(dKvf, m.W, X)
+            self._add(d)
+            self.dW += dWvf
+
+    def result(self, dm_u, dL_u, dm_v, dL_v, dnoise) -> dict[str, Any]:
+        g: dict[str, Any] = {"m_u": dm_u, "L_u": dL_u, "m_v": dm_v, "L_v": dL_v,
+                             "features": self.fparams, "W": self.dW}
+        g.update({k: (float(v) if np.ndim(v) == 0 else v) for k, v in self.acc.items()})
+        g["noise"] = dnoise
+        return g
 
 
 class ActivatedSVGP(OrthogonalSVGP):
