@@ -212,8 +212,7 @@ def whitened_q_backward(m, L, At, LtA, gmu, gvar):
     dm = At @ gmu - m
     Ag = At * gvar
     dL = np.tril(2.0 * (Ag @ LtA.T))
-    if L.size:
-        dL += np.tril(-L + solve_triangular(L, np.eye(L.shape[0]), lower=True).T)
+    dL += np.tril(-L + _inv_tri_T(L))
     dAt = np.outer(m, gmu) - 2.0 * Ag + 2.0 * (L @ (LtA * gvar))
     return dm, dL, dAt
 
@@ -341,14 +340,11 @@ def gaussian_stats_bound_whitened(
     s2 = float(noise_variance)
     a = -0.5 * s / s2
     L_u, L_v = np.tril(L_u), np.tril(L_v)
-    Lk = cholesky_or_explain(Kuu, "Kuu", _HINT_UU)
+    Lk, Pt, Ls = joint_factors(Kuu, Kvv, Kvu)
     LJ = np.zeros((M + K, M + K))
     LJ[:M, :M] = Lk
-    if K:
-        Pt = solve_triangular(Lk, Kvu.T, lower=True)
-        Svv = Kvv - Pt.T @ Pt
-        LJ[M:, :M] = Pt.T
-        LJ[M:, M:] = cholesky_or_explain(0.5 * (Svv + Svv.T), "S_vv", _HINT_VV)
+    LJ[M:, :M] = Pt.T
+    LJ[M:, M:] = Ls
     Phi = solve_triangular(LJ, solve_triangular(LJ, Psi, lower=True).T, lower=True)
     Phi = 0.5 * (Phi + Phi.T)
     beta = solve_triangular(LJ, b, lower=True)
@@ -376,6 +372,19 @@ def gaussian_stats_bound_whitened(
     dnoise = s * (-0.5 * batch / s2 + 0.5 * total / s2**2)
     return StatsBound(float(value), dKpp[:M, :M], dKpp[M:, M:], 2.0 * dKpp[M:, :M], dPsi, db, a,
                       dm[:M], dL_u, dm[M:], dL_v, float(dnoise))
+
+
+def joint_factors(Kuu, Kvv, Kvu) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    r""":math:`L_k = \mathrm{chol}(K_{uu})`, :math:`P_t = L_k^{-1}K_{uv}` ``(M, K)`` and
+    :math:`L_s = \mathrm{chol}(S_{vv})`, :math:`S_{vv} = K_{vv} - P_t^\top P_t`: the blocks of
+    the Cholesky factor of the joint covariance of :math:`[u; v]`. A failed factorisation names
+    the matrix (``Kuu`` or ``S_vv``) and what to try."""
+    Lk = cholesky_or_explain(Kuu, "Kuu", _HINT_UU)
+    if Kvv.shape[0] == 0:
+        return Lk, np.zeros((Kuu.shape[0], 0)), np.zeros((0, 0))
+    Pt = solve_triangular(Lk, Kvu.T, lower=True)
+    Svv = Kvv - Pt.T @ Pt
+    return Lk, Pt, cholesky_or_explain(0.5 * (Svv + Svv.T), "S_vv", _HINT_VV)
 
 
 def _inv_tri_T(L: np.ndarray) -> np.ndarray:
@@ -650,18 +659,14 @@ class OrthogonalSVGP(FitMixin):
 
     def _predictive_whitened(self, X: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         Kuu, Kuf, kff, Kvv, Kvu, Kvf = self._matrices(X)
-        Lk = cholesky_or_explain(Kuu, "Kuu", _HINT_UU)
+        Lk, Pt, Ls = joint_factors(Kuu, Kvv, Kvu)
         At = solve_triangular(Lk, Kuf, lower=True)
         Lu = np.tril(self.L_u)
         LA = Lu.T @ At
         mean = At.T @ self.m_u
         terms = {"Kff": kff, "-Qff": -np.einsum("mn,mn->n", At, At), "+QCuQ": np.einsum("mn,mn->n", LA, LA)}
         if self.num_orthogonal:
-            Pt = solve_triangular(Lk, Kvu.T, lower=True)
-            Svv = Kvv - Pt.T @ Pt
-            Svf = Kvf - Pt.T @ At
-            Ls = cholesky_or_explain(0.5 * (Svv + Svv.T), "S_vv", _HINT_VV)
-            Bt = solve_triangular(Ls, Svf, lower=True)
+            Bt = solve_triangular(Ls, Kvf - Pt.T @ At, lower=True)
             LB = np.tril(self.L_v).T @ Bt
             mean = mean + Bt.T @ self.m_v
             terms["-SfvSvv^-1Svf"] = -np.einsum("kn,kn->n", Bt, Bt)
