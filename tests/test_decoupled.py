@@ -136,6 +136,20 @@ def test_levels_with_zero_eigenvalue_are_dropped(rng):
 # ---------------------------------------------------------------------------------------------
 
 
+def _check_objective_gradient(model, X, y, num_data, h=1e-6):
+    """Every entry of the flat gradient against central differences of the objective."""
+    theta = model._pack()
+    _, g = model._objective(theta, X, y, num_data)
+    for i in range(theta.size):
+        t = theta.copy()
+        t[i] += h
+        fp = model._objective(t, X, y, num_data)[0]
+        t[i] -= 2 * h
+        fm = model._objective(t, X, y, num_data)[0]
+        num = (fp - fm) / (2 * h)
+        assert np.isclose(g[i], num, rtol=1e-4, atol=1e-6), (i, g[i], num)
+
+
 def _randomise_q(model, rng):
     model.m_u = rng.standard_normal(model.m_u.size)
     model.m_v = rng.standard_normal(model.m_v.size)
@@ -155,17 +169,7 @@ def test_every_parameter_gradient_against_finite_differences(whiten, lik, fname,
     kern = K.Matern(2.5, 0.9, 1.1, bias=1.2, input_scale=np.array([0.8, 1.3]))
     model = OrthogonalSVGP(kern, FEATURES[fname](rng), num_orth, likelihood, whiten=whiten).fit(X, y, optimize=False)
     _randomise_q(model, rng)
-    theta = model._pack()
-    _, g = model._objective(theta, X, y, 40)  # minibatch scaling N / B = 40 / 12
-    h = 1e-6
-    for i in range(theta.size):
-        t = theta.copy()
-        t[i] += h
-        fp = model._objective(t, X, y, 40)[0]
-        t[i] -= 2 * h
-        fm = model._objective(t, X, y, 40)[0]
-        num = (fp - fm) / (2 * h)
-        assert np.isclose(g[i], num, rtol=1e-4, atol=1e-6), (i, g[i], num)
+    _check_objective_gradient(model, X, y, 40)  # minibatch scaling N / B = 40 / 12
 
 
 def _stats_model(fname, num_orth, rng, n=70):
@@ -206,16 +210,7 @@ def test_sufficient_statistics_gradients_against_finite_differences(fname, num_o
 
     model, X, y = _stats_model(fname, num_orth, rng, n=30)
     monkeypatch.setattr(D, "_CHUNK_ENTRIES", 11 * model._num_inducing())
-    theta = model._pack()
-    _, g = model._objective(theta, X, y, 90)
-    h = 1e-6
-    for i in range(theta.size):
-        t = theta.copy()
-        t[i] += h
-        fp = model._objective(t, X, y, 90)[0]
-        t[i] -= 2 * h
-        fm = model._objective(t, X, y, 90)[0]
-        assert np.isclose(g[i], (fp - fm) / (2 * h), rtol=1e-4, atol=1e-6), i
+    _check_objective_gradient(model, X, y, 90)
 
 
 def test_sufficient_statistics_memory_does_not_grow_with_n(rng, monkeypatch):

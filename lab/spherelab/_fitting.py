@@ -47,6 +47,28 @@ def jitter_backward(G: np.ndarray, jitter: float) -> np.ndarray:
     return G + jitter * np.trace(G) / G.shape[0] * np.eye(G.shape[0])
 
 
+class FlatReader:
+    """Reads consecutive pieces of a flat parameter vector (the inverse of ``_pack``): vectors,
+    lower-triangular matrices stored as their ``tril_indices`` entries, and the remainder."""
+
+    def __init__(self, theta: np.ndarray):
+        self.theta = theta
+        self.i = 0
+
+    def vector(self, n: int) -> np.ndarray:
+        out = self.theta[self.i : self.i + n].copy()
+        self.i += n
+        return out
+
+    def tril(self, m: int) -> np.ndarray:
+        L = np.zeros((m, m))
+        L[np.tril_indices(m)] = self.vector(m * (m + 1) // 2)
+        return L
+
+    def rest(self) -> np.ndarray:
+        return self.theta[self.i :]
+
+
 class FitMixin:
     """``fit`` (L-BFGS-B) and ``fit_adam`` (minibatches) on the negated ELBO, and the positive
     hyper-parameters' part of the flat vector (kernel variance, shape parameters, bias, input

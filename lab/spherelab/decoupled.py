@@ -32,7 +32,7 @@ from scipy.linalg import cho_solve, solve_triangular
 
 from ._validation import check_data, check_finite_array, check_int
 from ._blas import resolve_threads
-from ._fitting import FitMixin
+from ._fitting import FitMixin, FlatReader
 from .bounds import cholesky_or_explain
 from .features import ActivatedFeatures, HarmonicFeatures, InducingPoints
 from .kernels import ZonalKernel
@@ -595,26 +595,12 @@ class OrthogonalSVGP(FitMixin):
 
     def _unpack(self, theta: np.ndarray) -> None:
         M, K = self.m_u.size, self.m_v.size
-        i = 0
-
-        def take(n):
-            nonlocal i
-            out = theta[i : i + n]
-            i += n
-            return out
-
-        self.m_u = take(M).copy()
-        L = np.zeros((M, M))
-        L[np.tril_indices(M)] = take(M * (M + 1) // 2)
-        self.L_u = L
-        self.m_v = take(K).copy()
-        L = np.zeros((K, K))
-        L[np.tril_indices(K)] = take(K * (K + 1) // 2)
-        self.L_v = L
-        nf = self.features.get_params().size
-        self.features.set_params(take(nf))
-        self.W = take(self.W.size).reshape(self.W.shape).copy()
-        self._unpack_hypers(theta[i:])
+        r = FlatReader(theta)
+        self.m_u, self.L_u = r.vector(M), r.tril(M)
+        self.m_v, self.L_v = r.vector(K), r.tril(K)
+        self.features.set_params(r.vector(self.features.get_params().size))
+        self.W = r.vector(self.W.size).reshape(self.W.shape)
+        self._unpack_hypers(r.rest())
 
     def _grad_vector(self, g: dict[str, Any], theta: np.ndarray) -> np.ndarray:
         M, K = self.m_u.size, self.m_v.size

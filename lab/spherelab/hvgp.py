@@ -33,7 +33,7 @@ from scipy.linalg import solve_triangular
 
 from ._validation import check_data, check_finite_array, check_int
 from ._blas import resolve_threads
-from ._fitting import FitMixin
+from ._fitting import FitMixin, FlatReader
 from .bounds import cholesky_or_explain
 from .decoupled import (
     gaussian_noise_gradient,
@@ -327,22 +327,12 @@ class HarmonicSVGP(FitMixin):
         return np.concatenate(parts)
 
     def _unpack(self, theta: np.ndarray) -> None:
-        i = 0
-
-        def take(n):
-            nonlocal i
-            out = theta[i : i + n]
-            i += n
-            return out
-
+        r = FlatReader(theta)
         for c, m in enumerate(self.sizes):
-            self.ms[c] = take(m).copy()
-            L = np.zeros((m, m))
-            L[np.tril_indices(m)] = take(m * (m + 1) // 2)
-            self.Ls[c] = L
+            self.ms[c], self.Ls[c] = r.vector(m), r.tril(m)
         for c, Z in enumerate(self.Z):
-            self.Z[c] = take(Z.size).reshape(Z.shape).copy()
-        self._unpack_hypers(theta[i:])
+            self.Z[c] = r.vector(Z.size).reshape(Z.shape)
+        self._unpack_hypers(r.rest())
 
     def _grad_vector(self, g: dict[str, Any], theta: np.ndarray) -> np.ndarray:
         parts = []
