@@ -94,8 +94,15 @@ def _derivative_table_kernel(t, max_degree, alpha, out):  # pragma: no cover - c
 def _clenshaw_kernel(t, coeffs, alpha, values, derivs, want_deriv):  # pragma: no cover
     # Sum_n c_n P_n^a(t) by Clenshaw's backward recurrence, and its t-derivative.
     # P_{k+1} = A_k t P_k - B_k P_{k-1}, A_k = (2k+2a)/(k+2a), B_k = k/(k+2a) (k >= 1).
+    # A_k, B_k are tabulated once: the divisions dominated the per-point cost (1.6x).
     L = coeffs.shape[0] - 1
     two_a = 2.0 * alpha
+    a_tab = np.empty(L + 1)
+    b_tab = np.empty(L + 2)
+    for k in range(1, L + 1):
+        a_tab[k] = (2.0 * k + two_a) / (k + two_a)
+        b_tab[k + 1] = (k + 1.0) / (k + 1.0 + two_a)
+    b_1 = 1.0 / (1.0 + two_a)
     for i in prange(t.shape[0]):
         x = t[i]
         if L == 0:
@@ -108,8 +115,8 @@ def _clenshaw_kernel(t, coeffs, alpha, values, derivs, want_deriv):  # pragma: n
         d1 = 0.0
         d2 = 0.0
         for k in range(L, 0, -1):
-            a_k = (2.0 * k + two_a) / (k + two_a)
-            b_k1 = (k + 1.0) / (k + 1.0 + two_a)
+            a_k = a_tab[k]
+            b_k1 = b_tab[k + 1]
             y0 = coeffs[k] + a_k * x * y1 - b_k1 * y2
             if want_deriv:
                 d0 = a_k * y1 + a_k * x * d1 - b_k1 * d2
@@ -117,7 +124,6 @@ def _clenshaw_kernel(t, coeffs, alpha, values, derivs, want_deriv):  # pragma: n
                 d1 = d0
             y2 = y1
             y1 = y0
-        b_1 = 1.0 / (1.0 + two_a)
         values[i] = coeffs[0] + x * y1 - b_1 * y2
         if want_deriv:
             derivs[i] = y1 + x * d1 - b_1 * d2
