@@ -266,6 +266,32 @@ def test_k0_is_svgp_and_reaches_the_titsias_bound_at_the_optimal_q(fname, rng):
     assert np.allclose(var, kern.diag(Xs) + np.einsum("ij,jk,ik->i", Ksu @ Kinv, S - Kuu, Ksu @ Kinv))
 
 
+@pytest.mark.parametrize("whiten", [True, False])
+@pytest.mark.parametrize("fname", ["softplus", "relu", "points"])
+def test_optimal_q_reaches_the_titsias_bound_and_is_stationary(fname, whiten, rng):
+    """K = 0: the ELBO at optimal_q() is the collapsed (Titsias) bound computed independently;
+    K = 4: no q-gradient remains and every random q scores lower."""
+    X, y = data(rng, n=25)
+    kern = K.Matern(2.5, 0.9, 1.1, bias=1.2)
+    noise = 0.2
+    model = OrthogonalSVGP(kern, FEATURES[fname](rng), 0, sl.likelihoods.Gaussian(noise), whiten=whiten, jitter=0.0)
+    model.fit(X, y, optimize=False, init_q="prior")
+    assert np.abs(model.m_u).max() == 0.0  # the prior
+    model.optimal_q(X, y)
+    assert np.isclose(model.elbo(), _titsias(kern, model.features, X, y, noise), rtol=1e-9)
+    model = OrthogonalSVGP(kern, FEATURES[fname](rng), 4, sl.likelihoods.Gaussian(noise), whiten=whiten)
+    model.fit(X, y, optimize=False)  # init_q="optimal" by default
+    best = model.elbo()
+    for per_row in (False, True):  # both evaluation paths agree that it is stationary
+        model.sufficient_statistics = not per_row
+        _, g = model.elbo_and_gradient(X, y)
+        for k in ("m_u", "L_u", "m_v", "L_v"):
+            assert np.abs(g[k]).max() < 1e-7 * (1 + np.abs(getattr(model, k)).max()), k
+    for _ in range(3):
+        _randomise_q(model, rng)
+        assert model.elbo() < best
+
+
 def test_harmonic_features_at_the_optimal_q_equal_collapsed_vish(rng):
     # an independent implementation of the same bound: VISH's streamed collapsed ELBO
     X, y = data(rng, n=40)
@@ -422,6 +448,10 @@ def test_orthogonal_inputs_at_the_data_give_the_exact_posterior_mean(rng):
     _, g = model.elbo_and_gradient(X, y)
     assert np.abs(g["m_u"]).max() < 1e-6 and np.abs(g["m_v"]).max() < 1e-6  # optimal
     assert np.abs(g["L_u"]).max() < 1e-6 and np.abs(g["L_v"]).max() < 1e-6
+    manual = (model.m_u, model.m_v, model.L_u @ model.L_u.T, model.L_v @ model.L_v.T)
+    model.optimal_q(X, y)  # the library's closed form reaches the same q
+    for a, b in zip(manual, (model.m_u, model.m_v, model.L_u @ model.L_u.T, model.L_v @ model.L_v.T)):
+        assert np.allclose(a, b, rtol=1e-7, atol=1e-9)
     C = np.linalg.cholesky(Kxx)
     alpha = np.linalg.solve(C, y)
     lml = -0.5 * alpha @ alpha - np.log(np.diag(C)).sum() - 6 * np.log(2 * np.pi)

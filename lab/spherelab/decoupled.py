@@ -394,6 +394,16 @@ def _inv_tri_T(L: np.ndarray) -> np.ndarray:
     return solve_triangular(L, np.eye(L.shape[0]), lower=True).T
 
 
+def _inverse_factor(Lam: np.ndarray) -> np.ndarray:
+    r"""Lower-triangular L with :math:`LL^\top = \Lambda^{-1}` for symmetric positive-definite
+    :math:`\Lambda` (empty for 0 x 0): with :math:`\Lambda = CC^\top`, :math:`C^{-1} = QR` gives
+    :math:`\Lambda^{-1} = R^\top R`, so :math:`L = R^\top` without forming the inverse."""
+    if Lam.shape[0] == 0:
+        return np.zeros((0, 0))
+    C = np.linalg.cholesky(Lam)
+    return np.linalg.qr(solve_triangular(C, np.eye(C.shape[0]), lower=True), mode="r").T
+
+
 def _chol_inverse_tri(L: np.ndarray) -> np.ndarray:
     """(L L^T)^-1 for a lower-triangular L with any signs on its diagonal."""
     n = L.shape[0]
@@ -555,9 +565,10 @@ class OrthogonalSVGP(FitMixin):
         Kuf = self.features.Kuf(self.kernel, X)
         return np.vstack([Kuf, self.kernel.K(self.W, X)]) if self.num_orthogonal else Kuf
 
-    def _elbo_and_gradient_stats(self, X, y, num_data: int):
+    def _statistics(self, X, y, keep: bool = False):
+        r""":math:`\Psi = K_{pf}K_{fp}`, :math:`b = K_{pf}y` and :math:`\sum_n k(x_n, x_n)`
+        over row chunks; with ``keep``, also the list of the chunks' :math:`K_{pf}`."""
         P = self._num_inducing()
-        keep = X.shape[0] * P <= _KEEP_ENTRIES  # else the second pass recomputes K_pf
         Psi, b = np.zeros((P, P)), np.zeros(P)
         sum_kff, cache = 0.0, []
         for Xc, yc in self._row_chunks(X, y):
@@ -567,6 +578,45 @@ class OrthogonalSVGP(FitMixin):
             sum_kff += float(self.kernel.diag(Xc).sum())
             if keep:
                 cache.append(Kpf)
+        return Psi, b, sum_kff, cache
+
+    def optimal_q(self, X: Any, y: Any) -> "OrthogonalSVGP":
+        r"""Set q to the maximiser of the ELBO for a Gaussian likelihood at the current kernel,
+        noise, features and orthogonal inputs (Titsias' optimum for the decoupled family).
+
+        In whitened coordinates :math:`[u; v] = L_J[\tilde u; \tilde v]` the bound depends on the
+        data through :math:`\Phi = L_J^{-1}\Psi L_J^{-\top}` and :math:`\beta = L_J^{-1}K_{pf}y`
+        only (:func:`gaussian_stats_bound_whitened`); with :math:`\Lambda = I + \Phi/\sigma^2`
+        the optimal means are :math:`\Lambda^{-1}\beta/\sigma^2` (u and v jointly: the data
+        couple them) and, q(u) and q(v') being independent, the optimal covariances are the
+        inverses of the diagonal blocks :math:`\Lambda_{uu}`, :math:`\Lambda_{vv}`. Without
+        whitening they are mapped by :math:`L_k`, :math:`L_s`. One streamed pass over the rows
+        (O(N(M + K)^2), memory independent of N). :meth:`fit` starts from this q by default.
+        """
+        if not isinstance(self.likelihood, Gaussian):
+            raise TypeError("optimal_q needs a Gaussian likelihood")
+        X, y = self._check_data(X, y)
+        if not self._initialised():
+            self.initialise(X)
+        M = self.features.num_features
+        Psi, b, _, _ = self._statistics(X, y)
+        Lk, Pt, Ls = joint_factors(*self._inducing_matrices())
+        LJ = np.block([[Lk, np.zeros((M, Ls.shape[0]))], [Pt.T, Ls]])
+        Phi = solve_triangular(LJ, solve_triangular(LJ, Psi, lower=True).T, lower=True)
+        s2 = self.likelihood.variance
+        Lam = np.eye(LJ.shape[0]) + 0.5 * (Phi + Phi.T) / s2
+        m = np.linalg.solve(Lam, solve_triangular(LJ, b, lower=True) / s2)
+        L_u, L_v = _inverse_factor(Lam[:M, :M]), _inverse_factor(Lam[M:, M:])
+        if self.whiten:
+            self.m_u, self.L_u, self.m_v, self.L_v = m[:M], L_u, m[M:], L_v
+        else:
+            self.m_u, self.L_u, self.m_v, self.L_v = Lk @ m[:M], Lk @ L_u, Ls @ m[M:], Ls @ L_v
+        self._X, self._y = X, y
+        return self
+
+    def _elbo_and_gradient_stats(self, X, y, num_data: int):
+        keep = X.shape[0] * self._num_inducing() <= _KEEP_ENTRIES  # else the second pass recomputes K_pf
+        Psi, b, sum_kff, cache = self._statistics(X, y, keep)
         Kuu, Kvv, Kvu = self._inducing_matrices()
         res = gaussian_stats_bound_whitened(Kuu, Kvv, Kvu, Psi, b, sum_kff, float(y @ y), X.shape[0],
                                             self.m_u, self.L_u, self.m_v, self.L_v,

@@ -36,6 +36,7 @@ from ._blas import resolve_threads
 from ._fitting import FitMixin, FlatReader
 from .bounds import cholesky_or_explain
 from .decoupled import (
+    _inverse_factor,
     gaussian_noise_gradient,
     kl_whitened,
     whitened_forward,
@@ -273,9 +274,8 @@ class HarmonicSVGP(FitMixin):
         mu = np.linalg.solve(P, Ay / s2)
         for c in range(self.num_blocks):
             sl_c = slice(offs[c], offs[c + 1])
-            Pc = np.linalg.cholesky(P[sl_c, sl_c])  # P_c = Pc Pc^T, so P_c^-1 = Pc^-T Pc^-1
             self.ms[c] = mu[sl_c].copy()
-            self.Ls[c] = np.linalg.qr(solve_triangular(Pc, np.eye(Pc.shape[0]), lower=True), mode="r").T
+            self.Ls[c] = _inverse_factor(P[sl_c, sl_c])
         self._X, self._y = X, y
         return self
 
