@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import spherelab as sl
+from conftest import check_collapsed_gradient
 from spherelab import activations as A
 from spherelab import kernels as K
 from spherelab.decoupled import OrthogonalSVGP
@@ -292,6 +293,24 @@ def test_optimal_q_reaches_the_titsias_bound_and_is_stationary(fname, whiten, rn
         assert model.elbo() < best
 
 
+@pytest.mark.parametrize("whiten", [True, False])
+@pytest.mark.parametrize("fname", ["softplus", "points"])
+@pytest.mark.parametrize("num_orth", [0, 3])
+def test_collapsed_bound_gradient_against_finite_differences(whiten, fname, num_orth, rng):
+    """fit(collapsed=True) climbs max_q ELBO: its gradient in every non-q parameter (features,
+    W, kernel, noise) from the envelope theorem, against differences of the re-solved bound; the
+    value is the ELBO at optimal_q() on either evaluation path, whitened or not."""
+    X, y = data(rng, n=24)
+    kern = KERNELS["matern52"]()
+    model = OrthogonalSVGP(kern, FEATURES[fname](rng), num_orth, sl.likelihoods.Gaussian(0.2), whiten=whiten)
+    model.fit(X, y, optimize=False, init_q="prior")
+    value = check_collapsed_gradient(model, X, y)
+    model.optimal_q(X, y)
+    assert model.elbo() == pytest.approx(value, rel=1e-10)
+    model.sufficient_statistics = False
+    assert model.elbo() == pytest.approx(value, rel=1e-10)
+
+
 def test_harmonic_features_at_the_optimal_q_equal_collapsed_vish(rng):
     # an independent implementation of the same bound: VISH's streamed collapsed ELBO
     X, y = data(rng, n=40)
@@ -458,14 +477,21 @@ def test_orthogonal_inputs_at_the_data_give_the_exact_posterior_mean(rng):
     assert model.elbo() < lml
 
 
-def test_fit_raises_the_elbo_and_stays_below_the_exact_lml(rng):
+@pytest.mark.parametrize("collapsed", [False, True])
+def test_fit_raises_the_elbo_and_stays_below_the_exact_lml(collapsed, rng):
     X, y = data(rng, n=40)
     kern = K.Matern(2.5, 1.0, bias=1.0)
     model = OrthogonalSVGP(kern, ActivatedFeatures(A.Softplus(2.0), 6, 6), 4, sl.likelihoods.Gaussian(0.3))
     model.fit(X, y, optimize=False)
     before = model.elbo()
-    model.fit(X, y, maxiter=200)
+    model.fit(X, y, maxiter=2000 if collapsed else 200, collapsed=collapsed)
     after = model.elbo()
+    if collapsed:
+        # converged, and q left at its optimum for the final parameters: the full gradient
+        # vanishes in every coordinate, q and the rest alike
+        assert model.optimizer_result.success, model.optimizer_result.message
+        _, g = model._objective(model._pack(), X, y, X.shape[0])
+        assert np.abs(g).max() < 1e-3
     assert after > before + 5
     Kxx = kern.K(X) + model.likelihood.variance * np.eye(40)
     C = np.linalg.cholesky(Kxx)
@@ -498,6 +524,9 @@ def test_bad_input_gives_clear_errors(rng):
         OrthogonalSVGP(kern, ActivatedFeatures(A.ReLU(), 3, 4), 0, sl.likelihoods.Bernoulli()).fit(X, y + 3)
     with pytest.raises(ValueError, match="rows"):
         OrthogonalSVGP(kern, ActivatedFeatures(A.ReLU(), 3, 4), 2).fit(X, y[:-1])
+    with pytest.raises(ValueError, match="collapsed=True needs a Gaussian"):
+        OrthogonalSVGP(kern, ActivatedFeatures(A.ReLU(), 3, 4), 0, sl.likelihoods.Bernoulli()).fit(
+            X, (y > 0).astype(float), collapsed=True)
     with pytest.raises(ValueError, match="NaN|finite"):
         X2 = X.copy()
         X2[0, 0] = np.nan

@@ -8,6 +8,7 @@ import pytest
 from scipy.linalg import block_diag
 
 import spherelab as sl
+from conftest import check_collapsed_gradient
 from spherelab import kernels as K
 from spherelab.decoupled import OrthogonalSVGP, orthogonal_bound_whitened
 from spherelab.features import InducingPoints
@@ -173,6 +174,18 @@ def test_optimal_q_is_a_stationary_point(rng):
     scale = max(np.abs(np.concatenate(model.ms)).max(), 1.0)
     for dm, dL in zip(g["ms"], g["Ls"]):
         assert np.abs(dm).max() < 1e-8 * scale and np.abs(dL).max() < 1e-8 * scale
+
+
+@pytest.mark.parametrize("group", [Reflection(2), Rotation(2, 4)], ids=["reflect", "rot4"])
+def test_collapsed_bound_gradient_against_finite_differences(group, rng):
+    X, y = _data(rng, 30)
+    model = HarmonicSVGP(K.Matern(2.5, 0.8, bias=0.7), group, 3, likelihood=Gaussian(0.1)).fit(X, y, optimize=False)
+    value = check_collapsed_gradient(model, X, y)
+    model.optimal_q(X, y)
+    assert model.elbo() == pytest.approx(value, rel=1e-12)
+    before = value
+    model.fit(X, y, maxiter=100, collapsed=True)
+    assert model.elbo() > before
 
 
 def test_minibatch_estimate_is_unbiased(rng):

@@ -413,6 +413,19 @@ def _chol_inverse_tri(L: np.ndarray) -> np.ndarray:
     return Li.T @ Li
 
 
+def _whitened_optimum(Lk, Pt, Ls, Psi, b, noise_variance: float):
+    r"""The maximiser of :func:`gaussian_stats_bound_whitened` over q: with
+    :math:`\Lambda = I + L_J^{-1}\Psi L_J^{-\top}/\sigma^2`, the joint whitened mean
+    :math:`\Lambda^{-1}L_J^{-1}b/\sigma^2` ``(M + K,)`` and the factors of
+    :math:`\Lambda_{uu}^{-1}`, :math:`\Lambda_{vv}^{-1}`."""
+    M = Lk.shape[0]
+    LJ = np.block([[Lk, np.zeros((M, Ls.shape[0]))], [Pt.T, Ls]])
+    Phi = solve_triangular(LJ, solve_triangular(LJ, Psi, lower=True).T, lower=True)
+    Lam = np.eye(LJ.shape[0]) + 0.5 * (Phi + Phi.T) / noise_variance
+    m = np.linalg.solve(Lam, solve_triangular(LJ, b, lower=True) / noise_variance)
+    return m, _inverse_factor(Lam[:M, :M]), _inverse_factor(Lam[M:, M:])
+
+
 class OrthogonalSVGP(FitMixin):
     r"""SVGP with inter-domain features :math:`u` and K orthogonal inducing points
     (the orthogonally-decoupled posterior of seed 003 eqs. 3.11-3.12).
@@ -601,12 +614,7 @@ class OrthogonalSVGP(FitMixin):
         M = self.features.num_features
         Psi, b, _, _ = self._statistics(X, y)
         Lk, Pt, Ls = joint_factors(*self._inducing_matrices())
-        LJ = np.block([[Lk, np.zeros((M, Ls.shape[0]))], [Pt.T, Ls]])
-        Phi = solve_triangular(LJ, solve_triangular(LJ, Psi, lower=True).T, lower=True)
-        s2 = self.likelihood.variance
-        Lam = np.eye(LJ.shape[0]) + 0.5 * (Phi + Phi.T) / s2
-        m = np.linalg.solve(Lam, solve_triangular(LJ, b, lower=True) / s2)
-        L_u, L_v = _inverse_factor(Lam[:M, :M]), _inverse_factor(Lam[M:, M:])
+        m, L_u, L_v = _whitened_optimum(Lk, Pt, Ls, Psi, b, self.likelihood.variance)
         if self.whiten:
             self.m_u, self.L_u, self.m_v, self.L_v = m[:M], L_u, m[M:], L_v
         else:
@@ -614,13 +622,17 @@ class OrthogonalSVGP(FitMixin):
         self._X, self._y = X, y
         return self
 
-    def _elbo_and_gradient_stats(self, X, y, num_data: int):
+    def _elbo_and_gradient_stats(self, X, y, num_data: int, collapsed: bool = False):
         keep = X.shape[0] * self._num_inducing() <= _KEEP_ENTRIES  # else the second pass recomputes K_pf
         Psi, b, sum_kff, cache = self._statistics(X, y, keep)
         Kuu, Kvv, Kvu = self._inducing_matrices()
+        q = (self.m_u, self.L_u, self.m_v, self.L_v)
+        if collapsed:
+            M = self.features.num_features
+            m, L_u, L_v = _whitened_optimum(*joint_factors(Kuu, Kvv, Kvu), Psi, b, self.likelihood.variance)
+            q = (m[:M], L_u, m[M:], L_v)
         res = gaussian_stats_bound_whitened(Kuu, Kvv, Kvu, Psi, b, sum_kff, float(y @ y), X.shape[0],
-                                            self.m_u, self.L_u, self.m_v, self.L_v,
-                                            self.likelihood.variance, num_data)
+                                            *q, self.likelihood.variance, num_data)
         grads = _Gradients(self)
         grads.inducing(res.dKuu, res.dKvv, res.dKvu)
         M = self.features.num_features
@@ -629,6 +641,16 @@ class OrthogonalSVGP(FitMixin):
             dKpf = 2.0 * (res.dPsi @ Kpf) + np.outer(res.db, yc)
             grads.rows(Xc, dKpf[:M], dKpf[M:], np.full(Xc.shape[0], res.dkff))
         return res.value, grads.result(res.dm_u, res.dL_u, res.dm_v, res.dL_v, res.dnoise)
+
+    def _collapsed_elbo_and_gradient(self, X, y):
+        # the whitened optimum in the bound itself: one streamed pass, and the value (hence, by
+        # the envelope theorem, the gradient in every other parameter) does not depend on
+        # whether the model stores q whitened
+        return self._elbo_and_gradient_stats(X, y, X.shape[0], collapsed=True)
+
+    def _q_size(self) -> int:
+        M, K = self.m_u.size, self.m_v.size
+        return M + M * (M + 1) // 2 + K + K * (K + 1) // 2
 
     def _inducing_matrices(self):
         Kuu = self._with_jitter(self.features.Kuu(self.kernel))

@@ -342,6 +342,9 @@ class HarmonicSVGP(FitMixin):
         parts.append(self._hyper_gradient(g, theta))
         return np.concatenate(parts)
 
+    def _q_size(self) -> int:
+        return sum(m + m * (m + 1) // 2 for m in self.sizes)
+
     def _initialised(self) -> bool:
         return self.ms is not None
 
