@@ -51,7 +51,7 @@ __all__ = [
 
 _HINT_UU = ("Kuu is singular: fewer units than the truncated feature space has dimensions? "
             "Use fewer units, a higher truncation, or spread the unit weights.")
-_KEEP_ENTRIES = 1 << 24  # K_pf kept between the two passes up to 128 MB
+_KEEP_ENTRIES = 1 << 24  # A = L_J^-1 K_pf kept between the two passes up to 128 MB
 _CHUNK_ENTRIES = 1 << 21  # rows per chunk: (M + K, rows) blocks of 16 MB
 _HINT_VV = ("S_vv = Kvv - Kvu Kuu^-1 Kuv is singular: orthogonal inputs coincide, or the features "
             "already explain f at W. Use fewer orthogonal points or move them apart.")
@@ -299,8 +299,8 @@ class StatsBound:
     dKuu: np.ndarray
     dKvv: np.ndarray
     dKvu: np.ndarray
-    dPsi: np.ndarray
-    db: np.ndarray
+    dPhi: np.ndarray
+    dbeta: np.ndarray
     dkff: float
     dm_u: np.ndarray
     dL_u: np.ndarray
@@ -310,44 +310,43 @@ class StatsBound:
 
 
 def gaussian_stats_bound_whitened(
-    Kuu, Kvv, Kvu, Psi, b, sum_kff: float, yy: float, batch: int, m_u, L_u, m_v, L_v,
+    LJ, M: int, Phi, beta, sum_kff: float, yy: float, batch: int, m_u, L_u, m_v, L_v,
     noise_variance: float, num_data: int,
 ) -> StatsBound:
-    r""":func:`orthogonal_bound_whitened` for a Gaussian likelihood, from the batch's sufficient
-    statistics alone: with :math:`K_{pf} = [K_{uf}; K_{vf}]` (``(P, B)``, P = M + K),
+    r""":func:`orthogonal_bound_whitened` for a Gaussian likelihood, from the batch's whitened
+    sufficient statistics alone: with :math:`K_{pf} = [K_{uf}; K_{vf}]` (``(P, B)``, P = M + K)
+    and :math:`A = L_J^{-1}K_{pf}`,
 
-    .. math:: \Psi = K_{pf}K_{pf}^\top, \quad b = K_{pf}y, \quad \textstyle\sum_n k(x_n, x_n),
-              \quad y^\top y, \quad B.
+    .. math:: \Phi = AA^\top, \quad \beta = Ay, \quad \textstyle\sum_n k(x_n, x_n),
+              \quad y^\top y, \quad B,
+
+    accumulated by the caller over row chunks (:func:`joint_cholesky` gives :math:`L_J`; whitening
+    each chunk before the product keeps :math:`\Phi` accurate where :math:`L_J^{-1}(K_{pf}K_{fp})
+    L_J^{-\top}` would lose a factor :math:`\kappa(K_{pp})` of precision and leave the bound
+    too noisy for a line search).
 
     The whitened decoupled posterior is the whitened SVGP on the joint inducing vector
     :math:`p = [u; v]` with :math:`L_J = \mathrm{chol}\begin{bmatrix}K_{uu} & K_{uv}\\
     K_{vu} & K_{vv}\end{bmatrix} = \begin{bmatrix}L_k & 0\\ P_t^\top & L_s\end{bmatrix}`
     (:math:`L_sL_s^\top = S_{vv}`), mean :math:`m = [m_u; m_v]` and block-diagonal
-    :math:`L = \mathrm{diag}(L_u, L_v)`, so with :math:`\Phi = L_J^{-1}\Psi L_J^{-\top}`,
-    :math:`\beta = L_J^{-1}b`,
+    :math:`L = \mathrm{diag}(L_u, L_v)`, so
 
     .. math:: \sum_n (y_n - \mu_n)^2 + \nu_n = y^\top y - 2m^\top\beta + m^\top\Phi m
               + \textstyle\sum_n k_{nn} - \mathrm{tr}\,\Phi + \mathrm{tr}(L^\top\Phi L),
 
     and ELBO :math:`= \tfrac NB\big[-\tfrac B2\log 2\pi\sigma^2 - (\cdot)/2\sigma^2\big]
-    - \mathrm{KL}_u - \mathrm{KL}_v`. Derivatives go to :math:`\Psi`, b (the caller chains
-    :math:`\partial/\partial K_{pf} = 2\bar\Psi K_{pf} + \bar b y^\top`), to :math:`K_{uu}`,
-    :math:`K_{vv}`, :math:`K_{vu}` through :func:`cholesky_backward` of :math:`L_J`, and to q.
+    - \mathrm{KL}_u - \mathrm{KL}_v`. Derivatives go to :math:`\Phi`, :math:`\beta` (the caller
+    chains :math:`\partial/\partial K_{pf} = L_J^{-\top}(2\bar\Phi A + \bar\beta y^\top)`), to
+    :math:`K_{uu}`, :math:`K_{vv}`, :math:`K_{vu}` (the dependence of :math:`\Phi`, :math:`\beta`
+    on :math:`L_J` at fixed :math:`K_{pf}` included) through :func:`cholesky_backward` of
+    :math:`L_J`, and to q.
     No :math:`(P, B)` product is formed here, so the caller can stream the rows in chunks.
     """
-    M, K = Kuu.shape[0], Kvv.shape[0]
     s = num_data / batch
     s2 = float(noise_variance)
     a = -0.5 * s / s2
     L_u, L_v = np.tril(L_u), np.tril(L_v)
-    Lk, Pt, Ls = joint_factors(Kuu, Kvv, Kvu)
-    LJ = np.zeros((M + K, M + K))
-    LJ[:M, :M] = Lk
-    LJ[M:, :M] = Pt.T
-    LJ[M:, M:] = Ls
-    Phi = solve_triangular(LJ, solve_triangular(LJ, Psi, lower=True).T, lower=True)
     Phi = 0.5 * (Phi + Phi.T)
-    beta = solve_triangular(LJ, b, lower=True)
     m = np.concatenate([m_u, m_v])
     Phim = Phi @ m
     PLu = Phi[:M, :M] @ L_u
@@ -363,15 +362,19 @@ def gaussian_stats_bound_whitened(
     G[np.diag_indices_from(G)] -= a
     G[:M, :M] += a * (L_u @ L_u.T)
     G[M:, M:] += a * (L_v @ L_v.T)
-    Z = solve_triangular(LJ, G, lower=True, trans=1)  # L_J^-T G
-    dPsi = solve_triangular(LJ, Z.T, lower=True, trans=1).T
-    dPsi = 0.5 * (dPsi + dPsi.T)
-    db = solve_triangular(LJ, dbeta, lower=True, trans=1)
     dLJ = -solve_triangular(LJ, 2.0 * G @ Phi + np.outer(dbeta, beta), lower=True, trans=1)
     dKpp = cholesky_backward(LJ, np.tril(dLJ))
     dnoise = s * (-0.5 * batch / s2 + 0.5 * total / s2**2)
-    return StatsBound(float(value), dKpp[:M, :M], dKpp[M:, M:], 2.0 * dKpp[M:, :M], dPsi, db, a,
+    return StatsBound(float(value), dKpp[:M, :M], dKpp[M:, M:], 2.0 * dKpp[M:, :M], G, dbeta, a,
                       dm[:M], dL_u, dm[M:], dL_v, float(dnoise))
+
+
+def joint_cholesky(Kuu, Kvv, Kvu) -> np.ndarray:
+    r""":math:`L_J = \begin{bmatrix}L_k & 0\\ P_t^\top & L_s\end{bmatrix}`, the Cholesky factor
+    of the joint covariance of :math:`[u; v]` ``(M + K, M + K)``, from :func:`joint_factors`."""
+    Lk, Pt, Ls = joint_factors(Kuu, Kvv, Kvu)
+    M, K = Lk.shape[0], Ls.shape[0]
+    return np.block([[Lk, np.zeros((M, K))], [Pt.T, Ls]])
 
 
 def joint_factors(Kuu, Kvv, Kvu) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -413,16 +416,13 @@ def _chol_inverse_tri(L: np.ndarray) -> np.ndarray:
     return Li.T @ Li
 
 
-def _whitened_optimum(Lk, Pt, Ls, Psi, b, noise_variance: float):
+def _whitened_optimum(Phi, beta, noise_variance: float, M: int):
     r"""The maximiser of :func:`gaussian_stats_bound_whitened` over q: with
-    :math:`\Lambda = I + L_J^{-1}\Psi L_J^{-\top}/\sigma^2`, the joint whitened mean
-    :math:`\Lambda^{-1}L_J^{-1}b/\sigma^2` ``(M + K,)`` and the factors of
+    :math:`\Lambda = I + \Phi/\sigma^2`, the joint whitened mean
+    :math:`\Lambda^{-1}\beta/\sigma^2` ``(M + K,)`` and the factors of
     :math:`\Lambda_{uu}^{-1}`, :math:`\Lambda_{vv}^{-1}`."""
-    M = Lk.shape[0]
-    LJ = np.block([[Lk, np.zeros((M, Ls.shape[0]))], [Pt.T, Ls]])
-    Phi = solve_triangular(LJ, solve_triangular(LJ, Psi, lower=True).T, lower=True)
-    Lam = np.eye(LJ.shape[0]) + 0.5 * (Phi + Phi.T) / noise_variance
-    m = np.linalg.solve(Lam, solve_triangular(LJ, b, lower=True) / noise_variance)
+    Lam = np.eye(Phi.shape[0]) + 0.5 * (Phi + Phi.T) / noise_variance
+    m = np.linalg.solve(Lam, beta / noise_variance)
     return m, _inverse_factor(Lam[:M, :M]), _inverse_factor(Lam[M:, M:])
 
 
@@ -457,7 +457,8 @@ class OrthogonalSVGP(FitMixin):
         BLAS's own setting.
     sufficient_statistics
         Gaussian likelihood, whitened (the defaults): evaluate the ELBO and its gradient from
-        :math:`\Psi = K_{pf}K_{fp}` and :math:`K_{pf}y` (:func:`gaussian_stats_bound_whitened`),
+        :math:`\Phi = AA^\top` and :math:`Ay`, :math:`A = L_J^{-1}K_{pf}`
+        (:func:`gaussian_stats_bound_whitened`),
         accumulated over chunks of rows, so memory does not grow with N and each step does two
         O((M + K)^2 N) products instead of about eight; used for batches of at least
         3(M + K) rows. ``False``: always the per-row bound (:func:`orthogonal_bound_whitened`,
@@ -578,27 +579,29 @@ class OrthogonalSVGP(FitMixin):
         Kuf = self.features.Kuf(self.kernel, X)
         return np.vstack([Kuf, self.kernel.K(self.W, X)]) if self.num_orthogonal else Kuf
 
-    def _statistics(self, X, y, keep: bool = False):
-        r""":math:`\Psi = K_{pf}K_{fp}`, :math:`b = K_{pf}y` and :math:`\sum_n k(x_n, x_n)`
-        over row chunks; with ``keep``, also the list of the chunks' :math:`K_{pf}`."""
+    def _statistics(self, X, y, LJ, keep: bool = False):
+        r""":math:`\Phi = AA^\top`, :math:`\beta = Ay` (:math:`A = L_J^{-1}K_{pf}`) and
+        :math:`\sum_n k(x_n, x_n)` over row chunks; with ``keep``, also the list of the chunks'
+        A."""
         P = self._num_inducing()
-        Psi, b = np.zeros((P, P)), np.zeros(P)
+        Phi, beta = np.zeros((P, P)), np.zeros(P)
         sum_kff, cache = 0.0, []
         for Xc, yc in self._row_chunks(X, y):
             Kpf = self._features_at(Xc)
-            Psi += Kpf @ Kpf.T
-            b += Kpf @ yc
+            A = solve_triangular(LJ, Kpf, lower=True)
+            Phi += A @ A.T
+            beta += A @ yc
             sum_kff += float(self.kernel.diag(Xc).sum())
             if keep:
-                cache.append(Kpf)
-        return Psi, b, sum_kff, cache
+                cache.append(A)
+        return Phi, beta, sum_kff, cache
 
     def optimal_q(self, X: Any, y: Any) -> "OrthogonalSVGP":
         r"""Set q to the maximiser of the ELBO for a Gaussian likelihood at the current kernel,
         noise, features and orthogonal inputs (Titsias' optimum for the decoupled family).
 
         In whitened coordinates :math:`[u; v] = L_J[\tilde u; \tilde v]` the bound depends on the
-        data through :math:`\Phi = L_J^{-1}\Psi L_J^{-\top}` and :math:`\beta = L_J^{-1}K_{pf}y`
+        data through :math:`\Phi = AA^\top` and :math:`\beta = Ay`, :math:`A = L_J^{-1}K_{pf}`
         only (:func:`gaussian_stats_bound_whitened`); with :math:`\Lambda = I + \Phi/\sigma^2`
         the optimal means are :math:`\Lambda^{-1}\beta/\sigma^2` (u and v jointly: the data
         couple them) and, q(u) and q(v') being independent, the optimal covariances are the
@@ -612,9 +615,10 @@ class OrthogonalSVGP(FitMixin):
         if not self._initialised():
             self.initialise(X)
         M = self.features.num_features
-        Psi, b, _, _ = self._statistics(X, y)
-        Lk, Pt, Ls = joint_factors(*self._inducing_matrices())
-        m, L_u, L_v = _whitened_optimum(Lk, Pt, Ls, Psi, b, self.likelihood.variance)
+        LJ = joint_cholesky(*self._inducing_matrices())
+        Phi, beta, _, _ = self._statistics(X, y, LJ)
+        m, L_u, L_v = _whitened_optimum(Phi, beta, self.likelihood.variance, M)
+        Lk, Ls = LJ[:M, :M], LJ[M:, M:]
         if self.whiten:
             self.m_u, self.L_u, self.m_v, self.L_v = m[:M], L_u, m[M:], L_v
         else:
@@ -623,22 +627,21 @@ class OrthogonalSVGP(FitMixin):
         return self
 
     def _elbo_and_gradient_stats(self, X, y, num_data: int, collapsed: bool = False):
-        keep = X.shape[0] * self._num_inducing() <= _KEEP_ENTRIES  # else the second pass recomputes K_pf
-        Psi, b, sum_kff, cache = self._statistics(X, y, keep)
-        Kuu, Kvv, Kvu = self._inducing_matrices()
+        keep = X.shape[0] * self._num_inducing() <= _KEEP_ENTRIES  # else the second pass recomputes A
+        M = self.features.num_features
+        LJ = joint_cholesky(*self._inducing_matrices())
+        Phi, beta, sum_kff, cache = self._statistics(X, y, LJ, keep)
         q = (self.m_u, self.L_u, self.m_v, self.L_v)
         if collapsed:
-            M = self.features.num_features
-            m, L_u, L_v = _whitened_optimum(*joint_factors(Kuu, Kvv, Kvu), Psi, b, self.likelihood.variance)
+            m, L_u, L_v = _whitened_optimum(Phi, beta, self.likelihood.variance, M)
             q = (m[:M], L_u, m[M:], L_v)
-        res = gaussian_stats_bound_whitened(Kuu, Kvv, Kvu, Psi, b, sum_kff, float(y @ y), X.shape[0],
+        res = gaussian_stats_bound_whitened(LJ, M, Phi, beta, sum_kff, float(y @ y), X.shape[0],
                                             *q, self.likelihood.variance, num_data)
         grads = _Gradients(self)
         grads.inducing(res.dKuu, res.dKvv, res.dKvu)
-        M = self.features.num_features
         for i, (Xc, yc) in enumerate(self._row_chunks(X, y)):
-            Kpf = cache[i] if keep else self._features_at(Xc)
-            dKpf = 2.0 * (res.dPsi @ Kpf) + np.outer(res.db, yc)
+            A = cache[i] if keep else solve_triangular(LJ, self._features_at(Xc), lower=True)
+            dKpf = solve_triangular(LJ, 2.0 * (res.dPhi @ A) + np.outer(res.dbeta, yc), lower=True, trans=1)
             grads.rows(Xc, dKpf[:M], dKpf[M:], np.full(Xc.shape[0], res.dkff))
         return res.value, grads.result(res.dm_u, res.dL_u, res.dm_v, res.dL_v, res.dnoise)
 
