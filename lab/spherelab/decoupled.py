@@ -390,6 +390,12 @@ def joint_factors(Kuu, Kvv, Kvu) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return Lk, Pt, cholesky_or_explain(0.5 * (Svv + Svv.T), "S_vv", _HINT_VV)
 
 
+def _whiten(LJ: np.ndarray, Kpf: np.ndarray) -> np.ndarray:
+    """:math:`L_J^{-1}K_{pf}` by forward substitution (an explicit triangular inverse with
+    ``dtrmm`` is 1.3x faster on (256, 8192) blocks but 10x less accurate)."""
+    return solve_triangular(LJ, Kpf, lower=True)
+
+
 def _inv_tri_T(L: np.ndarray) -> np.ndarray:
     """:math:`L^{-\\top}` for lower-triangular L (empty for 0 x 0)."""
     if L.size == 0:
@@ -588,7 +594,7 @@ class OrthogonalSVGP(FitMixin):
         sum_kff, cache = 0.0, []
         for Xc, yc in self._row_chunks(X, y):
             Kpf = self._features_at(Xc)
-            A = solve_triangular(LJ, Kpf, lower=True)
+            A = _whiten(LJ, Kpf)
             Phi += A @ A.T
             beta += A @ yc
             sum_kff += float(self.kernel.diag(Xc).sum())
@@ -639,9 +645,12 @@ class OrthogonalSVGP(FitMixin):
                                             *q, self.likelihood.variance, num_data)
         grads = _Gradients(self)
         grads.inducing(res.dKuu, res.dKvv, res.dKvu)
+        # dK_pf = L_J^-T (2 dPhi A + dbeta y^T): the P x P solve once, then one product per chunk
+        Q = 2.0 * solve_triangular(LJ, res.dPhi, lower=True, trans=1)
+        qb = solve_triangular(LJ, res.dbeta, lower=True, trans=1)
         for i, (Xc, yc) in enumerate(self._row_chunks(X, y)):
-            A = cache[i] if keep else solve_triangular(LJ, self._features_at(Xc), lower=True)
-            dKpf = solve_triangular(LJ, 2.0 * (res.dPhi @ A) + np.outer(res.dbeta, yc), lower=True, trans=1)
+            A = cache[i] if keep else _whiten(LJ, self._features_at(Xc))
+            dKpf = Q @ A + np.outer(qb, yc)
             grads.rows(Xc, dKpf[:M], dKpf[M:], np.full(Xc.shape[0], res.dkff))
         return res.value, grads.result(res.dm_u, res.dL_u, res.dm_v, res.dL_v, res.dnoise)
 
