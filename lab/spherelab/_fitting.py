@@ -106,17 +106,27 @@ class FitMixin:
             hyp.append(g["noise"])
         return np.array(hyp) * expit(theta[len(theta) - len(hyp):])
 
-    def _objective(self, theta, X, y, num_data):
-        self._unpack(theta)
+    @staticmethod
+    def _negated(evaluate, size: int):
+        """(-value, -gradient) of ``evaluate()``, or (1e300, 0) where it fails or is not finite,
+        so that L-BFGS-B backs off instead of stepping into NaN."""
         try:
             with np.errstate(all="ignore"):  # judged by the finiteness check below
-                value, g = self.elbo_and_gradient(X, y, num_data)
-                grad = self._grad_vector(g, theta)
+                value, grad = evaluate()
         except (np.linalg.LinAlgError, ValueError, FloatingPointError):
-            return 1e300, np.zeros_like(theta)
+            return 1e300, np.zeros(size)
         if not (np.isfinite(value) and np.all(np.isfinite(grad))):
-            return 1e300, np.zeros_like(theta)
+            return 1e300, np.zeros(size)
         return -value, -grad
+
+    def _objective(self, theta, X, y, num_data):
+        self._unpack(theta)
+
+        def evaluate():
+            value, g = self.elbo_and_gradient(X, y, num_data)
+            return value, self._grad_vector(g, theta)
+
+        return self._negated(evaluate, theta.size)
 
     def _collapsed_elbo_and_gradient(self, X, y):
         """The ELBO at the optimal q for the current other parameters, with its gradient (generic:
@@ -130,15 +140,12 @@ class FitMixin:
         nq = self._q_size()
         theta = np.concatenate([self._pack()[:nq], rest])
         self._unpack(theta)
-        try:
-            with np.errstate(all="ignore"):
-                value, g = self._collapsed_elbo_and_gradient(X, y)
-                grad = self._grad_vector(g, theta)[nq:]
-        except (np.linalg.LinAlgError, ValueError, FloatingPointError):
-            return 1e300, np.zeros_like(rest)
-        if not (np.isfinite(value) and np.all(np.isfinite(grad))):
-            return 1e300, np.zeros_like(rest)
-        return -value, -grad
+
+        def evaluate():
+            value, g = self._collapsed_elbo_and_gradient(X, y)
+            return value, self._grad_vector(g, theta)[nq:]
+
+        return self._negated(evaluate, rest.size)
 
     def _threads(self):
         return blas_threads(resolve_threads(self.blas_threads, self._num_inducing()))
