@@ -465,7 +465,7 @@ class OrthogonalSVGP(FitMixin):
         Gaussian likelihood, whitened (the defaults): evaluate the ELBO and its gradient from
         :math:`\Phi = AA^\top` and :math:`Ay`, :math:`A = L_J^{-1}K_{pf}`
         (:func:`gaussian_stats_bound_whitened`),
-        accumulated over chunks of rows, so memory does not grow with N and each step does two
+        accumulated over chunks of rows, so memory does not grow with N and each step does three
         O((M + K)^2 N) products instead of about eight; used for batches of at least
         3(M + K) rows. ``False``: always the per-row bound (:func:`orthogonal_bound_whitened`,
         same value); Bernoulli always uses it.
