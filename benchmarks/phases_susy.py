@@ -58,7 +58,7 @@ def main() -> None:
     for name in args.configs:
         label, L, fit_kw, prior = configs[name]
         if name == "full":
-            features = sl.inducing.SphericalHarmonicFeatures(9, L)
+            features = sl.HarmonicFeatures(L, dim=9)
         else:
             features = sl.PhaseTruncatedHarmonics(9, L, args.phases, seed=0)
         kernel = K.PolynomialDecay(9, 3.0, max_degree=L, input_scale=np.full(8, np.sqrt(8.0)))
@@ -67,7 +67,7 @@ def main() -> None:
         model.fit_svi(Xtr, ytr, batch_size=args.batch, iterations=args.iterations, lr=0.01, **fit_kw)
         dt = time.perf_counter() - t0
         p, _ = model.predict_y(Xte)
-        auc = sl.datasets.roc_auc(yte, p)
+        auc = sl.metrics.roc_auc(yte, p)
         acc = float(np.mean((p > 0.5) == (yte > 0.5)))
         print(f"| {label} | {features.num_features} | {auc:.4f} | {acc:.4f} | {kernel.beta:.2f} | {dt:.0f} |", flush=True)
     # reference points on the same split: logistic regression on the inputs and their squares
@@ -82,7 +82,7 @@ def main() -> None:
             H = F.T @ (F * (p * (1 - p))[:, None]) + 1e-6 * np.eye(F.shape[1])
             w += np.linalg.solve(H, F.T @ (ytr - p))
         s = feats(Xte) @ w
-        print(f"| {name} | {F.shape[1]} | {sl.datasets.roc_auc(yte, s):.4f} | {np.mean((s > 0) == (yte > 0.5)):.4f} | – | – |")
+        print(f"| {name} | {F.shape[1]} | {sl.metrics.roc_auc(yte, s):.4f} | {np.mean((s > 0) == (yte > 0.5)):.4f} | – | – |")
 
 
 if __name__ == "__main__":

@@ -51,7 +51,7 @@ def run(name: str, split: int, kind: str, args):
         features = sl.PhaseTruncatedHarmonics(d, args.degree, args.phases, seed=split)
         L = args.degree
     else:
-        features = sl.inducing.SphericalHarmonicFeatures(d, FULL_DEGREE[name])
+        features = sl.HarmonicFeatures(FULL_DEGREE[name], dim=d)
         L = FULL_DEGREE[name]
     # beta must start above ~d - 2: with a slower decay most prior mass sits at the top degrees,
     # where P phases of N(l, d) explain almost none of it, and the collapsed bound's trace term

@@ -8,6 +8,10 @@ import numpy as np
 import pytest
 
 os.environ.setdefault("MPLBACKEND", "Agg")
+# one BLAS and one Numba thread for the whole suite (and the notebook kernels it starts): the
+# tests are small, and on a shared 2-core machine busy thread pools made the suite 10x slower
+# (spherelab.threads reads it at import)
+os.environ.setdefault("SPHERELAB_THREADS", "1")
 
 
 @pytest.fixture
@@ -35,17 +39,16 @@ def reference_zonal(ell: int, dim: int, t: np.ndarray) -> np.ndarray:
 def check_collapsed_gradient(model, X, y, h=1e-6) -> float:
     """Every entry of the collapsed bound's gradient (q re-solved in closed form at each point)
     against central differences; returns the collapsed ELBO at the current parameters."""
-    nq = model._q_size()
-    rest = model._pack()[nq:]
-    value, g = model._collapsed_objective(rest, X, y)
+    rest = model.parameter_vector(model.collapsed_names)
+    value, g = model.collapsed_objective(rest, X, y)
     assert value < 1e300
     for i in range(rest.size):
         r = rest.copy()
         r[i] += h
-        fp = model._collapsed_objective(r, X, y)[0]
+        fp = model.collapsed_objective(r, X, y)[0]
         r[i] -= 2 * h
-        fm = model._collapsed_objective(r, X, y)[0]
+        fm = model.collapsed_objective(r, X, y)[0]
         num = (fp - fm) / (2 * h)
         assert np.isclose(g[i], num, rtol=1e-4, atol=1e-6), (i, g[i], num)
-    model._collapsed_objective(rest, X, y)  # leave the model at the point checked
+    model.collapsed_objective(rest, X, y)  # leave the model at the point checked
     return -value

@@ -11,11 +11,11 @@ from spherelab import kernels as K
 @pytest.fixture
 def numpy_path(monkeypatch):
     def run(fn):
-        monkeypatch.setattr(K, "_FUSED", False)
+        monkeypatch.setattr(K.Matern, "fused", False)
         try:
             return fn()
         finally:
-            monkeypatch.setattr(K, "_FUSED", True)
+            monkeypatch.setattr(K.Matern, "fused", True)
     return run
 
 

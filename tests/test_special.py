@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import spherelab as sl
-from spherelab.special import alpha_of_dim
+from spherelab.sphere.special import alpha_of_dim
 
 
 def closed_form_count(ell: int, d: int) -> int:

@@ -11,7 +11,7 @@ import pytest
 import spherelab as sl
 from spherelab import activations as acts
 from spherelab import kernels as K
-from spherelab.funk_hecke import funk_hecke
+from spherelab.sphere.funk_hecke import funk_hecke
 
 # seed 000, Table B.1 (arc-cosine order 1) and Table B.2 (ReLU), "analytical" columns, d = 3, 5, 7
 TABLE_B1 = {

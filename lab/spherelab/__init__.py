@@ -1,37 +1,60 @@
 r"""spherelab: sparse variational Gaussian processes with features on the hypersphere.
 
-Conventions follow ``shared/design.md``: inputs are lifted to :math:`S^{d-1}`, harmonics are
-orthonormal for the normalised surface measure, :math:`\alpha = (d-2)/2`.
+Subpackages, one concept each: :mod:`~spherelab.sphere` (geometry: harmonics, Gegenbauer,
+quadrature, Funk–Hecke), :mod:`~spherelab.kernels`, :mod:`~spherelab.features`,
+:mod:`~spherelab.bounds`, :mod:`~spherelab.models`, :mod:`~spherelab.likelihoods`,
+:mod:`~spherelab.linalg`, :mod:`~spherelab.optim`, :mod:`~spherelab.threads`,
+:mod:`~spherelab.backend`. Conventions (``docs/design.md``): inputs are lifted to
+:math:`S^{d-1}`, harmonics are orthonormal for the normalised surface measure,
+:math:`\alpha = (d-2)/2`.
 """
 
-from . import activations, backend, datasets, decoupled, features, groups, hvgp, kernels, likelihoods, widgets
-from .analysis import mismatch_report, rkhs_norm_truncated, truncated_shape
-from .funk_hecke import funk_hecke
-from .gegenbauer import (
+from . import (
+    activations,
+    backend,
+    bounds,
+    datasets,
+    features,
+    groups,
+    kernels,
+    likelihoods,
+    linalg,
+    metrics,
+    models,
+    optim,
+    sphere,
+    testing,
+    threads,
+    widgets,
+)
+from .features import ActivatedFeatures, HarmonicFeatures, InducingPoints, PhaseTruncatedHarmonics
+from .groups import harmonic_decomposition
+from .models import VISH, ActivatedSVGP, HarmonicSVGP, OrthogonalSVGP
+from .sphere import (
+    SphericalHarmonics,
+    cumulative_num_harmonics,
+    funk_hecke,
     gegenbauer,
     gegenbauer_series,
     gegenbauer_table,
-    normalized_gegenbauer_derivative_table,
-    normalized_gegenbauer_table,
-    zonal_series,
-    zonal_table,
-)
-from .decoupled import ActivatedSVGP, OrthogonalSVGP
-from .features import ActivatedFeatures, HarmonicFeatures, InducingPoints
-from .harmonics import SphericalHarmonics
-from .phases import PhaseTruncatedHarmonics
-from .groups import harmonic_decomposition
-from .hvgp import HarmonicSVGP
-from .models import VISH
-from .sphere import lonlat_grid, orthographic_grid, product_quadrature, sample_sphere
-from .special import (
-    cumulative_num_harmonics,
     log_gegenbauer_at_one,
     log_num_harmonics,
     log_omega,
     log_sphere_area,
+    lonlat_grid,
+    mismatch_report,
+    normalized_gegenbauer_derivative_table,
+    normalized_gegenbauer_table,
     num_harmonics,
+    orthographic_grid,
+    product_quadrature,
+    rkhs_norm_truncated,
+    sample_sphere,
+    truncated_shape,
+    zonal_series,
+    zonal_table,
 )
+from .threads import get_threads, set_threads, thread_limit
 
 __version__ = "0.1.0"
 
@@ -53,28 +76,35 @@ def warmup() -> None:
     Y(np.eye(3))
     Y.solid_vjp(np.eye(3), np.ones((3, Y.num_features)))
 
+
 __all__ = [
-    "backend",
-    "ActivatedSVGP",
-    "OrthogonalSVGP",
-    "ActivatedFeatures",
-    "InducingPoints",
-    "HarmonicFeatures",
-    "decoupled",
-    "features",
-    "SphericalHarmonics",
-    "PhaseTruncatedHarmonics",
-    "groups",
-    "harmonic_decomposition",
-    "hvgp",
-    "HarmonicSVGP",
-    "VISH",
-    "likelihoods",
-    "datasets",
-    "widgets",
-    "funk_hecke",
-    "kernels",
     "activations",
+    "backend",
+    "bounds",
+    "datasets",
+    "features",
+    "groups",
+    "kernels",
+    "likelihoods",
+    "linalg",
+    "metrics",
+    "models",
+    "optim",
+    "sphere",
+    "testing",
+    "threads",
+    "widgets",
+    "VISH",
+    "OrthogonalSVGP",
+    "ActivatedSVGP",
+    "HarmonicSVGP",
+    "ActivatedFeatures",
+    "HarmonicFeatures",
+    "InducingPoints",
+    "PhaseTruncatedHarmonics",
+    "SphericalHarmonics",
+    "harmonic_decomposition",
+    "funk_hecke",
     "truncated_shape",
     "rkhs_norm_truncated",
     "mismatch_report",
@@ -95,5 +125,8 @@ __all__ = [
     "log_omega",
     "log_sphere_area",
     "log_gegenbauer_at_one",
+    "set_threads",
+    "get_threads",
+    "thread_limit",
     "warmup",
 ]

@@ -9,6 +9,7 @@ import numpy as np
 
 __all__ = [
     "check_int",
+    "check_positive",
     "check_dim",
     "check_degree",
     "check_finite_array",
@@ -27,6 +28,19 @@ def check_int(value: Any, name: str, minimum: int | None = None) -> int:
     if minimum is not None and value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value}")
     return value
+
+
+def check_positive(value: Any, name: str) -> float:
+    """A finite number > 0 as a Python float, or a ``TypeError``/``ValueError`` naming ``name``."""
+    if isinstance(value, (complex, np.complexfloating)):
+        raise TypeError(f"{name} must be a real number, got {value!r}")
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a number, got {value!r}") from None
+    if not np.isfinite(v) or v <= 0:
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    return v
 
 
 def check_dim(dim: Any, name: str = "dim") -> int:

@@ -21,17 +21,10 @@ from typing import Any
 import numpy as np
 from scipy.special import erf, expit, gammaln
 
-from ._validation import check_degree, check_dim
-from .funk_hecke import funk_hecke_with_rule
+from ._validation import check_degree, check_dim, check_positive
+from .sphere.funk_hecke import funk_hecke_with_rule
 
 __all__ = ["Activation", "ReLU", "Step", "SquaredReLU", "Softplus", "Swish", "Erf"]
-
-
-def _positive(value: Any, name: str) -> float:
-    v = float(value)
-    if not np.isfinite(v) or v <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return v
 
 
 class Activation:
@@ -60,7 +53,7 @@ class Activation:
         """Derivatives of :meth:`coefficients` with respect to each parameter."""
         _, rule = _coefficients_cached(self, check_dim(dim), check_degree(max_degree))
         grads = self.shape_gradients(rule.nodes)
-        from .funk_hecke import apply_parity
+        from .sphere.funk_hecke import apply_parity
 
         return {k: apply_parity(rule.apply(v), self.parity) for k, v in grads.items()}
 
@@ -167,7 +160,7 @@ class Softplus(Activation):
     params = ("beta",)
 
     def __init__(self, beta: float = 3.0) -> None:
-        self.beta = _positive(beta, "beta")
+        self.beta = check_positive(beta, "beta")
 
     def shape(self, t: Any) -> np.ndarray:
         bt = self.beta * np.asarray(t, dtype=np.float64)
@@ -187,7 +180,7 @@ class Swish(Activation):
     params = ("beta",)
 
     def __init__(self, beta: float = 1.0) -> None:
-        self.beta = _positive(beta, "beta")
+        self.beta = check_positive(beta, "beta")
 
     def shape(self, t: Any) -> np.ndarray:
         t = np.asarray(t, dtype=np.float64)
@@ -207,7 +200,7 @@ class Erf(Activation):
     params = ("scale",)
 
     def __init__(self, scale: float = 1.0) -> None:
-        self.scale = _positive(scale, "scale")
+        self.scale = check_positive(scale, "scale")
 
     def shape(self, t: Any) -> np.ndarray:
         return erf(self.scale * np.asarray(t, dtype=np.float64))

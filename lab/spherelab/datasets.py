@@ -158,33 +158,6 @@ def mirror_symmetric(num_points: int, noise: float = 0.1, seed: Any = 0) -> tupl
     return X, f + noise * rng.standard_normal(n)
 
 
-def roc_auc(y: Any, score: Any) -> float:
-    """Area under the ROC curve of ``score`` for binary labels ``y`` (the Mann–Whitney
-    statistic; ties count one half)."""
-    y = np.asarray(y, dtype=np.float64).reshape(-1)
-    score = np.asarray(score, dtype=np.float64).reshape(-1)
-    if y.shape != score.shape:
-        raise ValueError(f"y and score must have the same length, got {y.shape[0]} and {score.shape[0]}")
-    if not np.all((y == 0) | (y == 1)):
-        raise ValueError("y must contain only 0 and 1")
-    pos, neg = int(y.sum()), int((1 - y).sum())
-    if pos == 0 or neg == 0:
-        raise ValueError("y needs both classes for an AUC")
-    order = np.argsort(score, kind="mergesort")
-    s = score[order]
-    ranks = np.empty(s.size)
-    i = 0
-    while i < s.size:  # average ranks over ties
-        j = i
-        while j + 1 < s.size and s[j + 1] == s[i]:
-            j += 1
-        ranks[i : j + 1] = 0.5 * (i + j) + 1.0
-        i = j + 1
-    r = np.empty_like(ranks)
-    r[order] = ranks
-    return float((r[y == 1].sum() - pos * (pos + 1) / 2.0) / (pos * neg))
-
-
 # --------------------------------------------------------------------------------------------
 # UCI regression sets with the standard 90/10 splits (Hernandez-Lobato & Adams 2015)
 # --------------------------------------------------------------------------------------------

@@ -44,7 +44,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from scipy.special import roots_jacobi, roots_legendre
 
-from ._validation import check_degree, check_dim
+from .._validation import check_degree, check_dim
+from ..linalg import NumericalFailure
 from .gegenbauer import normalized_gegenbauer_table
 from .special import alpha_of_dim, log_omega
 
@@ -161,7 +162,8 @@ def _evaluate(shape: Callable, t: np.ndarray) -> np.ndarray:
         )
     if not np.all(np.isfinite(values)):
         bad = t[~np.isfinite(values)][:3]
-        raise ValueError(f"shape returned NaN or inf on [-1, 1] (e.g. at t = {bad.tolist()})")
+        # a NumericalFailure (a ValueError): an optimiser's trial point steps back from it
+        raise NumericalFailure(f"shape returned NaN or inf on [-1, 1] (e.g. at t = {bad.tolist()})")
     return values
 
 

@@ -32,8 +32,9 @@ from typing import Any
 import numpy as np
 from numba import prange
 
-from ._jit import jit, threads
-from ._validation import check_degree, check_dim, check_finite_array
+from .._validation import check_degree, check_dim, check_finite_array
+from ..backend.jit import jit
+from ..threads import policy
 from .special import alpha_of_dim, num_harmonics
 
 __all__ = [
@@ -157,15 +158,6 @@ def _elementwise_kernel(n, alpha, t, out):  # pragma: no cover - compiled
 # --------------------------------------------------------------------------------------------
 
 
-#: below this many points a parallel kernel runs on one thread: waking the pool costs more
-#: than the work (measured: 4x slower per call for ~2 000 points on a loaded 2-core machine)
-_PARALLEL_MIN_POINTS = 20_000
-
-
-def _threads_for(n: int) -> int | None:
-    return 1 if n < _PARALLEL_MIN_POINTS else None
-
-
 def _check_alpha(alpha: Any) -> float:
     a = float(alpha)
     if not np.isfinite(a) or a < 0:
@@ -201,7 +193,7 @@ def normalized_gegenbauer_table(max_degree: int, alpha: float, t: Any) -> np.nda
     a = _check_alpha(alpha)
     flat, shape = _flat_t(t)
     out = np.empty((flat.shape[0], L + 1))
-    with threads(_threads_for(flat.shape[0])):
+    with policy(flat.shape[0] * (L + 1) * 4):
         _table_kernel(flat, L, a, out)
     return out.reshape(shape + (L + 1,))
 
@@ -216,7 +208,7 @@ def normalized_gegenbauer_derivative_table(max_degree: int, alpha: float, t: Any
     a = _check_alpha(alpha)
     flat, shape = _flat_t(t)
     out = np.empty((flat.shape[0], L + 1))
-    with threads(_threads_for(flat.shape[0])):
+    with policy(flat.shape[0] * (L + 1) * 4):
         _derivative_table_kernel(flat, L, a, out)
     return out.reshape(shape + (L + 1,))
 
@@ -335,7 +327,7 @@ def gegenbauer_series(
     flat, shape = _flat_t(t)
     values = np.empty(flat.shape[0])
     derivs = np.empty(flat.shape[0] if derivative else 0)
-    with threads(_threads_for(flat.shape[0])):
+    with policy(flat.shape[0] * c.shape[0] * 6):
         _clenshaw_kernel(flat, np.ascontiguousarray(c), a, values, derivs, derivative)
     if derivative:
         return values.reshape(shape), derivs.reshape(shape)

@@ -10,13 +10,12 @@ No kernel uses ``fastmath``: it removes NaN checks, and several kernels detect i
 
 from __future__ import annotations
 
-import contextlib
 import warnings
-from typing import Callable, Iterator
+from typing import Callable
 
 import numba
 
-__all__ = ["jit", "caching_enabled", "threads"]
+__all__ = ["jit", "caching_enabled"]
 
 _cache_ok: dict[str, bool] = {}
 
@@ -48,20 +47,3 @@ def jit(parallel: bool = False) -> Callable[[Callable], Callable]:
         return dispatcher
 
     return decorate
-
-
-@contextlib.contextmanager
-def threads(count: int | None) -> Iterator[None]:
-    """Run the enclosed parallel kernels on ``count`` Numba threads (``None``: leave as is).
-
-    ``numba.set_num_threads`` is thread-local, so this does not affect other Python threads.
-    """
-    if count is None:
-        yield
-        return
-    previous = numba.get_num_threads()
-    numba.set_num_threads(max(1, min(int(count), numba.config.NUMBA_NUM_THREADS)))
-    try:
-        yield
-    finally:
-        numba.set_num_threads(previous)

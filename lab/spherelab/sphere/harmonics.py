@@ -52,8 +52,9 @@ from typing import Any
 
 import numpy as np
 from numba import prange
-from ._jit import jit, threads
-from ._validation import check_degree, check_dim, check_points_on_sphere
+from .._validation import check_degree, check_dim, check_finite_array, check_points_on_sphere
+from ..backend.jit import jit
+from ..threads import policy
 from .special import cumulative_num_harmonics, num_harmonics
 
 __all__ = ["SphericalHarmonics"]
@@ -421,7 +422,7 @@ class SphericalHarmonics:
             f"num_features={self.num_features})"
         )
 
-    def solid_vjp(self, X: Any, W: Any, *, parallel: bool = True) -> np.ndarray:
+    def solid_vjp(self, X: Any, W: Any) -> np.ndarray:
         r"""Vector-Jacobian product with the *solid* harmonics :math:`H_m(x) = |x|^{\ell_m}
         \phi_m(\hat x)` (homogeneous polynomials): row n of the result is
         :math:`\nabla_x \sum_m W_{nm} H_m(x_n)`, shape ``(N, d)``.
@@ -437,8 +438,6 @@ class SphericalHarmonics:
         W
             ``(N, M)`` weights.
         """
-        from ._validation import check_finite_array
-
         Xa = check_finite_array(X, "X", ndim=2)
         if Xa.shape[1] != self.dim:
             raise ValueError(f"X must have {self.dim} columns, got shape {Xa.shape}")
@@ -449,7 +448,7 @@ class SphericalHarmonics:
         if Xa.shape[0] == 0:
             return out
         plan = self._plan
-        with threads(None if parallel else 1):
+        with policy(Xa.shape[0] * self.num_features * 8):
             _vjp_kernel(
                 np.ascontiguousarray(Xa), plan.max_degree, plan.const, plan.index,
                 plan.buffer_size, np.ascontiguousarray(Wa), out,
@@ -461,7 +460,6 @@ class SphericalHarmonics:
         X: Any,
         *,
         out: np.ndarray | None = None,
-        parallel: bool = True,
         atol: float = 1e-6,
     ) -> np.ndarray:
         r"""Evaluate every harmonic at every point.
@@ -473,8 +471,6 @@ class SphericalHarmonics:
             the rest are renormalised exactly).
         out
             Optional C-contiguous float64 ``(N, M)`` array to write into.
-        parallel
-            Use all Numba threads (over chunks of points); ``False`` runs serially.
         atol
             Tolerance on the row norms.
 
@@ -504,7 +500,8 @@ class SphericalHarmonics:
             return out
         plan = self._plan
         args = (Xn, plan.max_degree, plan.const, plan.index, plan.buffer_size)
-        with threads(None if parallel else 1):
+        # about 4 flops per feature and point (products of factors), see spherelab.threads
+        with policy(N * M * 4):
             _eval_kernel(*args, out)
         return out
 

@@ -25,98 +25,45 @@ inputs and the base kernel's hyper-parameters.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 from scipy.linalg import solve_triangular
 
-from ._validation import check_data, check_finite_array, check_int
-from ._blas import resolve_threads
-from ._fitting import FitMixin, FlatReader
-from .bounds import cholesky_or_explain
-from .decoupled import (
-    _inverse_factor,
-    gaussian_noise_gradient,
-    kl_whitened,
-    whitened_forward,
-    whitened_kernel_backward,
-    whitened_q_backward,
-)
-from .groups import Antipodal, Group, harmonic_decomposition
-from .kernels import ZonalKernel
-from .likelihoods import Bernoulli, Gaussian
+from .._validation import check_data, check_finite_array, check_int
+from ..bounds.whitened import HINT_BLOCK, BlockBound, block_bound_whitened
+from ..groups import Antipodal, Group, harmonic_decomposition
+from ..kernels import ZonalKernel
+from ..likelihoods import Bernoulli, Gaussian
+from ..linalg import cholesky_or_explain, inverse_factor
+from .base import Param, SparseModel, kernel_params, likelihood_params
 
-__all__ = ["BlockBound", "block_bound_whitened", "HarmonicSVGP"]
-
-_HINT = ("k_c(Z_c, Z_c) of block {c} is singular: inducing inputs coincide or lie where this "
-         "component vanishes (e.g. on the mirror of a reflection for an odd component). Move "
-         "them apart, use fewer per block, or raise jitter.")
+__all__ = ["HarmonicSVGP"]
 
 
-@dataclass
-class BlockBound:
-    """Value and derivatives of :func:`block_bound_whitened` (lists hold one entry per block)."""
+class BlockTril(Param):
+    """A list of lower-triangular blocks (one per component), packed block after block."""
 
-    value: float
-    mean: np.ndarray
-    var: np.ndarray
-    dKuu: list
-    dKuf: list
-    dkff: np.ndarray
-    dm: list
-    dL: list
-    dnoise: float
+    def shape(self) -> tuple:
+        return tuple(L.shape[0] for L in self.get())
 
+    def size(self) -> int:
+        return sum(m * (m + 1) // 2 for m in self.shape())
 
-def block_bound_whitened(Kuus: Sequence[np.ndarray], Kufs: Sequence[np.ndarray], kff: np.ndarray,
-                         ms: Sequence[np.ndarray], Ls: Sequence[np.ndarray], y: np.ndarray, likelihood,
-                         num_data: int) -> BlockBound:
-    r"""The HVGP ELBO on a batch with block-independent whitened posteriors, and its derivatives.
+    def pack(self) -> np.ndarray:
+        return np.concatenate([L[np.tril_indices(L.shape[0])] for L in self.get()])
 
-    Parameters
-    ----------
-    Kuus, Kufs
-        Per block :math:`k_c(Z_c, Z_c)` ``(m_c, m_c)`` and :math:`k_c(Z_c, X_B)` ``(m_c, B)``.
-    kff ``(B,)``
-        Prior variances :math:`k(x, x) = \sum_c k_c(x, x)` at the batch.
-    ms, Ls
-        Per block :math:`q(\tilde u_c) = N(m_c, L_cL_c^\top)` (lower triangles used).
-    y ``(B,)``, likelihood, num_data
-        Targets, a likelihood with ``variational_expectations``, and N (the data term is scaled
-        by N / B).
+    def unpack(self, u: np.ndarray) -> None:
+        out, i = [], 0
+        for m in self.shape():
+            L = np.zeros((m, m))
+            L[np.tril_indices(m)] = u[i:i + m * (m + 1) // 2]
+            out.append(L)
+            i += m * (m + 1) // 2
+        self.set(out)
 
-    Returns
-    -------
-    BlockBound
-        Equal to :func:`~spherelab.decoupled.orthogonal_bound_whitened` with K = 0 on the
-        block-diagonal :math:`K_{uu}`, stacked :math:`K_{uf}` and block-diagonal L (tested).
-    """
-    B = kff.shape[0]
-    scale = num_data / B
-    mean = np.zeros(B)
-    var = np.array(kff, dtype=np.float64, copy=True)
-    fwd = []
-    for c, (Kuu, Kuf, L) in enumerate(zip(Kuus, Kufs, Ls)):
-        L = np.tril(L)
-        Lk, At, LtA = whitened_forward(Kuu, Kuf, L, f"k_c(Z_c, Z_c) of block {c}", _HINT.format(c=c))
-        mean += At.T @ ms[c]
-        var += np.einsum("mn,mn->n", LtA, LtA) - np.einsum("mn,mn->n", At, At)
-        fwd.append((Lk, At, LtA, L))
-    e, gmu, gvar = likelihood.variational_expectations(y, mean, np.maximum(var, 1e-300))
-    value = scale * float(e.sum()) - sum(kl_whitened(m, f[3]) for m, f in zip(ms, fwd))
-    gmu = scale * gmu
-    gvar = scale * gvar
-    dKuu, dKuf, dm, dL = [], [], [], []
-    for m, (Lk, At, LtA, L) in zip(ms, fwd):
-        dmc, dLc, dAt = whitened_q_backward(m, L, At, LtA, gmu, gvar)
-        dKufc, dKuuc = whitened_kernel_backward(Lk, At, dAt)
-        dKuu.append(dKuuc)
-        dKuf.append(dKufc)
-        dm.append(dmc)
-        dL.append(dLc)
-    dnoise = gaussian_noise_gradient(likelihood, y, mean, var, scale)
-    return BlockBound(float(value), mean, var, dKuu, dKuf, gvar.copy(), dm, dL, dnoise)
+    def chain(self, grad, u: np.ndarray) -> np.ndarray:
+        return np.concatenate([np.asarray(g)[np.tril_indices(np.shape(g)[0])] for g in grad])
 
 
 def _tied_scales_ok(group, kernel: ZonalKernel) -> bool:
@@ -129,7 +76,7 @@ def _tied_scales_ok(group, kernel: ZonalKernel) -> bool:
     return all(np.allclose(R @ probe, probe @ R, atol=1e-12) for R in group.generators)
 
 
-class HarmonicSVGP(FitMixin):
+class HarmonicSVGP(SparseModel):
     r"""The harmonic variational GP (HVGP, seed 002 §4.2): one block of inducing inputs per
     component of the harmonic kernel decomposition, independent whitened posteriors per block.
 
@@ -151,9 +98,6 @@ class HarmonicSVGP(FitMixin):
         per block, chosen in :meth:`fit`.
     jitter
         Added to each :math:`k_c(Z_c, Z_c)` as ``jitter * mean(diag)``.
-    blas_threads
-        BLAS threads inside :meth:`fit` and :meth:`fit_adam` (``"auto"``: one thread up to 1024
-        inducing variables in total; see :class:`~spherelab.OrthogonalSVGP`).
 
     Trainable (analytic gradients, :meth:`elbo_and_gradient`): ``ms``, ``Ls`` (per block),
     ``Z`` (per block), the kernel's variance, shape parameters, bias and input scale, and the
@@ -166,8 +110,7 @@ class HarmonicSVGP(FitMixin):
     """
 
     def __init__(self, kernel: ZonalKernel, group, num_inducing_per_block: int | Sequence[int] = 64,
-                 likelihood=None, inducing_inputs: Sequence[Any] | None = None, jitter: float = 1e-6,
-                 blas_threads: Any = "auto") -> None:
+                 likelihood=None, inducing_inputs: Sequence[Any] | None = None, jitter: float = 1e-6) -> None:
         if not isinstance(kernel, ZonalKernel):
             raise TypeError(f"kernel must be a spherelab ZonalKernel, got {kernel!r}")
         if not isinstance(group, (Group, Antipodal)):
@@ -187,9 +130,7 @@ class HarmonicSVGP(FitMixin):
             if len(sizes) != C:
                 raise ValueError(f"num_inducing_per_block must have one entry per block ({C}), got {len(sizes)}")
         self.sizes = sizes
-        self.likelihood = likelihood if likelihood is not None else Gaussian(1.0)
-        if not isinstance(self.likelihood, (Gaussian, Bernoulli)):
-            raise TypeError(f"likelihood must be Gaussian or Bernoulli, got {self.likelihood!r}")
+        self._set_likelihood(likelihood)
         self.Z = None
         if inducing_inputs is not None:
             Z = [check_finite_array(z, f"inducing_inputs[{c}]", ndim=2).copy() for c, z in enumerate(inducing_inputs)]
@@ -201,29 +142,20 @@ class HarmonicSVGP(FitMixin):
             raise ValueError(f"jitter must be a finite number >= 0, got {jitter!r}")
         self.ms = self.Ls = None
         self.optimizer_result = None
-        resolve_threads(blas_threads, 0)  # validate early
-        self.blas_threads = blas_threads
 
     @property
     def num_blocks(self) -> int:
         """C, the number of (real) components."""
         return len(self.components)
 
-    @property
-    def num_inducing(self) -> int:
-        """Total inducing variables :math:`\\sum_c m_c`."""
-        return int(sum(self.sizes))
-
     def _num_inducing(self) -> int:
-        return self.num_inducing
+        return int(sum(self.sizes))
 
     # ---- set-up ---------------------------------------------------------------------------
     def _check_data(self, X, y):
-        X, y = check_data(X, y)
+        X, y = super()._check_data(X, y)
         if isinstance(self.group, Group) and X.shape[1] != self.group.dim:
             raise ValueError(f"X has {X.shape[1]} columns but the group acts on {self.group.dim}")
-        if isinstance(self.likelihood, Bernoulli):
-            self.likelihood.check_targets(y)
         return X, y
 
     def initialise(self, X: np.ndarray, seed: int = 0) -> "HarmonicSVGP":
@@ -231,7 +163,7 @@ class HarmonicSVGP(FitMixin):
         prior (:math:`\\mu_c = 0`, :math:`L_c = I`)."""
         rng = np.random.default_rng(seed)
         if self.Z is None:
-            total = self.num_inducing
+            total = self._num_inducing()
             pick = rng.choice(X.shape[0], total, replace=total > X.shape[0])
             offs = np.cumsum([0, *self.sizes])
             self.Z = [X[pick[offs[c] : offs[c + 1]]].copy() for c in range(self.num_blocks)]
@@ -275,7 +207,7 @@ class HarmonicSVGP(FitMixin):
         for c in range(self.num_blocks):
             sl_c = slice(offs[c], offs[c + 1])
             self.ms[c] = mu[sl_c].copy()
-            self.Ls[c] = _inverse_factor(P[sl_c, sl_c])
+            self.Ls[c] = inverse_factor(P[sl_c, sl_c])
         self._X, self._y = X, y
         return self
 
@@ -313,54 +245,39 @@ class HarmonicSVGP(FitMixin):
             add(d2)
             dZ.append(dZ1 + dZ2)
         add(kern.diag_gradients(res.dkff, X))
-        g: dict[str, Any] = {"ms": res.dm, "Ls": res.dL, "Z": dZ, "noise": res.dnoise}
+        g: dict[str, Any] = {"q_mu": np.concatenate(res.dm), "q_sqrt": res.dL, "Z": np.concatenate(dZ),
+                             "noise": res.dnoise}
         g.update({k: (float(v) if np.ndim(v) == 0 else v) for k, v in acc.items()})
         return res.value, g
 
-    # ---- parameter vector -----------------------------------------------------------------
-    def _pack(self) -> np.ndarray:
-        parts = []
-        for m, L in zip(self.ms, self.Ls):
-            parts += [m, L[np.tril_indices(m.size)]]
-        parts += [Z.ravel() for Z in self.Z]
-        parts.append(self._pack_hypers())
-        return np.concatenate(parts)
+    # ---- parameters -----------------------------------------------------------------------
+    def _registry(self) -> list[Param]:
+        offs = np.cumsum([0, *self.sizes])
 
-    def _unpack(self, theta: np.ndarray) -> None:
-        r = FlatReader(theta)
-        for c, m in enumerate(self.sizes):
-            self.ms[c], self.Ls[c] = r.vector(m), r.tril(m)
-        for c, Z in enumerate(self.Z):
-            self.Z[c] = r.vector(Z.size).reshape(Z.shape)
-        self._unpack_hypers(r.rest())
+        def set_means(v):
+            self.ms = [np.array(v[offs[c]:offs[c + 1]]) for c in range(self.num_blocks)]
 
-    def _grad_vector(self, g: dict[str, Any], theta: np.ndarray) -> np.ndarray:
-        parts = []
-        for dm, dL in zip(g["ms"], g["Ls"]):
-            parts += [dm, dL[np.tril_indices(dm.size)]]
-        parts += [dZ.ravel() for dZ in g["Z"]]
-        parts.append(self._hyper_gradient(g, theta))
-        return np.concatenate(parts)
+        def set_Z(v):
+            self.Z = list(np.split(np.asarray(v), offs[1:-1]))
 
-    def _q_size(self) -> int:
-        return sum(m + m * (m + 1) // 2 for m in self.sizes)
+        reg = [Param("q_mu", lambda: np.concatenate(self.ms), set_means),
+               BlockTril("q_sqrt", lambda: self.Ls, lambda v: setattr(self, "Ls", v)),
+               Param("Z", lambda: np.concatenate(self.Z), set_Z)]
+        return reg + kernel_params(self.kernel) + likelihood_params(self.likelihood)
 
     def _initialised(self) -> bool:
         return self.ms is not None
 
     def elbo(self, X: Any = None, y: Any = None) -> float:
         """The ELBO on all of (X, y) (default: the training data)."""
+        self._check_fitted()
         X = self._X if X is None else check_finite_array(X, "X", ndim=2)
         y = self._y if y is None else np.asarray(y, dtype=np.float64)
         return self.bound(X, y).value
 
     # ---- prediction -----------------------------------------------------------------------
-    def _check_fitted(self):
-        if self.ms is None:
-            raise RuntimeError("call fit() (or initialise()) first")
-
     def _factors(self):
-        return [cholesky_or_explain(self._with_jitter(comp.K(Z)), f"k_c(Z_c, Z_c) of block {c}", _HINT.format(c=c))
+        return [cholesky_or_explain(self._with_jitter(comp.K(Z)), f"k_c(Z_c, Z_c) of block {c}", HINT_BLOCK.format(c=c))
                 for c, (comp, Z) in enumerate(zip(self.components, self.Z))]
 
     def predict_components(self, X: Any, chunk_size: int = 4096) -> tuple[np.ndarray, np.ndarray]:
@@ -385,10 +302,6 @@ class HarmonicSVGP(FitMixin):
         """Predictive mean and variance of f, ``(N,)`` each (chunked over rows)."""
         means, varis = self.predict_components(X, chunk_size)
         return means.sum(0), varis.sum(0)
-
-    def predict_y(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
-        """Predictive mean and variance of y."""
-        return self.likelihood.predict_y(*self.predict_f(X))
 
     def __repr__(self) -> str:
         return f"HarmonicSVGP({self.kernel!r}, {self.group!r}, blocks={self.num_blocks}, m={self.sizes})"

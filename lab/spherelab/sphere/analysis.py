@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ._validation import check_dim, check_finite_array
+from .._validation import check_dim, check_finite_array
 from .gegenbauer import zonal_series
 from .special import num_harmonics
 

@@ -32,11 +32,13 @@ from typing import Any
 import numpy as np
 from scipy.linalg import solve_triangular
 
-from ._validation import check_dim, check_finite_array, check_int
-from .decoupled import cholesky_backward
-from .gegenbauer import zonal_series
-from .kernels import ZonalKernel
-from .special import num_harmonics
+from .._validation import check_dim, check_finite_array, check_int
+from ..kernels import ZonalKernel
+from ..linalg import cholesky_backward
+from ..sphere.gegenbauer import zonal_series
+from ..sphere.harmonics import SphericalHarmonics
+from ..sphere.special import num_harmonics
+from .harmonic import SphericalFeatures
 
 __all__ = ["PhaseTruncatedHarmonics"]
 
@@ -81,7 +83,7 @@ def greedy_directions(ell: int, dim: int, count: int, rng: np.random.Generator, 
     return C[chosen]
 
 
-class PhaseTruncatedHarmonics:
+class PhaseTruncatedHarmonics(SphericalFeatures):
     r"""At most ``max_phases`` orthonormalised zonal functions per degree :math:`0..L` on
     :math:`S^{d-1}`, with trainable directions (seed 004 §5.2; module docstring).
 
@@ -154,12 +156,14 @@ class PhaseTruncatedHarmonics:
         self.set_directions(out)
 
     @property
-    def num_features(self) -> int:
-        return int(sum(self.phases))
-
-    @property
-    def degrees(self) -> np.ndarray:
+    def all_degrees(self) -> np.ndarray:
+        """Degree of each function, ``(sum P_l,)``, ordered by degree."""
         return np.repeat(np.arange(self.max_degree + 1), self.phases)
+
+    def initialise(self, dim: int, rng: Any = None) -> None:
+        if dim != self.dim:
+            raise ValueError(f"the data have {dim - 1} inputs but these features live on S^{self.dim - 1} "
+                             f"(expected {self.dim - 1} inputs)")
 
     def degree_slice(self, degree: int) -> slice:
         start = int(sum(self.phases[:degree]))
@@ -210,13 +214,14 @@ class PhaseTruncatedHarmonics:
         ``Xh`` ``(N, d)`` (written into ``out`` if given)."""
         Xh = self._check_points(Xh)
         if out is None:
-            out = np.empty((Xh.shape[0], self.num_features))
+            out = np.empty((Xh.shape[0], self.all_degrees.size))
         for ell, (Vh, _, Rinv, _) in enumerate(self.factors()):
             Z = _zonal(ell, self.dim, np.clip(Xh @ Vh.T, -1.0, 1.0))
             out[:, self.degree_slice(ell)] = Z @ Rinv.T
         return out
 
-    harmonics = __call__
+    def unit_values(self, Xh: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        return self(Xh, out=out)
 
     def vjp(self, Xh: Any, G: Any, G_points: Any = None) -> tuple[np.ndarray, np.ndarray]:
         r"""Chain :math:`G = \partial L/\partial\tilde\Phi` (``(N, M)``) into the direction
@@ -232,8 +237,9 @@ class PhaseTruncatedHarmonics:
         """
         Xh = self._check_points(Xh)
         G = check_finite_array(G, "G", ndim=2)
-        if G.shape != (Xh.shape[0], self.num_features):
-            raise ValueError(f"G must have shape {(Xh.shape[0], self.num_features)}, got {G.shape}")
+        M_all = self.all_degrees.size
+        if G.shape != (Xh.shape[0], M_all):
+            raise ValueError(f"G must have shape {(Xh.shape[0], M_all)}, got {G.shape}")
         if G_points is not None and G_points.shape != G.shape:
             raise ValueError(f"G_points must have shape {G.shape}, got {G_points.shape}")
         dX = np.zeros_like(Xh)
@@ -272,24 +278,10 @@ class PhaseTruncatedHarmonics:
         dX -= np.einsum("nd,nd->n", dX, Xh)[:, None] * Xh
         return dX + Xh * np.einsum("nm,nm->n", W, Phi_hat)[:, None], g_dirs
 
-    # ---- as inducing features -------------------------------------------------------------
-    def Kuu_inverse_diag(self, kernel: ZonalKernel) -> np.ndarray:
-        r""":math:`K_{uu}^{-1}` diagonal, :math:`\lambda_{\ell(m)}` per feature, ``(M,)``."""
-        return kernel.spectrum(self.dim, self.max_degree)[self.degrees]
-
-    def Kuf(self, kernel: ZonalKernel, X: Any) -> np.ndarray:
-        r""":math:`K_{fu}`, ``(N, M)`` with entries :math:`r_n\tilde\phi_m(\hat x_n)`."""
-        r, Xh = kernel.lift(X)
-        if Xh.shape[1] != self.dim:
-            raise ValueError(f"X has {Xh.shape[1] - 1} columns but the features live on S^{self.dim - 1}")
-        return self(Xh) * r[:, None]
-
     def projection_check(self, ell: int, points: np.ndarray) -> np.ndarray:
         r"""Gram matrix :math:`\int\tilde\phi_i\tilde\phi_j d\bar\sigma` of degree ``ell``
         estimated by least squares on ``points`` against the reference harmonics
         (:class:`~spherelab.SphericalHarmonics`): the identity up to rounding. Diagnostic."""
-        from .harmonics import SphericalHarmonics
-
         ref = SphericalHarmonics(self.dim, ell)(points)[:, -int(num_harmonics(ell, self.dim)):]
         mine = self(points)[:, self.degree_slice(ell)]
         Q = np.linalg.lstsq(ref, mine, rcond=None)[0]  # mine = ref @ Q

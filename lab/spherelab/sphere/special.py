@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from scipy.special import gammaln
 
-from ._validation import check_degree, check_dim
+from .._validation import check_degree, check_dim
 
 __all__ = [
     "num_harmonics",

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from scipy.special import roots_gegenbauer
 
-from ._validation import check_degree, check_dim, check_int
+from .._validation import check_degree, check_dim, check_int
 
 __all__ = ["sample_sphere", "product_quadrature", "lonlat_grid", "orthographic_grid"]
 

@@ -1,17 +1,17 @@
-r"""Evidence lower bounds and their derivatives with respect to the matrices they consume
+r"""Bounds of VISH (seed 001): spherical-harmonic features with a diagonal
+:math:`K_{uu} = \Lambda^{-1}`, and their derivatives with respect to the matrices they consume
 (GPy's contract: the bound returns :math:`\partial\mathcal L/\partial(\cdot)`; features and
 kernels chain them to their parameters).
 
-Collapsed (Titsias 2009) bound for diagonal :math:`K_{uu} = \Lambda^{-1}`, Gaussian noise
-:math:`\sigma^2`, in the well-conditioned form :math:`B = I + \Lambda^{1/2} G \Lambda^{1/2} /
-\sigma^2` (eigenvalues :math:`\ge 1`):
+Collapsed (Titsias 2009) bound, Gaussian noise :math:`\sigma^2`, in the well-conditioned form
+:math:`B = I + \Lambda^{1/2} G \Lambda^{1/2} / \sigma^2` (eigenvalues :math:`\ge 1`):
 
 .. math:: \mathcal L = -\tfrac n2\log 2\pi - \tfrac12\log|B| - \tfrac n2\log\sigma^2
           - \frac{y^\top y}{2\sigma^2} + \frac{\|L_B^{-1}\Lambda^{1/2}c\|^2}{2\sigma^4}
           - \frac{v\sum_n r_n^2 - \mathrm{tr}(\Lambda G)}{2\sigma^2},
 
 with :math:`G = \Phi^\top\Phi`, :math:`c = \Phi^\top y`, :math:`v = \kappa(1)` (the prior
-variance at unit radius), seed 001 eq. 3–4, ``shared/design.md`` §4.
+variance at unit radius); Dutordoir, Durrande & Hensman (2020), eqs. 3-4.
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.linalg import cho_solve, cholesky, solve_triangular
+from scipy.linalg import cho_solve, solve_triangular
 
-from .inducing import HarmonicStatistics
+from ..linalg import cholesky_or_explain
+from .statistics import Statistics
 
 __all__ = [
     "CollapsedBound",
@@ -30,39 +31,7 @@ __all__ = [
     "uncollapsed_bound",
     "uncollapsed_bound_whitened",
     "uncollapsed_bound_general",
-    "cholesky_or_explain",
 ]
-
-
-#: jitter tried on a failed Cholesky, relative to the largest diagonal entry (bounded)
-JITTERS = (0.0, 1e-12, 1e-10, 1e-8)
-
-
-def cholesky_or_explain(A: np.ndarray, name: str, hint: str) -> np.ndarray:
-    """Lower Cholesky factor with bounded jitter (relative ``JITTERS``), or a
-    ``numpy.linalg.LinAlgError`` that names the matrix, its size, its smallest diagonal entry,
-    the largest jitter tried and what to try."""
-    if not np.all(np.isfinite(A)):
-        raise np.linalg.LinAlgError(
-            f"{name} ({A.shape[0]}x{A.shape[0]}) has {int(np.sum(~np.isfinite(A)))} non-finite "
-            f"entries. {hint}"
-        )
-    scale = float(np.max(np.abs(np.diag(A)))) if A.size else 1.0
-    err = None
-    for jitter in JITTERS:
-        try:
-            B = A if jitter == 0.0 else A + jitter * scale * np.eye(A.shape[0])
-            L = cholesky(B, lower=True, check_finite=False)
-            if np.all(np.isfinite(L)):
-                return L
-        except (np.linalg.LinAlgError, ValueError) as e:  # not positive definite
-            err = e
-    diag = np.diag(A)
-    raise np.linalg.LinAlgError(
-        f"Cholesky of {name} ({A.shape[0]}x{A.shape[0]}) failed even with jitter "
-        f"{JITTERS[-1]:g} x max diagonal: {err}. Smallest diagonal entry {np.min(diag):.3e}, "
-        f"largest {np.max(diag):.3e}. {hint}"
-    )
 
 
 @dataclass
@@ -95,7 +64,7 @@ class CollapsedBound:
 
 
 def collapsed_bound(
-    lam: np.ndarray, v: float, noise: float, stats: HarmonicStatistics, *, gradients: bool = True,
+    lam: np.ndarray, v: float, noise: float, stats: Statistics, *, gradients: bool = True,
     residual: bool = True,
 ) -> CollapsedBound | float:
     r"""The collapsed bound for features with prior variances ``lam`` (:math:`K_{uu}^{-1}`
@@ -136,7 +105,7 @@ def collapsed_bound(
         - 0.5 * n * np.log(noise)
         - 0.5 * stats.yy / noise
         + 0.5 * float(w @ w) / noise**2
-        - 0.5 * on * (v * stats.sum_r2 - trace_lg) / noise
+        - 0.5 * on * (v * stats.sum_diag - trace_lg) / noise
     )
     if not gradients:
         return float(value)
@@ -157,12 +126,12 @@ def collapsed_bound(
         - 0.5 * n / noise
         + 0.5 * stats.yy / noise**2
         - float(Sc @ z) / noise**3
-        + 0.5 * on * (v * stats.sum_r2 - trace_lg) / noise**2
+        + 0.5 * on * (v * stats.sum_diag - trace_lg) / noise**2
     )
     return CollapsedBound(
         value=float(value),
         dlam=dlam,
-        dv=-0.5 * on * stats.sum_r2 / noise,
+        dv=-0.5 * on * stats.sum_diag / noise,
         dnoise=float(dnoise),
         dG=dG,
         dc=dc,

@@ -1,0 +1,46 @@
+r"""Evidence lower bounds: value plus :math:`\partial\mathcal L/\partial`(matrices, q), no model
+state (GPy's contract), and the one streamed-statistics pass every Gaussian bound is built on."""
+
+from .decoupled import (
+    OrthogonalBound,
+    StatsBound,
+    gaussian_stats_bound_whitened,
+    joint_cholesky,
+    joint_factors,
+    orthogonal_bound,
+    orthogonal_bound_whitened,
+    whitened_optimum,
+)
+from .harmonic import (
+    CollapsedBound,
+    UncollapsedBound,
+    collapsed_bound,
+    uncollapsed_bound,
+    uncollapsed_bound_general,
+    uncollapsed_bound_whitened,
+)
+from .statistics import Statistics, row_chunks, streamed_statistics
+from .whitened import BlockBound, block_bound_whitened, kl_whitened
+
+__all__ = [
+    "Statistics",
+    "streamed_statistics",
+    "row_chunks",
+    "CollapsedBound",
+    "collapsed_bound",
+    "UncollapsedBound",
+    "uncollapsed_bound",
+    "uncollapsed_bound_whitened",
+    "uncollapsed_bound_general",
+    "OrthogonalBound",
+    "orthogonal_bound",
+    "orthogonal_bound_whitened",
+    "StatsBound",
+    "gaussian_stats_bound_whitened",
+    "joint_cholesky",
+    "joint_factors",
+    "whitened_optimum",
+    "BlockBound",
+    "block_bound_whitened",
+    "kl_whitened",
+]

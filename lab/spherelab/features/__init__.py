@@ -1,0 +1,23 @@
+r"""Inducing features: one protocol (:class:`Features`: :math:`K_{uu}` (M, M), :math:`K_{uf}`
+(M, N), their gradients, parameter access) and its implementations — spherical harmonics,
+phase-truncated harmonics (seed 004), activated units (seed 003) and inducing points."""
+
+from .activated import ActivatedFeatures
+from .base import Features
+from .harmonic import Evaluation, HarmonicFeatures, SphericalFeatures
+from .phases import PhaseTruncatedHarmonics, greedy_directions
+from .points import InducingPoints
+from .zonal import zonal_pair, zonal_pair_gradients
+
+__all__ = [
+    "Features",
+    "HarmonicFeatures",
+    "SphericalFeatures",
+    "Evaluation",
+    "PhaseTruncatedHarmonics",
+    "greedy_directions",
+    "ActivatedFeatures",
+    "InducingPoints",
+    "zonal_pair",
+    "zonal_pair_gradients",
+]

@@ -1,0 +1,138 @@
+r"""Activated inducing features (seed 003 §3.2.2, eq. 3.6): unit m is an activation of the
+projection of the lifted input on a weight :math:`w_m`, truncated at level L in both
+:math:`K_{uf}` and :math:`K_{uu}`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .._validation import check_finite_array, check_int
+from ..activations import Activation
+from ..kernels import ZonalKernel
+from ..sphere.gegenbauer import zonal_series, zonal_table
+from .base import Features
+from .zonal import lifted_points, norms_and_directions, zonal_pair, zonal_pair_gradients
+
+__all__ = ["ActivatedFeatures"]
+
+
+class ActivatedFeatures(Features):
+    r"""Activated inducing features: unit m is the homogeneous activation
+    :math:`H_m(\tilde x) = \|w_m\|\,r\,\sigma(\hat w_m^\top \hat x)` (seed 003 eq. 3.5), with
+    its harmonic expansion truncated at level ``truncation`` (L) and the levels where the kernel's
+    :math:`\lambda_\ell = 0` dropped, in both covariances:
+
+    .. math:: [K_{uf}]_{mn} = \|w_m\|\,r_n \sum_{\ell\le L,\lambda_\ell\neq0}\sigma_\ell Z_\ell(\hat w_m^\top\hat x_n),
+              \qquad
+              [K_{uu}]_{mm'} = \|w_m\|\|w_{m'}\|\sum_{\ell\le L,\lambda_\ell\neq0}\frac{\sigma_\ell^2}{\lambda_\ell}
+              Z_\ell(\hat w_m^\top\hat w_{m'})
+
+    (seed 003 eq. 3.6, ``shared/design.md`` §3).
+
+    Parameters
+    ----------
+    activation
+        An :class:`~spherelab.activations.Activation` (ReLU, Softplus, ...).
+    num_units
+        M.
+    truncation
+        L, the highest level kept.
+    weights
+        ``(M, d)`` initial unit weights :math:`w_m \in \mathbb R^d` (d = inputs + 1); default:
+        set by the model from the data dimension (random directions, unit norm).
+    """
+
+    def __init__(self, activation: Activation, num_units: int, truncation: int, weights: Any = None) -> None:
+        if not isinstance(activation, Activation):
+            raise TypeError(f"activation must be a spherelab Activation, got {activation!r}")
+        self.activation = activation
+        self.num_units = check_int(num_units, "num_units", minimum=1)
+        self.truncation = check_int(truncation, "truncation", minimum=0)
+        self.weights = None if weights is None else check_finite_array(weights, "weights", ndim=2).copy()
+        if self.weights is not None and self.weights.shape[0] != self.num_units:
+            raise ValueError(f"weights must have num_units = {self.num_units} rows, got {self.weights.shape[0]}")
+
+    @property
+    def num_features(self) -> int:
+        return self.num_units
+
+    def initialise(self, dim: int, rng: np.random.Generator) -> None:
+        """Random unit directions on :math:`S^{d-1}` if no weights were given."""
+        if self.weights is None:
+            W = rng.standard_normal((self.num_units, dim))
+            self.weights = W / np.linalg.norm(W, axis=1, keepdims=True)
+        elif self.weights.shape[1] != dim:
+            raise ValueError(f"weights have {self.weights.shape[1]} columns but the lifted inputs have d = {dim}")
+
+    def _coefficients(self, kernel: ZonalKernel, dim: int):
+        L = self.truncation
+        lam = kernel.spectrum(dim, L)
+        sig = self.activation.coefficients(dim, L)
+        keep = lam > 0  # levels with lambda = 0 are dropped (design.md §3)
+        g = np.where(keep, sig, 0.0)
+        q = np.where(keep, sig * sig / np.where(keep, lam, 1.0), 0.0)
+        return lam, sig, keep, g, q
+
+    def _series(self, coeffs: np.ndarray, dim: int):
+        return lambda t: zonal_series(coeffs, dim, t)
+
+    def _both(self, coeffs: np.ndarray, dim: int):
+        # value and t-derivative of a finite series from one Clenshaw pass (finite at t = +-1)
+        return lambda t: zonal_series(coeffs, dim, t, derivative=True)
+
+    def Kuu(self, kernel: ZonalKernel) -> np.ndarray:
+        """``(M, M)``."""
+        dim = self.weights.shape[1]
+        q = self._coefficients(kernel, dim)[4]
+        K = zonal_pair(self.weights, self.weights, self._series(q, dim))
+        return 0.5 * (K + K.T)
+
+    def Kuf(self, kernel: ZonalKernel, X: Any) -> np.ndarray:
+        """``(M, N)``."""
+        dim = self.weights.shape[1]
+        g = self._coefficients(kernel, dim)[3]
+        return zonal_pair(self.weights, lifted_points(kernel, X), self._series(g, dim))
+
+    def Kuu_gradients(self, kernel: ZonalKernel, G: np.ndarray) -> dict[str, Any]:
+        r"""Chain :math:`\partial L/\partial K_{uu}` into ``weights`` and the kernel's spectral
+        hyper-parameters (through :math:`\partial q/\partial\lambda_\ell = -\sigma_\ell^2/\lambda_\ell^2`)."""
+        W = self.weights
+        dim = W.shape[1]
+        L = self.truncation
+        lam, sig, keep, _, q = self._coefficients(kernel, dim)
+        dA, dB = zonal_pair_gradients(G, W, W, self._both(q, dim))
+        out: dict[str, Any] = {"weights": dA + dB}
+        r, Wh = norms_and_directions(W, "weights")
+        T = np.clip(Wh @ Wh.T, -1.0, 1.0)
+        Z = zonal_table(L, dim, T)  # (M, M, L + 1)
+        dF_dq = np.einsum("ij,ijl->l", G * (r[:, None] * r[None, :]), Z)
+        dq_dlam = np.where(keep, -sig * sig / np.where(keep, lam, 1.0) ** 2, 0.0)
+        dlam = dF_dq * dq_dlam
+        for name, v in kernel.spectrum_gradients(dim, L).items():
+            out[name] = float(dlam @ v)
+        return out
+
+    def Kuf_gradients(self, kernel: ZonalKernel, G: np.ndarray, X: Any) -> dict[str, Any]:
+        r"""Chain :math:`\partial L/\partial K_{uf}` (``(M, N)``) into ``weights``, the inputs
+        ``X`` and the lift (``bias``, ``input_scale``)."""
+        dim = self.weights.shape[1]
+        g = self._coefficients(kernel, dim)[3]
+        X = check_finite_array(X, "X", ndim=2)
+        dA, dB = zonal_pair_gradients(G, self.weights, lifted_points(kernel, X), self._both(g, dim))
+        out = kernel.lift_backward(X, dB)
+        out["weights"] = dA
+        return out
+
+    def get_params(self) -> np.ndarray:
+        return self.weights.ravel().copy()
+
+    def set_params(self, values: np.ndarray) -> None:
+        self.weights = np.asarray(values, dtype=np.float64).reshape(self.weights.shape).copy()
+
+    def param_gradient(self, grads: dict[str, Any]) -> np.ndarray:
+        return np.asarray(grads.get("weights", np.zeros_like(self.weights))).ravel()
+
+    def __repr__(self) -> str:
+        return f"ActivatedFeatures({self.activation!r}, num_units={self.num_units}, truncation={self.truncation})"

@@ -1,0 +1,218 @@
+r"""Spherical inducing features with a diagonal :math:`K_{uu}` (VISH, seed 001 §3; seed 004 §5):
+:math:`u_m = \langle f, \psi_m\rangle_{\mathcal H}` for functions :math:`\psi_m` on
+:math:`S^{d-1}`, orthonormal in :math:`L^2` and each of a single degree :math:`\ell(m)`, so that
+
+.. math:: [K_{uf}]_{mn} = r_n\,\psi_m(\hat x_n), \qquad K_{uu} = \mathrm{diag}(1/\lambda_{\ell(m)})
+
+(``docs/design.md`` §3). :class:`SphericalFeatures` writes the protocol once; the functions are
+every spherical harmonic up to degree L (:class:`HarmonicFeatures`) or at most P orthonormalised
+zonal functions per degree (:class:`~spherelab.features.PhaseTruncatedHarmonics`).
+
+Functions of a degree where the kernel's spectrum vanishes carry no prior variance and are
+dropped when the model binds the kernel (structural zeros, e.g. the odd levels >= 3 of the
+arc-cosine kernels), so :math:`K_{uu}` stays finite.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .._validation import check_dim, check_finite_array, check_int
+from ..kernels import ZonalKernel
+from ..sphere.harmonics import SphericalHarmonics
+from .base import Features
+
+__all__ = ["SphericalFeatures", "Evaluation", "HarmonicFeatures"]
+
+
+@dataclass
+class Evaluation:
+    """The features at data-space inputs: ``X`` ``(N, D)``, the lift's radii ``r`` ``(N,)`` and
+    unit points ``Xh`` ``(N, d)``, and every function at them, ``values`` ``(N, M_all)``
+    (before dropping the levels without prior mass)."""
+
+    X: np.ndarray
+    r: np.ndarray
+    Xh: np.ndarray
+    values: np.ndarray
+
+
+class SphericalFeatures(Features):
+    """Base of the diagonal-:math:`K_{uu}` features. Subclasses provide ``dim``, ``max_degree``,
+    ``all_degrees`` (``(M_all,)``), :meth:`unit_values` and :meth:`lift_vjp`, and, when
+    trainable, :meth:`lift_vjp_with_params` and the parameter access."""
+
+    dim: int
+    max_degree: int
+    _keep: np.ndarray | None = None
+
+    # ---- to implement ---------------------------------------------------------------------
+    @property
+    def all_degrees(self) -> np.ndarray:
+        """Degree of every function, ``(M_all,)``."""
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    def unit_values(self, Xh: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """Every function at unit points ``Xh`` ``(N, d)``: ``(N, M_all)``."""
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    def lift_vjp(self, Xh: np.ndarray, values: np.ndarray, W: np.ndarray) -> np.ndarray:
+        r""":math:`\sum_m W_{nm}\nabla_{\tilde x}\psi_m(\tilde x_n)` ``(N, d)`` for the homogeneous
+        extensions :math:`\psi_m(\tilde x) = r\,\psi_m(\tilde x / r)`, at the unit points."""
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    def lift_vjp_with_params(self, Xh, values, W, r) -> tuple[np.ndarray, np.ndarray]:
+        r""":meth:`lift_vjp` and the gradient of the own parameters for :math:`K_{uf} = r\\psi`
+        (weights ``W`` on :math:`K_{uf}^\\top`); default: no parameters."""
+        return self.lift_vjp(Xh, values, W), np.zeros(0)
+
+    # ---- the protocol, written once -------------------------------------------------------
+    def bind(self, kernel: ZonalKernel) -> None:
+        r"""Keep the functions of the degrees with :math:`\lambda_\ell > 0`."""
+        lam = kernel.spectrum(self.dim, self.max_degree)
+        keep = np.flatnonzero(lam[self.all_degrees] > 0)
+        if keep.size == 0:
+            raise ValueError("the kernel has no prior mass on any degree <= max_degree")
+        self._keep = None if keep.size == self.all_degrees.size else keep
+
+    @property
+    def kept(self) -> np.ndarray | slice:
+        """Index of the functions kept by :meth:`bind` (all before it)."""
+        return slice(None) if self._keep is None else self._keep
+
+    @property
+    def num_features(self) -> int:
+        return int(self.all_degrees[self.kept].size)
+
+    @property
+    def degrees(self) -> np.ndarray:
+        """Degree of each kept feature, ``(M,)``."""
+        return self.all_degrees[self.kept]
+
+    def Kuu_inverse_diag(self, kernel: ZonalKernel) -> np.ndarray:
+        r""":math:`K_{uu}^{-1}` diagonal, :math:`\lambda_{\ell(m)}` per feature, ``(M,)``."""
+        return kernel.spectrum(self.dim, self.max_degree)[self.degrees]
+
+    def Kuu(self, kernel: ZonalKernel) -> np.ndarray:
+        """``(M, M)`` diagonal."""
+        return np.diag(1.0 / self.Kuu_inverse_diag(kernel))
+
+    def evaluate(self, kernel: ZonalKernel, X: Any) -> Evaluation:
+        """Lift ``X`` ``(N, D)`` with the kernel and evaluate every function (one pass)."""
+        X = check_finite_array(X, "X", ndim=2)
+        if X.shape[1] + 1 != self.dim:
+            raise ValueError(f"X has {X.shape[1]} columns but the features live on S^{self.dim - 1} "
+                             f"(expected {self.dim - 1} inputs)")
+        r, Xh = kernel.lift(X)
+        return Evaluation(X, r, Xh, self.unit_values(Xh))
+
+    def Kuf_from(self, ev: Evaluation) -> np.ndarray:
+        """:math:`K_{uf}` ``(M, N)`` from an :meth:`evaluate` result."""
+        return (ev.values[:, self.kept] * ev.r[:, None]).T
+
+    def Kuf(self, kernel: ZonalKernel, X: Any) -> np.ndarray:
+        r"""``(M, N)``: :math:`r_n\psi_m(\hat x_n)`."""
+        return self.Kuf_from(self.evaluate(kernel, X))
+
+    def Kuu_gradients(self, kernel: ZonalKernel, G: np.ndarray) -> dict[str, Any]:
+        r"""Chain :math:`\partial L/\partial K_{uu}` into the spectral hyper-parameters:
+        :math:`\partial L/\partial\lambda_\ell = -\sum_{m:\ell(m)=\ell} G_{mm}/\lambda_\ell^2`."""
+        dim, L = self.dim, self.max_degree
+        deg = self.degrees
+        lam = kernel.spectrum(dim, L)
+        dlam = np.bincount(deg, weights=-np.diag(G) / lam[deg] ** 2, minlength=L + 1)
+        return {name: float(dlam @ v) for name, v in kernel.spectrum_gradients(dim, L).items()}
+
+    def _weights(self, G: np.ndarray, ev: Evaluation) -> np.ndarray:
+        W = np.zeros_like(ev.values)
+        W[:, self.kept] = np.asarray(G).T
+        return W
+
+    def Kuf_gradients(self, kernel: ZonalKernel, G: np.ndarray, X: Any,
+                      evaluation: Evaluation | None = None) -> dict[str, Any]:
+        r"""Chain :math:`\partial L/\partial K_{uf}` (``(M, N)``) into the inputs ``X``, the lift
+        (``bias``, ``input_scale``) and, for trainable features, their parameters:
+        :math:`r\psi_m(\tilde x/r)` is homogeneous of degree one in the lifted point.
+        ``evaluation`` (from :meth:`evaluate` at the same X) saves re-evaluating the functions."""
+        ev = self.evaluate(kernel, X) if evaluation is None else evaluation
+        W = self._weights(G, ev)
+        if self.trainable:
+            dXt, gp = self.lift_vjp_with_params(ev.Xh, ev.values, W, ev.r)
+        else:
+            dXt, gp = self.lift_vjp(ev.Xh, ev.values, W), None
+        out = kernel.lift_backward(ev.X, dXt)
+        if gp is not None:
+            out["directions"] = gp
+        return out
+
+    def param_vjp(self, G: np.ndarray, ev: Evaluation) -> np.ndarray:
+        r"""The own parameters' gradient alone for :math:`\partial L/\partial K_{uf}` = ``G``
+        ``(M, N)`` at an :meth:`evaluate` result (empty for untrainable features)."""
+        if not self.trainable:
+            return np.zeros(0)
+        return self.lift_vjp_with_params(ev.Xh, ev.values, self._weights(G, ev), ev.r)[1]
+
+    def param_gradient(self, grads: dict[str, Any]) -> np.ndarray:
+        return np.asarray(grads.get("directions", np.zeros(self.get_params().size))).ravel()
+
+
+class HarmonicFeatures(SphericalFeatures):
+    r"""Every real spherical harmonic of degree :math:`0..L` on :math:`S^{d-1}` as inducing
+    features (VISH, Dutordoir, Durrande & Hensman 2020, §3): :math:`M = \sum_{\ell\le L}N(\ell, d)`
+    before the levels without prior mass are dropped. Nothing to train; the kernel's spectral
+    hyper-parameters reach :math:`K_{uu}` through
+    :meth:`~spherelab.kernels.ZonalKernel.spectrum_gradients`, the lift and the inputs reach
+    :math:`K_{uf}` through the solid harmonics. With orthogonal inducing points
+    (:class:`~spherelab.OrthogonalSVGP`) this is VISH with the decoupled posterior of seed 003.
+
+    Parameters
+    ----------
+    max_degree
+        L.
+    dim
+        d = inputs + 1; default: set by the model from the data (:meth:`initialise`).
+    """
+
+    def __init__(self, max_degree: int, dim: int | None = None) -> None:
+        self.max_degree = check_int(max_degree, "max_degree", minimum=0)
+        self.harmonics: SphericalHarmonics | None = None
+        self._keep = None
+        if dim is not None:
+            self.initialise(check_dim(dim), None)
+
+    def initialise(self, dim: int, rng: Any = None) -> None:
+        """Build the harmonics on :math:`S^{d-1}` (d = inputs + 1)."""
+        if self.harmonics is None or self.harmonics.dim != dim:
+            self.harmonics = SphericalHarmonics(dim, self.max_degree)
+            self._keep = None
+
+    def _ready(self) -> SphericalHarmonics:
+        if self.harmonics is None:
+            raise RuntimeError("HarmonicFeatures need the dimension: pass dim=, or let a model "
+                               "initialise them from the data")
+        return self.harmonics
+
+    @property
+    def dim(self) -> int:  # type: ignore[override]
+        return self._ready().dim
+
+    @property
+    def all_degrees(self) -> np.ndarray:
+        return self._ready().degrees
+
+    def unit_values(self, Xh: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        return self._ready()(Xh, out=out)
+
+    def lift_vjp(self, Xh: np.ndarray, values: np.ndarray, W: np.ndarray) -> np.ndarray:
+        r"""With the solid harmonic :math:`H_m = r^{\ell}\phi_m`,
+        :math:`\nabla\psi_m = \nabla H_m(\hat x) + (1 - \ell_m)\phi_m(\hat x)\hat x`."""
+        grad = self._ready().solid_vjp(Xh, W)
+        grad += Xh * ((W * values) @ (1.0 - self.all_degrees))[:, None]
+        return grad
+
+    def __repr__(self) -> str:
+        dim = "?" if self.harmonics is None else self.harmonics.dim
+        return f"HarmonicFeatures(max_degree={self.max_degree}, dim={dim})"

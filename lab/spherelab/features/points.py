@@ -1,0 +1,66 @@
+r"""Inducing points in data space: :math:`u_m = f(z_m)`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .._validation import check_finite_array
+from ..kernels import ZonalKernel
+from .base import Features
+
+__all__ = ["InducingPoints"]
+
+
+class InducingPoints(Features):
+    r"""Inducing points :math:`u_m = f(z_m)` in data space: :math:`K_{uu} = k(Z, Z)`,
+    :math:`K_{uf} = k(Z, X)`.
+
+    Parameters
+    ----------
+    Z
+        ``(M, D)`` initial locations (trainable).
+    """
+
+    def __init__(self, Z: Any) -> None:
+        self.Z = check_finite_array(Z, "Z", ndim=2).copy()
+        self.num_units = self.Z.shape[0]
+
+    @property
+    def num_features(self) -> int:
+        return self.Z.shape[0]
+
+    def initialise(self, dim: int, rng: np.random.Generator) -> None:
+        if self.Z.shape[1] + 1 != dim:
+            raise ValueError(f"Z has {self.Z.shape[1]} columns but the data have {dim - 1}")
+
+    def Kuu(self, kernel: ZonalKernel) -> np.ndarray:
+        return kernel.K(self.Z)
+
+    def Kuf(self, kernel: ZonalKernel, X: Any) -> np.ndarray:
+        return kernel.K(self.Z, X)
+
+    def Kuu_gradients(self, kernel: ZonalKernel, G: np.ndarray) -> dict[str, Any]:
+        out, dZ, _ = kernel.gradients_with_inputs(0.5 * (G + G.T), self.Z)
+        out["Z"] = dZ
+        return out
+
+    def Kuf_gradients(self, kernel: ZonalKernel, G: np.ndarray, X: Any) -> dict[str, Any]:
+        X = check_finite_array(X, "X", ndim=2)
+        out, dZ, dX = kernel.gradients_with_inputs(G, self.Z, X)
+        out["Z"] = dZ
+        out["X"] = dX
+        return out
+
+    def get_params(self) -> np.ndarray:
+        return self.Z.ravel().copy()
+
+    def set_params(self, values: np.ndarray) -> None:
+        self.Z = np.asarray(values, dtype=np.float64).reshape(self.Z.shape).copy()
+
+    def param_gradient(self, grads: dict[str, Any]) -> np.ndarray:
+        return np.asarray(grads.get("Z", np.zeros_like(self.Z))).ravel()
+
+    def __repr__(self) -> str:
+        return f"InducingPoints(M={self.Z.shape[0]}, D={self.Z.shape[1]})"

@@ -1,0 +1,27 @@
+r"""Zonal kernels on :math:`S^{d-1}`, one module per family (GPflow's ``kernels/``).
+
+:class:`ZonalKernel` is the base (shape, spectrum, their derivatives, the data-space Gram matrix
+and its gradients); the families are the arc-cosine kernels, the Matérn kernels restricted to the
+sphere, the kernels defined by their spectrum, and wrappers (truncation, parity).
+"""
+
+from .arccos import NTK, ArcCosine, DeepArcCosine
+from .base import QuadratureSpectrum, ZonalKernel
+from .matern import Matern
+from .spectral import IntrinsicMatern, PolynomialDecay, SpectralKernel
+from .wrapped import Parity, Truncated, WrappedKernel
+
+__all__ = [
+    "ZonalKernel",
+    "QuadratureSpectrum",
+    "SpectralKernel",
+    "WrappedKernel",
+    "ArcCosine",
+    "DeepArcCosine",
+    "NTK",
+    "Matern",
+    "IntrinsicMatern",
+    "PolynomialDecay",
+    "Truncated",
+    "Parity",
+]

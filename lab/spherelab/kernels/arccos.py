@@ -1,0 +1,163 @@
+r"""The arc-cosine family: arc-cosine kernels of order 0, 1, 2 (Cho & Saul 2009) with exact
+spectra, their compositions (deep arc-cosine, seed 004 eq. 3) and the neural tangent kernel."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .._validation import check_int
+from ..activations import ReLU, SquaredReLU, Step
+from .base import QuadratureSpectrum, ZonalKernel
+
+__all__ = ["ArcCosine", "DeepArcCosine", "NTK"]
+
+
+def _arccos_shape(order: int, t: np.ndarray) -> np.ndarray:
+    """Normalised arc-cosine shapes (Cho & Saul 2009), kappa(1) = 1."""
+    t = np.clip(t, -1.0, 1.0)
+    theta = np.arccos(t)
+    s = np.sqrt(np.maximum(1.0 - t * t, 0.0))
+    if order == 0:
+        return 1.0 - theta / np.pi
+    if order == 1:
+        return (s + (np.pi - theta) * t) / np.pi
+    # J_2 = 3 sin(th) cos(th) + (pi - th)(1 + 2 cos^2 th); kappa_2 = J_2 / (3 pi)
+    return (3.0 * s * t + (np.pi - theta) * (1.0 + 2.0 * t * t)) / (3.0 * np.pi)
+
+
+def _arccos_shape_dt(order: int, t: np.ndarray) -> np.ndarray:
+    """d kappa_p / dt: kappa_1' = kappa_0, kappa_2' = (4/3) kappa_1, kappa_0' = 1/(pi sqrt(1-t^2))."""
+    t = np.clip(t, -1.0, 1.0)
+    if order == 0:
+        with np.errstate(divide="ignore"):
+            return 1.0 / (np.pi * np.sqrt(np.maximum(1.0 - t * t, 0.0)))
+    if order == 1:
+        return _arccos_shape(0, t)
+    return 4.0 / 3.0 * _arccos_shape(1, t)
+
+
+
+_ARCCOS_UNIT = {0: Step(), 1: ReLU(), 2: SquaredReLU()}
+
+
+class ArcCosine(ZonalKernel):
+    r"""Arc-cosine kernel of order 0, 1 or 2 (Cho & Saul 2009), normalised to
+    :math:`\kappa(1) = ` ``variance``:
+
+    .. math:: \kappa_0 = 1 - \tfrac{\theta}{\pi},\quad
+              \kappa_1 = \tfrac{\sin\theta + (\pi - \theta)\cos\theta}{\pi},\quad
+              \kappa_2 = \tfrac{3\sin\theta\cos\theta + (\pi-\theta)(1 + 2\cos^2\theta)}{3\pi},
+              \qquad t = \cos\theta.
+
+    Spectrum: :math:`\lambda_\ell = 2\,\sigma_\ell^2,\ 2d\,\sigma_\ell^2,\
+    \tfrac{2d(d+2)}{3}\sigma_\ell^2` for the step, ReLU and squared-ReLU units (Gaussian weights
+    have :math:`E\|w\|^{2p} = d(d+2)\cdots(d+2p-2)`), exact and non-negative; the d = 3 order-1
+    spectrum is 0.375, 0.1667, 0.02344, 0, 0.000651 (seed 000 Table B.1).
+    """
+
+    structure = ("order",)
+
+    def __init__(self, order: int = 1, variance: float = 1.0, bias: float = 1.0, input_scale: Any = 1.0):
+        order = check_int(order, "order")
+        if order not in (0, 1, 2):
+            raise ValueError(f"order must be 0, 1 or 2, got {order}")
+        self.order = order
+        super().__init__(variance, bias, input_scale)
+
+    def _key(self) -> tuple:
+        return ("ArcCosine", self.order)
+
+    def _shape(self, t):
+        return _arccos_shape(self.order, t)
+
+    def _shape_dt(self, t):
+        return _arccos_shape_dt(self.order, t)
+
+    def _spectrum(self, dim, L):
+        sigma = _ARCCOS_UNIT[self.order].coefficients(dim, L)
+        factor = {0: 2.0, 1: 2.0 * dim, 2: 2.0 * dim * (dim + 2) / 3.0}[self.order]
+        return factor * sigma**2
+
+
+def _compose_arccos(order: int, depth: int, t: np.ndarray) -> np.ndarray:
+    out = np.clip(t, -1.0, 1.0)
+    for _ in range(depth):
+        out = np.clip(_arccos_shape(order, out), -1.0, 1.0)
+    return out
+
+
+def _ntk(depth: int, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """ReLU NTK of ``depth`` hidden layers (Jacot et al. 2018; Bietti & Mairal 2019), normalised
+    to 1 at t = 1, and its t-derivative."""
+    sigma = np.clip(t, -1.0, 1.0)
+    d_sigma = np.ones_like(sigma)
+    theta = sigma.copy()
+    d_theta = np.ones_like(sigma)
+    for _ in range(depth):
+        k0 = _arccos_shape(0, sigma)
+        k0_dt = np.where(sigma >= 1.0, 0.0, _arccos_shape_dt(0, np.minimum(sigma, 1 - 1e-300)))
+        new_sigma = np.clip(_arccos_shape(1, sigma), -1.0, 1.0)
+        new_d_sigma = _arccos_shape_dt(1, sigma) * d_sigma  # kappa_1' = kappa_0
+        d_theta = d_theta * k0 + theta * k0_dt * d_sigma + new_d_sigma
+        theta = theta * k0 + new_sigma
+        sigma, d_sigma = new_sigma, new_d_sigma
+    return theta / (depth + 1.0), d_theta / (depth + 1.0)
+
+
+
+class DeepArcCosine(QuadratureSpectrum):
+    r"""Arc-cosine kernel composed ``depth`` times, :math:`\kappa^{(D)} = \kappa_p \circ \dots
+    \circ \kappa_p` (the NNGP kernel of a depth-D ReLU network for p = 1; seed 004 eq. 3).
+    ``depth = 1`` is :class:`ArcCosine`."""
+
+    parity = None
+    structure = ("depth", "order")
+
+    def __init__(self, depth: int = 2, order: int = 1, variance: float = 1.0, bias: float = 1.0, input_scale: Any = 1.0):
+        self.depth = check_int(depth, "depth", minimum=1)
+        order = check_int(order, "order")
+        if order not in (0, 1, 2):
+            raise ValueError(f"order must be 0, 1 or 2, got {order}")
+        self.order = order
+        super().__init__(variance, bias, input_scale)
+
+    def _key(self):
+        return ("DeepArcCosine", self.depth, self.order)
+
+    def _shape(self, t):
+        return _compose_arccos(self.order, self.depth, t)
+
+    def _shape_dt(self, t):
+        inner = np.clip(t, -1.0, 1.0)
+        deriv = np.ones_like(inner)
+        for _ in range(self.depth):
+            deriv = deriv * _arccos_shape_dt(self.order, inner)
+            inner = np.clip(_arccos_shape(self.order, inner), -1.0, 1.0)
+        return deriv
+
+
+class NTK(QuadratureSpectrum):
+    r"""Neural tangent kernel of a fully-connected ReLU network with ``depth`` hidden layers,
+    normalised to :math:`\kappa(1) = ` ``variance``:
+    :math:`\Sigma_0 = \Theta_0 = t`, :math:`\Sigma_h = \kappa_1(\Sigma_{h-1})`,
+    :math:`\Theta_h = \Theta_{h-1}\kappa_0(\Sigma_{h-1}) + \Sigma_h`,
+    :math:`\kappa = \Theta_D / (D + 1)` (Jacot et al. 2018; Bietti & Mairal 2019; seed 004 Fig. 1).
+    """
+
+    structure = ("depth",)
+
+    def __init__(self, depth: int = 1, variance: float = 1.0, bias: float = 1.0, input_scale: Any = 1.0):
+        self.depth = check_int(depth, "depth", minimum=1)
+        super().__init__(variance, bias, input_scale)
+
+    def _key(self):
+        return ("NTK", self.depth)
+
+    def _shape(self, t):
+        return _ntk(self.depth, t)[0]
+
+    def _shape_dt(self, t):
+        return _ntk(self.depth, t)[1]
+

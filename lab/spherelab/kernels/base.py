@@ -1,0 +1,319 @@
+r"""Zonal kernels on :math:`S^{d-1}`: shape :math:`\kappa(t)`, spectrum :math:`\lambda_\ell`, and
+their derivatives; each is also a covariance function in data space.
+
+Conventions (``shared/design.md`` §1–2): :math:`\kappa(t) = \sum_\ell \lambda_\ell Z_\ell(t)`,
+:math:`\kappa(1) = \sum_\ell \lambda_\ell N(\ell, d)` = ``variance`` (for every kernel whose series
+converges). In data space an input :math:`x \in R^D` is lifted to
+:math:`\tilde x = [x / s, b] \in R^{D+1}` (``input_scale`` s, ``bias`` b), :math:`r = \|\tilde x\|`,
+:math:`\hat x = \tilde x / r`, and
+
+.. math:: k(x, x') = r\, r'\, \kappa(\hat x^\top \hat x').
+
+Every kernel exposes
+
+* ``shape(t)``, ``shape_dt(t)`` (the t-derivative), ``shape_gradients(t)`` (dict parameter ->
+  derivative),
+* ``spectrum(dim, max_degree)`` and ``spectrum_gradients(dim, max_degree)``,
+* ``K(X, X2=None)``, ``diag(X)`` and ``gradients(dL_dK, X, X2=None)`` — GPy's contract: the
+  derivative of a scalar L with respect to every hyper-parameter (including ``bias`` and
+  ``input_scale``) given :math:`\partial L / \partial K`.
+
+Spectra are exact where the maths allows: the arc-cosine kernels are
+:math:`\lambda_\ell = c_p\,\sigma_\ell^2` with :math:`\sigma_\ell` the coefficients of the unit
+:math:`\max(0, t)^p` (:math:`\kappa_p(\hat x^\top \hat x') \propto
+E_w[\sigma(w^\top x)\sigma(w^\top x')]` and Funk–Hecke), so they are non-negative by construction;
+Matérn, deep arc-cosine and NTK spectra come from the quadrature of :mod:`spherelab.sphere.funk_hecke`
+(geometric convergence, ~1e-15).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from .._validation import check_degree, check_dim, check_finite_array, check_positive
+from ..sphere.funk_hecke import apply_parity, funk_hecke_with_rule
+from .matern_jit import matern_backward, matern_values
+
+__all__ = ["ZonalKernel", "QuadratureSpectrum", "quadrature_spectrum"]
+
+
+class ZonalKernel:
+    """Base class. Subclasses implement the unit-variance ``_shape``, ``_shape_dt``,
+    ``_shape_grads`` and ``_spectrum``/``_spectrum_grads``; ``variance``, ``bias`` and
+    ``input_scale`` are handled here."""
+
+    #: names of the shape's own hyper-parameters (besides variance, bias, input_scale)
+    shape_params: tuple[str, ...] = ()
+
+    def __init__(self, variance: float = 1.0, bias: float = 1.0, input_scale: Any = 1.0) -> None:
+        self.variance = check_positive(variance, "variance")
+        b = float(bias)
+        if not np.isfinite(b) or b < 0:
+            raise ValueError(f"bias must be a finite number >= 0, got {bias!r}")
+        self.bias = b
+        scale = check_finite_array(input_scale, "input_scale")
+        if scale.ndim > 1 or np.any(scale <= 0):
+            raise ValueError("input_scale must be a positive scalar or a 1-d array of positives")
+        self.input_scale = float(scale) if scale.ndim == 0 else scale.copy()
+
+    # ---- to implement -----------------------------------------------------------------
+    def _shape(self, t: np.ndarray) -> np.ndarray:
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    def _shape_dt(self, t: np.ndarray) -> np.ndarray:
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    def _shape_grads(self, t: np.ndarray) -> dict[str, np.ndarray]:
+        return {}
+
+    def _spectrum(self, dim: int, L: int) -> np.ndarray:
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    def _spectrum_grads(self, dim: int, L: int) -> dict[str, np.ndarray]:
+        return {}
+
+    def _key(self) -> tuple:
+        return (type(self).__name__,) + tuple(getattr(self, p) for p in self.shape_params)
+
+    # ---- sphere view ------------------------------------------------------------------
+    @property
+    def hyperparameters(self) -> dict[str, Any]:
+        """All hyper-parameters by name (``input_scale`` may be an array)."""
+        out = {p: getattr(self, p) for p in self.shape_params}
+        out.update(variance=self.variance, bias=self.bias, input_scale=self.input_scale)
+        return out
+
+    def shape(self, t: Any) -> np.ndarray:
+        r""":math:`\kappa(t)` (includes ``variance``), same shape as ``t``."""
+        return self.variance * self._shape(check_finite_array(t, "t"))
+
+    def shape_dt(self, t: Any) -> np.ndarray:
+        r""":math:`d\kappa/dt`."""
+        return self.variance * self._shape_dt(check_finite_array(t, "t"))
+
+    def shape_gradients(self, t: Any) -> dict[str, np.ndarray]:
+        r""":math:`\partial\kappa(t)/\partial\theta` for ``variance`` and the shape parameters."""
+        t = check_finite_array(t, "t")
+        grads = {k: self.variance * v for k, v in self._shape_grads(t).items()}
+        grads["variance"] = self._shape(t)
+        return grads
+
+    def at_one(self) -> float:
+        r""":math:`\kappa(1)`, the prior variance at unit radius (exact where the shape is a
+        truncated series)."""
+        return float(self.shape(np.ones(1))[0])
+
+    def at_one_gradients(self) -> dict[str, float]:
+        r""":math:`\partial\kappa(1)/\partial\theta` for ``variance`` and the shape parameters."""
+        return {k: float(v[0]) for k, v in self.shape_gradients(np.ones(1)).items()}
+
+    def spectrum(self, dim: int, max_degree: int) -> np.ndarray:
+        r"""Eigenvalues :math:`\lambda_0..\lambda_L` on :math:`S^{d-1}` (``(L + 1,)``)."""
+        dim, L = check_dim(dim), check_degree(max_degree)
+        return self.variance * self._spectrum(dim, L)
+
+    def spectrum_gradients(self, dim: int, max_degree: int) -> dict[str, np.ndarray]:
+        r""":math:`\partial\lambda_\ell/\partial\theta` for ``variance`` and the shape
+        parameters."""
+        dim, L = check_dim(dim), check_degree(max_degree)
+        grads = {k: self.variance * v for k, v in self._spectrum_grads(dim, L).items()}
+        grads["variance"] = self._spectrum(dim, L)
+        return grads
+
+    # ---- data space -------------------------------------------------------------------
+    def lift(self, X: Any, name: str = "X") -> tuple[np.ndarray, np.ndarray]:
+        r"""``(r, X_hat)``: norms :math:`r = \|[x/s, b]\|` ``(N,)`` and the points on the
+        sphere ``(N, D + 1)``."""
+        X = check_finite_array(X, name, ndim=2)
+        scale = np.asarray(self.input_scale)
+        if scale.ndim == 1 and scale.shape[0] != X.shape[1]:
+            raise ValueError(
+                f"input_scale has {scale.shape[0]} entries but {name} has {X.shape[1]} columns"
+            )
+        Xt = np.concatenate([X / scale, np.full((X.shape[0], 1), self.bias)], axis=1)
+        r = np.sqrt(np.einsum("ij,ij->i", Xt, Xt))
+        if np.any(r == 0):
+            i = int(np.flatnonzero(r == 0)[0])
+            raise ValueError(
+                f"row {i} of {name} vanishes after the lift [x / input_scale, bias] "
+                "(a zero row with bias = 0): use a positive bias"
+            )
+        return r, Xt / r[:, None]
+
+    def _fused_code(self) -> int | None:
+        """Code of a fused compiled kernel for this shape (``None``: the NumPy path)."""
+        return None
+
+    def K(self, X: Any, X2: Any = None) -> np.ndarray:
+        r"""Gram matrix :math:`k(X, X2)`, ``(N, N2)``."""
+        r1, U1 = self.lift(X)
+        r2, U2 = (r1, U1) if X2 is None else self.lift(X2, "X2")
+        code = self._fused_code()
+        if code is not None:
+            return matern_values(U1 @ U2.T, r1, r2, code, self.lengthscale, self.variance, X2 is None)
+        T = np.clip(U1 @ U2.T, -1.0, 1.0)
+        if X2 is None:
+            np.fill_diagonal(T, 1.0)
+        return r1[:, None] * r2[None, :] * self.shape(T)
+
+    __call__ = K
+
+    def diag(self, X: Any) -> np.ndarray:
+        r""":math:`k(x, x) = r^2 \kappa(1)`, ``(N,)``."""
+        r, _ = self.lift(X)
+        return r * r * float(self.shape(np.ones(1))[0])
+
+    def diag_gradients(self, dL_ddiag: Any, X: Any) -> dict[str, Any]:
+        r"""Chain :math:`\partial L/\partial k(x_n, x_n)` (``(N,)``) into every hyper-parameter:
+        :math:`k(x, x) = r^2\kappa(1)`, so the shape parameters enter through :math:`\kappa(1)` and
+        ``bias``, ``input_scale`` through :math:`r^2 = \|[x/s, b]\|^2`."""
+        g = check_finite_array(dL_ddiag, "dL_ddiag")
+        r, Xh = self.lift(X)
+        out: dict[str, Any] = {k: float(g @ (r * r)) * v for k, v in self.at_one_gradients().items()}
+        lg = self.lift_backward(np.asarray(X, dtype=np.float64), 2.0 * self.at_one() * (g * r)[:, None] * Xh)
+        out["bias"] = lg["bias"]
+        out["input_scale"] = lg["input_scale"]
+        return out
+
+    def gradients(self, dL_dK: Any, X: Any, X2: Any = None) -> dict[str, Any]:
+        r"""Chain :math:`\partial L/\partial K` into every hyper-parameter (GPy's contract).
+
+        With :math:`K_{ij} = r_i r_j \kappa(t_{ij})`, :math:`t_{ij} = u_{ij}/(r_i r_j)`,
+        :math:`u = \tilde x_i^\top \tilde x_j`, a lift parameter p enters through
+        :math:`\partial r_i/\partial p` and :math:`\partial u_{ij}/\partial p`; entries with
+        :math:`t = 1` exactly (the diagonal of :math:`k(X, X)`) have :math:`\partial t = 0` and
+        skip :math:`\kappa'(1)`, which is infinite for the order-0 arc-cosine and Matérn-1/2.
+
+        Returns
+        -------
+        dict
+            Scalars for ``variance``, ``bias`` and the shape parameters; ``input_scale`` is a
+            scalar or an array like the parameter.
+        """
+        return self.gradients_with_inputs(dL_dK, X, X2)[0]
+
+    def gradients_with_inputs(self, dL_dK: Any, X: Any, X2: Any = None) -> tuple[dict[str, Any], np.ndarray, Any]:
+        r""":meth:`gradients` together with :math:`\partial L/\partial X` and
+        :math:`\partial L/\partial X_2`, sharing one evaluation of :math:`t`, :math:`\kappa`,
+        :math:`\kappa'` and :math:`\partial\kappa/\partial\theta`.
+
+        Through the lifted rows :math:`\tilde x_i = [x_i/s, b]`:
+        :math:`\partial L/\partial\tilde x_i = \sum_j A_{ij} r_j\,\tilde x_i/r_i + \sum_j B_{ij}\tilde x_j`
+        with :math:`A = G\odot(\kappa - t\kappa')` and :math:`B = G\odot\kappa'`; ``bias``,
+        ``input_scale`` and the inputs then follow from :meth:`lift_backward`.
+
+        Returns
+        -------
+        (dict, dX ``(N, D)``, dX2 ``(N2, D)`` or ``None``)
+            With ``X2=None`` (``K(X)``) ``dX`` is the total over both arguments and ``dX2`` is
+            ``None``.
+        """
+        X = check_finite_array(X, "X", ndim=2)
+        same = X2 is None
+        X2 = X if same else check_finite_array(X2, "X2", ndim=2)
+        G = check_finite_array(dL_dK, "dL_dK", ndim=2)
+        if G.shape != (X.shape[0], X2.shape[0]):
+            raise ValueError(f"dL_dK must have shape {(X.shape[0], X2.shape[0])}, got {G.shape}")
+        r1, U1 = self.lift(X)
+        r2, U2 = (r1, U1) if same else self.lift(X2, "X2")
+        code = self._fused_code()
+        if code is not None:  # one compiled pass for A, B and the hyper-parameter sums
+            A, B, g_var, g_len = matern_backward(U1 @ U2.T, G, r1, r2, code, self.lengthscale, self.variance, same)
+            out: dict[str, Any] = {"lengthscale": g_len, "variance": g_var}
+        else:
+            A, B, out = self._AB(G, U1 @ U2.T, r1, r2, same)
+        Xt1 = U1 * r1[:, None]
+        Xt2 = U2 * r2[:, None]
+        dXt1 = ((A @ r2) / r1)[:, None] * Xt1 + B @ Xt2
+        dXt2 = ((r1 @ A) / r2)[:, None] * Xt2 + B.T @ Xt1
+        if same:
+            dXt1 = dXt1 + dXt2
+        g1 = self.lift_backward(X, dXt1)
+        out["bias"] = g1["bias"]
+        out["input_scale"] = g1["input_scale"]
+        if same:
+            return out, g1["X"], None
+        g2 = self.lift_backward(X2, dXt2)
+        out["bias"] += g2["bias"]
+        out["input_scale"] = out["input_scale"] + g2["input_scale"]
+        return out, g1["X"], g2["X"]
+
+    def _AB(self, G, T, r1, r2, same):
+        # NumPy path of gradients_with_inputs: A = G (kappa - t kappa'), B = G kappa' and the
+        # hyper-parameter sums
+        T = np.clip(T, -1.0, 1.0)
+        if same:
+            np.fill_diagonal(T, 1.0)
+        kap, kap_t, grads = self._shape_all(T)
+        GR = G * (r1[:, None] * r2[None, :])
+        out: dict[str, Any] = {k: self.variance * float(np.vdot(GR, np.broadcast_to(v, GR.shape))) for k, v in grads.items()}
+        out["variance"] = float(np.vdot(GR, kap))
+        kap = self.variance * kap
+        kap_t = self.variance * kap_t
+        if same:  # t = 1 exactly (diagonal, repeated rows): dt = 0 there and kappa'(1) may be infinite
+            kap_t = np.where(T == 1.0, 0.0, kap_t)
+        A = G * (kap - T * kap_t)  # multiplies d(r_i r_j)
+        B = G * kap_t  # multiplies du_ij
+        if not np.all(np.isfinite(B)):
+            raise FloatingPointError(
+                "kappa'(t) is infinite at coincident inputs in X and X2; this kernel is not "
+                "differentiable there (e.g. Matern nu=1/2, ArcCosine order 0)"
+            )
+        return A, B, out
+
+    def lift_backward(self, X: np.ndarray, dXt: np.ndarray) -> dict[str, Any]:
+        r"""Chain :math:`\partial L/\partial\tilde x` (``(N, D + 1)``, the unnormalised lifted
+        rows :math:`\tilde x = [x / s, b]`) into ``X``, ``bias`` and ``input_scale``."""
+        scale = np.asarray(self.input_scale, dtype=np.float64)
+        D = X.shape[1]
+        s_vec = np.broadcast_to(scale, (D,))
+        g_scale = -np.einsum("nk,nk->k", dXt[:, :D], X) / (s_vec * s_vec)
+        return {
+            "X": dXt[:, :D] / s_vec,
+            "bias": float(dXt[:, D].sum()),
+            "input_scale": float(g_scale.sum()) if scale.ndim == 0 else g_scale,
+        }
+
+    def _shape_all(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+        """``(kappa, kappa', d kappa / d shape-params)`` without ``variance``; subclasses fuse
+        the three where they share work."""
+        return self._shape(t), self._shape_dt(t), self._shape_grads(t)
+
+    #: structural (non-trainable) attributes shown by repr
+    structure: tuple[str, ...] = ()
+
+    def __repr__(self) -> str:
+        items = {s: getattr(self, s) for s in self.structure}
+        items.update(self.hyperparameters)
+        args = ", ".join(f"{k}={v!r}" for k, v in items.items())
+        return f"{type(self).__name__}({args})"
+
+
+class QuadratureSpectrum(ZonalKernel):
+    """Kernels whose spectrum is the Funk–Hecke quadrature of their shape."""
+
+    parity: str | None = None
+
+    def _spectrum(self, dim, L):
+        return quadrature_spectrum(self, dim, L)[0]
+
+    def _spectrum_grads(self, dim, L):
+        rule = quadrature_spectrum(self, dim, L)[1]
+        return {k: apply_parity(rule.apply(v), self.parity) for k, v in self._shape_grads(rule.nodes).items()}
+
+    def __eq__(self, other):
+        return isinstance(other, ZonalKernel) and self._key() == other._key()
+
+    def __hash__(self):
+        return hash(self._key())
+
+
+@lru_cache(maxsize=256)
+def quadrature_spectrum(kernel: QuadratureSpectrum, dim: int, L: int):
+    coeffs, _, rule = funk_hecke_with_rule(kernel._shape, dim, L, parity=kernel.parity)
+    coeffs.setflags(write=False)
+    return coeffs, rule
+

@@ -1,0 +1,303 @@
+r"""Kernels defined by their spectrum: the intrinsic Matérn/SE kernels of the sphere and the
+continuous-depth polynomial decay (seed 004 eq. 15); the shape is the Mercer series."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from .._validation import check_degree, check_dim, check_positive
+from ..sphere.gegenbauer import zonal_series
+from ..sphere.special import num_harmonics
+from .base import ZonalKernel
+
+__all__ = ["SpectralKernel", "IntrinsicMatern", "PolynomialDecay"]
+
+
+class SpectralKernel(ZonalKernel):
+    """Kernels defined by :math:`\\lambda_\\ell`; the shape is the Mercer series, truncated where
+    the remaining mass :math:`\\sum_{\\ell > L} \\lambda_\\ell N(\\ell, d)` is below
+    ``shape_tol * variance`` (at most ``max_shape_degree``), evaluated by Clenshaw."""
+
+    shape_tol = 1e-8
+    max_shape_degree = 4096
+    #: the dimension the shape is defined on (spectra depend on it); set by the constructor
+    dim: int
+
+    def _check_dim(self, dim: int) -> None:
+        if dim != self.dim:
+            raise ValueError(
+                f"this {type(self).__name__} was built for dim={self.dim} (its spectrum depends "
+                f"on the dimension), asked for dim={dim}"
+            )
+
+    def spectrum(self, dim: int, max_degree: int) -> np.ndarray:
+        self._check_dim(check_dim(dim))
+        return super().spectrum(dim, max_degree)
+
+    def spectrum_gradients(self, dim: int, max_degree: int) -> dict[str, np.ndarray]:
+        self._check_dim(check_dim(dim))
+        return super().spectrum_gradients(dim, max_degree)
+
+    def _raw(self, ell: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Unnormalised log-eigenvalues and their parameter derivatives at levels ``ell``."""
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    def _normalised(self, dim: int, L: int):
+        return _spectral_cache(self, dim, L)
+
+    def _spectrum(self, dim, L):
+        return self._normalised(dim, L)[0]
+
+    def _spectrum_grads(self, dim, L):
+        return self._normalised(dim, L)[1]
+
+    def _series(self):
+        lam, grads, tail = _shape_series(self)
+        return lam, grads, tail
+
+    def _shape(self, t):
+        lam, _, _ = self._series()
+        return zonal_series(lam, self.dim, t)
+
+    def _shape_dt(self, t):
+        lam, _, _ = self._series()
+        return zonal_series(lam, self.dim, t, derivative=True)[1]
+
+    def _shape_grads(self, t):
+        _, grads, _ = self._series()
+        return {k: zonal_series(v, self.dim, t) for k, v in grads.items()}
+
+    def at_one(self) -> float:
+        return self.variance  # normalised: sum_l lambda_l N(l, d) = variance exactly
+
+    def at_one_gradients(self) -> dict[str, float]:
+        return {"variance": 1.0, **{p: 0.0 for p in self.shape_params}}
+
+    def shape_truncation(self) -> tuple[int, float]:
+        """(degree at which the shape's series is cut, relative mass left out)."""
+        lam, _, tail = self._series()
+        return lam.shape[0] - 1, tail
+
+    def __eq__(self, other):
+        return isinstance(other, ZonalKernel) and self._key() == other._key()
+
+    def __hash__(self):
+        return hash(self._key())
+
+
+_DIRECT_LEVELS = 2048  # summed term by term; beyond, Euler-Maclaurin on the smooth tail
+
+
+def _log_counts(ell: np.ndarray, dim: int) -> np.ndarray:
+    """log N(l, d) for real l >= 1 (continuous in l, for the tail integral); N(0, d) = 1.
+
+    N(l, d) = (2l + d - 2)/l * prod_{j < d-2} (l + j) / (d - 2)!: the product form stays exact
+    for huge l, where lgamma(l + d - 2) - lgamma(l) would cancel catastrophically."""
+    from scipy.special import gammaln
+
+    x = np.maximum(np.asarray(ell, dtype=np.float64), 1.0)
+    out = np.log(2 * x + dim - 2.0) - np.log(x) - gammaln(dim - 1.0)
+    for j in range(dim - 2):
+        out = out + np.log(x + j)
+    return np.where(ell == 0, 0.0, out)
+
+
+@lru_cache(maxsize=16)
+def _log_counts_cached(dim: int, upto: int) -> np.ndarray:
+    out = _log_counts(np.arange(upto + 1, dtype=np.float64), dim)
+    out.setflags(write=False)
+    return out
+
+
+def _tail_sum(f, n: float, p: float) -> float:
+    """Sum of f(l) over integers l > n for a smooth f decaying like l^-p, by Euler-Maclaurin:
+    the integral from n to inf of f, minus f(n)/2, minus f1(n)/12, plus f3(n)/720 (f1, f3 the
+    first and third derivatives). The integral is mapped to (0, 1] by x = n / v^m with
+    m(p - 1) >= 2, which makes the integrand smooth, and done by 128-point Gauss-Legendre."""
+    from scipy.special import roots_legendre
+
+    m = max(1, math.ceil(2.0 / (p - 1.0)))
+    u, w = roots_legendre(128)
+    v = 0.5 * (u + 1.0)
+    integral = float(np.sum(0.5 * w * f(n / v**m) * m * n * v ** (-m - 1.0)))
+    h = 0.25
+    vals = f(n + h * np.arange(-2, 3, dtype=np.float64))
+    d1 = (vals[3] - vals[1]) / (2 * h)
+    d3 = (vals[4] - 2 * vals[3] + 2 * vals[1] - vals[0]) / (2 * h**3)
+    return integral - vals[2] / 2 - d1 / 12 + d3 / 720
+
+
+@lru_cache(maxsize=256)
+def _spectral_cache(kernel: SpectralKernel, dim: int, L: int):
+    """Normalised spectrum (kappa(1) = 1) and its parameter derivatives at levels 0..L."""
+    upto = max(L, _DIRECT_LEVELS)
+    ell = np.arange(upto + 1, dtype=np.float64)
+    log_raw, dlog = kernel._raw(ell)
+    shift = log_raw.max()
+    w = np.exp(log_raw - shift + _log_counts_cached(dim, upto))
+
+    def term(x, name=None):
+        lr, dl = kernel._raw(x)
+        val = np.exp(lr - shift + _log_counts(x, dim))
+        return val if name is None else val * dl[name]
+
+    tail, p = 0.0, np.inf
+    if w[-1] > 0:
+        p = -np.log(w[-1] / w[-2]) / np.log(upto / (upto - 1.0))
+        if p <= 1.0 + 1e-9:
+            raise ValueError(
+                f"{kernel!r}: the series sum_l lambda_l N(l, {dim}) diverges (terms decay like "
+                f"l^-{p:.2f}); this spectrum cannot be normalised to a variance in d = {dim}"
+            )
+        tail = _tail_sum(term, float(upto), p)
+    norm = w.sum() + tail
+    lam = np.exp(log_raw[: L + 1] - shift) / norm
+    grads = {}
+    for name, dl in dlog.items():
+        dtail = _tail_sum(lambda x, n=name: term(x, n), float(upto), p) if tail else 0.0
+        dnorm = (w * dl[: upto + 1]).sum() + dtail
+        grads[name] = lam * (dl[: L + 1] - dnorm / norm)
+        grads[name].setflags(write=False)
+    lam.setflags(write=False)
+    return lam, grads
+
+
+@lru_cache(maxsize=64)
+def _shape_series(kernel: SpectralKernel):
+    dim = kernel.dim
+    L = 16
+    while True:
+        lam, grads = _spectral_cache(kernel, dim, L)
+        counts = np.array([float(num_harmonics(e, dim)) for e in range(L + 1)])
+        tail = 1.0 - float((lam * counts).sum())
+        if tail <= kernel.shape_tol or L >= kernel.max_shape_degree:
+            break
+        L *= 2
+    if tail > kernel.shape_tol:
+        warnings.warn(
+            f"{kernel!r}: shape truncated at degree {L} leaves relative mass {tail:.1e} "
+            f"(> {kernel.shape_tol:.0e}); shape values near t = 1 are low by about that much",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    return lam, grads, tail
+
+
+class IntrinsicMatern(SpectralKernel):
+    r"""Matérn (or, for ``nu = inf``, the heat / squared-exponential) kernel of the
+    Laplace–Beltrami operator on :math:`S^{d-1}`:
+
+    .. math:: \lambda_\ell \propto \Big(\frac{2\nu}{\rho^2} + \ell(\ell + d - 2)\Big)^{-(\nu +
+              \frac{d-1}{2})}, \qquad \lambda_\ell^{\infty} \propto
+              e^{-\rho^2 \ell(\ell + d - 2)/2},
+
+    normalised so that :math:`\kappa(1) = \sum_\ell \lambda_\ell N(\ell, d) = ` ``variance``
+    (seed 001 eqs. 33–34 use an unnormalised variant). ``lengthscale`` is :math:`\rho`. The
+    spectrum depends on the dimension, so the kernel is built for one ``dim``.
+    """
+
+    shape_params = ("lengthscale",)
+    structure = ("dim", "nu")
+
+    def __init__(self, dim: int, nu: float = 1.5, lengthscale: float = 1.0, variance: float = 1.0, bias: float = 1.0, input_scale: Any = 1.0):
+        self.dim = check_dim(dim)
+        v = float(nu)
+        if not (v > 0):
+            raise ValueError(f"nu must be > 0 (or inf), got {nu!r}")
+        self.nu = v
+        self.lengthscale = check_positive(lengthscale, "lengthscale")
+        super().__init__(variance, bias, input_scale)
+
+    def _key(self):
+        return ("IntrinsicMatern", self.dim, self.nu, self.lengthscale)
+
+    def _raw(self, ell):
+        rho = self.lengthscale
+        lap = ell * (ell + self.dim - 2.0)
+        if math.isinf(self.nu):
+            return -0.5 * rho**2 * lap, {"lengthscale": -rho * lap}
+        a = 2.0 * self.nu / rho**2
+        power = self.nu + (self.dim - 1) / 2.0
+        log_raw = -power * np.log(a + lap)
+        # d/drho of -power log(a + lap) = -power * (da/drho) / (a + lap), da/drho = -2a/rho
+        return log_raw, {"lengthscale": power * 2.0 * a / rho / (a + lap)}
+
+
+class PolynomialDecay(SpectralKernel):
+    r"""Continuous-depth kernel of seed 004 (eq. 15): :math:`\lambda_\ell \propto \ell^{-\beta}`.
+
+    Convention at :math:`\ell = 0` (where :math:`\ell^{-\beta}` is infinite): the constant level
+    gets the weight of level 1, :math:`\lambda_0 = \lambda_1`, i.e.
+    :math:`\lambda_\ell \propto \max(\ell, 1)^{-\beta}`. Normalised so that
+    :math:`\kappa(1) = ` ``variance``. The infinite series needs :math:`\beta > d - 1` (so that
+    :math:`\sum \ell^{-\beta} N(\ell, d)` converges); smaller :math:`\beta` (a "deeper"
+    kernel) is rejected with that explanation unless ``max_degree`` is given: then the kernel
+    is the finite series :math:`\sum_{\ell \le L}` (the prior that features truncated at degree
+    L represent anyway, seed 004 §5), valid for every :math:`\beta > 0`. The spectrum depends on
+    ``dim``.
+    """
+
+    shape_params = ("beta",)
+    structure = ("dim", "max_degree")
+
+    def __init__(self, dim: int, beta: float = 4.0, variance: float = 1.0, bias: float = 1.0, input_scale: Any = 1.0,
+                 max_degree: int | None = None):
+        self.dim = check_dim(dim)
+        self.max_degree = None if max_degree is None else check_degree(max_degree)
+        self.beta = check_positive(beta, "beta")
+        if self.max_degree is None and self.beta <= self.dim - 1:
+            raise ValueError(
+                f"beta must exceed dim - 1 = {self.dim - 1} so that sum_l l^-beta N(l, d) "
+                f"converges (kappa(1) finite), got beta = {self.beta}; or truncate the series "
+                "with max_degree=L (any beta > 0)"
+            )
+        super().__init__(variance, bias, input_scale)
+
+    def __setattr__(self, name, value):
+        # re-assignment (e.g. by an optimiser); the constructor gives the longer message
+        if name == "beta" and "beta" in self.__dict__ and self.max_degree is None:
+            if value <= self.dim - 1:
+                raise ValueError(f"beta must exceed dim - 1 = {self.dim - 1} (or use max_degree), got {value}")
+        object.__setattr__(self, name, value)
+
+    def _key(self):
+        return ("PolynomialDecay", self.dim, self.beta, self.max_degree)
+
+    def _raw(self, ell):
+        log_l = np.log(np.maximum(ell, 1.0))
+        return -self.beta * log_l, {"beta": -log_l}
+
+    def _finite(self):
+        # the normalised finite series sum_{l <= L}: levels 0..L and d/dbeta
+        Lk = self.max_degree
+        ell = np.arange(Lk + 1, dtype=np.float64)
+        log_raw, dlog = self._raw(ell)
+        w = np.exp(log_raw - log_raw.max() + _log_counts_cached(self.dim, Lk))
+        norm = w.sum()
+        lam = w / np.exp(_log_counts_cached(self.dim, Lk)) / norm
+        grads = {k: lam * (dl - (w * dl).sum() / norm) for k, dl in dlog.items()}
+        return lam, grads
+
+    def _normalised(self, dim, L):
+        if self.max_degree is None:
+            return super()._normalised(dim, L)
+        lam, grads = self._finite()
+        k = min(L, self.max_degree)
+
+        def pad(v):
+            out = np.zeros(L + 1)
+            out[: k + 1] = v[: k + 1]
+            return out
+
+        return pad(lam), {n: pad(g) for n, g in grads.items()}
+
+    def _series(self):
+        if self.max_degree is None:
+            return super()._series()
+        lam, grads = self._finite()
+        return lam, grads, 0.0

@@ -1,0 +1,173 @@
+r"""Kernels built on a base kernel whose hyper-parameters they share: the truncation
+:math:`\kappa_L` (what VISH with all harmonics up to L represents) and the even/odd parts."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._validation import check_degree, check_dim
+from ..sphere.gegenbauer import zonal_series
+from ..sphere.special import num_harmonics
+from .base import ZonalKernel
+
+__all__ = ["WrappedKernel", "Truncated", "Parity"]
+
+
+class WrappedKernel(ZonalKernel):
+    """A kernel built on ``base`` whose hyper-parameters are the base kernel's: reads and writes
+    of ``variance``, ``bias``, ``input_scale`` and the shape parameters go to it (names in
+    ``_own`` stay on the wrapper)."""
+
+    _own: tuple[str, ...] = ("base",)
+
+    @property
+    def shape_params(self):  # type: ignore[override]
+        return self.base.shape_params
+
+    def __getattr__(self, name):
+        if name in ("variance", "bias", "input_scale") or name in self.base.shape_params:
+            return getattr(self.base, name)
+        raise AttributeError(name)
+
+    def __setattr__(self, name, value):
+        if name in self._own:
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self.base, name, value)
+
+
+class Truncated(WrappedKernel):
+    r"""The kernel :math:`\kappa_L(t) = \sum_{\ell \le L} \lambda_\ell Z_\ell(t)` of a base kernel
+    truncated at degree L (``shared/design.md`` §2): a valid kernel in its own right, and exactly
+    the prior that VISH with every harmonic up to degree L represents. Hyper-parameters are the
+    base kernel's (reads and writes go to it)."""
+
+    _own = ("base", "dim", "max_degree")
+
+    def __init__(self, kernel: ZonalKernel, dim: int, max_degree: int) -> None:
+        if not isinstance(kernel, ZonalKernel):
+            raise TypeError(f"kernel must be a spherelab kernel, got {kernel!r}")
+        object.__setattr__(self, "base", kernel)
+        object.__setattr__(self, "dim", check_dim(dim))
+        object.__setattr__(self, "max_degree", check_degree(max_degree))
+
+
+    @property
+    def structure(self):  # type: ignore[override]
+        return ("dim", "max_degree")
+
+
+    def __copy__(self):
+        import copy
+
+        return Truncated(copy.copy(self.base), self.dim, self.max_degree)
+
+    def _key(self):
+        return ("Truncated", self.base._key(), self.dim, self.max_degree)
+
+    def _levels(self):
+        return self.base._spectrum(self.dim, self.max_degree)
+
+    def _spectrum(self, dim, L):
+        if dim != self.dim:
+            raise ValueError(f"this Truncated kernel was built for dim={self.dim}, asked for dim={dim}")
+        out = np.zeros(L + 1)
+        k = min(L, self.max_degree)
+        out[: k + 1] = self._levels()[: k + 1]
+        return out
+
+    def _spectrum_grads(self, dim, L):
+        k = min(L, self.max_degree)
+        out = {}
+        for name, g in self.base._spectrum_grads(self.dim, self.max_degree).items():
+            padded = np.zeros(L + 1)
+            padded[: k + 1] = g[: k + 1]
+            out[name] = padded
+        return out
+
+    def _shape(self, t):
+        return zonal_series(self._levels(), self.dim, t)
+
+    def at_one(self) -> float:
+        counts = np.array([float(num_harmonics(e, self.dim)) for e in range(self.max_degree + 1)])
+        return self.variance * float(self._levels() @ counts)
+
+    def at_one_gradients(self) -> dict[str, float]:
+        counts = np.array([float(num_harmonics(e, self.dim)) for e in range(self.max_degree + 1)])
+        grads = {k: self.variance * float(g @ counts)
+                 for k, g in self.base._spectrum_grads(self.dim, self.max_degree).items()}
+        grads["variance"] = float(self._levels() @ counts)
+        return grads
+
+    def _shape_dt(self, t):
+        return zonal_series(self._levels(), self.dim, t, derivative=True)[1]
+
+    def _shape_grads(self, t):
+        return {
+            name: zonal_series(g, self.dim, t)
+            for name, g in self.base._spectrum_grads(self.dim, self.max_degree).items()
+        }
+
+
+class Parity(WrappedKernel):
+    r"""The even or odd part of a zonal kernel under the antipodal map :math:`\hat x \mapsto -\hat x`
+    of the sphere: :math:`\kappa_\pm(t) = \tfrac12(\kappa(t) \pm \kappa(-t))`, i.e. the degrees
+    of one parity only (:math:`\lambda_\ell` kept for :math:`(-1)^\ell = \pm1`, zero otherwise,
+    since :math:`C_\ell^\alpha(-t) = (-1)^\ell C_\ell^\alpha(t)`).
+
+    The antipodal map is orthogonal, so every zonal kernel is invariant under it and
+    :math:`k = k_+ + k_-` is its harmonic decomposition with T = 2 (seed 002 §3; the map acts on
+    the lifted point :math:`\tilde x = [x/s, b]`, not on the data). Each part is a kernel in its
+    own right (usable in every model); hyper-parameters are the base kernel's (reads and writes go
+    to it), so gradients of both parts add up on the shared parameters.
+
+    Parameters
+    ----------
+    kernel
+        The base kernel.
+    even
+        ``True``: :math:`\kappa_+` (even degrees); ``False``: :math:`\kappa_-` (odd degrees).
+    """
+
+    _own = ("base", "even")
+
+    def __init__(self, kernel: ZonalKernel, even: bool = True) -> None:
+        if not isinstance(kernel, ZonalKernel):
+            raise TypeError(f"kernel must be a spherelab kernel, got {kernel!r}")
+        object.__setattr__(self, "base", kernel)
+        object.__setattr__(self, "even", bool(even))
+
+
+
+    @property
+    def _sign(self) -> float:
+        return 1.0 if self.even else -1.0
+
+    def _key(self):
+        return ("Parity", self.base._key(), self.even)
+
+    def _shape(self, t):
+        return 0.5 * (self.base._shape(t) + self._sign * self.base._shape(-t))
+
+    def _shape_dt(self, t):
+        # d/dt kappa(-t) = -kappa'(-t)
+        return 0.5 * (self.base._shape_dt(t) - self._sign * self.base._shape_dt(-t))
+
+    def _shape_grads(self, t):
+        g1, g2 = self.base._shape_grads(t), self.base._shape_grads(-t)
+        return {k: 0.5 * (g1[k] + self._sign * g2[k]) for k in g1}
+
+    def _mask(self, v):
+        out = np.array(v, dtype=np.float64, copy=True)
+        out[..., (np.arange(out.shape[-1]) % 2 == 1) == self.even] = 0.0
+        return out
+
+    def _spectrum(self, dim, L):
+        return self._mask(self.base._spectrum(dim, L))
+
+    def _spectrum_grads(self, dim, L):
+        return {k: self._mask(v) for k, v in self.base._spectrum_grads(dim, L).items()}
+
+    def __repr__(self) -> str:
+        return f"Parity({self.base!r}, even={self.even})"
+

@@ -1,0 +1,129 @@
+r"""Dense linear algebra shared by every bound and model: Cholesky factorisation with bounded
+jitter and an explanation when it fails, triangular inverses and solves, the reverse mode of the
+Cholesky factorisation, and relative jitter with its reverse mode.
+
+A failed factorisation raises :class:`NumericalFailure` (a ``numpy.linalg.LinAlgError``) that
+names the matrix and says what to try. The optimisers treat exactly this exception (and nothing
+else) as "the trial point is outside the usable range, step back"; any other error is a bug and
+propagates.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.linalg import cho_solve, cholesky, solve_triangular
+
+__all__ = [
+    "NumericalFailure",
+    "JITTERS",
+    "cholesky_or_explain",
+    "add_jitter",
+    "jitter_backward",
+    "cholesky_backward",
+    "chol_inverse",
+    "chol_inverse_tri",
+    "inv_tri_T",
+    "inverse_factor",
+    "forward_solve",
+]
+
+
+class NumericalFailure(np.linalg.LinAlgError):
+    """A matrix that should be positive definite is not (even with jitter), or a value left the
+    floating-point range. Optimisers reject such a trial point and step back. (A
+    ``numpy.linalg.LinAlgError``, hence also a ``ValueError``.)"""
+
+
+#: jitter tried on a failed Cholesky, relative to the largest diagonal entry (bounded)
+JITTERS = (0.0, 1e-12, 1e-10, 1e-8)
+
+
+def cholesky_or_explain(A: np.ndarray, name: str, hint: str) -> np.ndarray:
+    """Lower Cholesky factor with bounded jitter (relative ``JITTERS``), or a
+    ``numpy.linalg.LinAlgError`` that names the matrix, its size, its smallest diagonal entry,
+    the largest jitter tried and what to try."""
+    if not np.all(np.isfinite(A)):
+        raise NumericalFailure(
+            f"{name} ({A.shape[0]}x{A.shape[0]}) has {int(np.sum(~np.isfinite(A)))} non-finite "
+            f"entries. {hint}"
+        )
+    scale = float(np.max(np.abs(np.diag(A)))) if A.size else 1.0
+    err = None
+    for jitter in JITTERS:
+        try:
+            B = A if jitter == 0.0 else A + jitter * scale * np.eye(A.shape[0])
+            L = cholesky(B, lower=True, check_finite=False)
+            if np.all(np.isfinite(L)):
+                return L
+        except (np.linalg.LinAlgError, ValueError) as e:  # not positive definite
+            err = e
+    diag = np.diag(A)
+    raise NumericalFailure(
+        f"Cholesky of {name} ({A.shape[0]}x{A.shape[0]}) failed even with jitter "
+        f"{JITTERS[-1]:g} x max diagonal: {err}. Smallest diagonal entry {np.min(diag):.3e}, "
+        f"largest {np.max(diag):.3e}. {hint}"
+    )
+
+
+def add_jitter(A: np.ndarray, jitter: float) -> np.ndarray:
+    r""":math:`A + j\,\mathrm{mean}(\mathrm{diag}A)\,I` (relative jitter; ``A`` unchanged for j = 0)."""
+    if jitter == 0.0 or A.shape[0] == 0:
+        return A
+    return A + jitter * float(np.mean(np.diag(A))) * np.eye(A.shape[0])
+
+
+def jitter_backward(G: np.ndarray, jitter: float) -> np.ndarray:
+    r"""Reverse mode of :func:`add_jitter`: :math:`G + (j/n)\,\mathrm{tr}(G)\,I`."""
+    if jitter == 0.0 or G.shape[0] == 0:
+        return G
+    return G + jitter * np.trace(G) / G.shape[0] * np.eye(G.shape[0])
+
+
+def cholesky_backward(L: np.ndarray, dL: np.ndarray) -> np.ndarray:
+    r"""Reverse mode of :math:`\Sigma = LL^\top`: given :math:`\bar L` (lower triangle used),
+    the symmetric :math:`\bar\Sigma = \tfrac12(G + G^\top)`,
+    :math:`G = L^{-\top}\Phi(L^\top\bar L)L^{-1}` with :math:`\Phi` the lower triangle with
+    halved diagonal (Murray 2016, "Differentiation of the Cholesky decomposition")."""
+    if L.shape[0] == 0:
+        return np.zeros((0, 0))
+    P = np.tril(L.T @ np.tril(dL))
+    P[np.diag_indices_from(P)] *= 0.5
+    G = solve_triangular(L, solve_triangular(L, P, lower=True, trans=1).T, lower=True, trans=1).T
+    return 0.5 * (G + G.T)
+
+
+def chol_inverse(L: np.ndarray) -> np.ndarray:
+    n = L.shape[0]
+    return cho_solve((L, True), np.eye(n))
+
+
+def chol_inverse_tri(L: np.ndarray) -> np.ndarray:
+    """(L L^T)^-1 for a lower-triangular L with any signs on its diagonal."""
+    n = L.shape[0]
+    if n == 0:
+        return np.zeros((0, 0))
+    Li = solve_triangular(L, np.eye(n), lower=True)
+    return Li.T @ Li
+
+
+def inv_tri_T(L: np.ndarray) -> np.ndarray:
+    """:math:`L^{-\\top}` for lower-triangular L (empty for 0 x 0)."""
+    if L.size == 0:
+        return np.zeros_like(L)
+    return solve_triangular(L, np.eye(L.shape[0]), lower=True).T
+
+
+def inverse_factor(Lam: np.ndarray) -> np.ndarray:
+    r"""Lower-triangular L with :math:`LL^\top = \Lambda^{-1}` for symmetric positive-definite
+    :math:`\Lambda` (empty for 0 x 0): with :math:`\Lambda = CC^\top`, :math:`C^{-1} = QR` gives
+    :math:`\Lambda^{-1} = R^\top R`, so :math:`L = R^\top` without forming the inverse."""
+    if Lam.shape[0] == 0:
+        return np.zeros((0, 0))
+    C = np.linalg.cholesky(Lam)
+    return np.linalg.qr(solve_triangular(C, np.eye(C.shape[0]), lower=True), mode="r").T
+
+
+def forward_solve(LJ: np.ndarray, Kpf: np.ndarray) -> np.ndarray:
+    """:math:`L_J^{-1}K_{pf}` by forward substitution (an explicit triangular inverse with
+    ``dtrmm`` is 1.3x faster on (256, 8192) blocks but 10x less accurate)."""
+    return solve_triangular(LJ, Kpf, lower=True)

@@ -1,0 +1,400 @@
+r"""The base of every model: a parameter registry, the objective over any subset of it, and the
+fitting loops (L-BFGS-B, Adam).
+
+A model lists its trainable parameters once (:meth:`Model._registry`): a name, how to read and
+write the value, and a transform — ``"free"`` (as is), ``"positive"`` (optimised as
+:math:`u` with value :math:`\mathrm{softplus}(u)`) or ``"tril"`` (a lower-triangular square
+matrix stored by its ``tril_indices`` entries). Its ``elbo_and_gradient(X, y, num_data)``
+returns the ELBO and a dict of derivatives with the same names (GPy's contract: the bound gives
+matrix derivatives, features and kernels chain them); everything else — the flat vector, the
+transforms' chain rule, the reject guard, the optimisers, the thread policy — is here.
+
+Models share the kernel and likelihood they are given (GPflow's habit, no copy): fitting
+changes them, and changing them changes the model (every cached posterior notices). Pass
+``copy.deepcopy(kernel)`` to keep an original.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+from scipy.special import expit
+
+from .._validation import check_data, check_int
+from ..likelihoods import Bernoulli, Gaussian
+from ..linalg import NumericalFailure, add_jitter, jitter_backward
+from ..optim import Adam, minimize_lbfgsb
+from ..threads import policy
+
+__all__ = ["softplus", "softplus_inverse", "Param", "Model"]
+
+
+def softplus(u):
+    return np.logaddexp(0.0, u)
+
+
+def softplus_inverse(x):
+    # a parameter at exactly 0 (bias = 0) maps to softplus(-690) = 1e-300, i.e. stays ~0
+    x = np.maximum(np.asarray(x, dtype=np.float64), 1e-300)
+    return np.where(x > 30, x, np.log(np.expm1(np.minimum(x, 30))))
+
+
+@dataclass
+class Param:
+    """One registry entry: ``get()`` returns the current value (a float or an array),
+    ``set(value)`` writes one of the same shape; ``kind`` is ``"free"``, ``"positive"`` or
+    ``"tril"``."""
+
+    name: str
+    get: Callable[[], Any]
+    set: Callable[[Any], None]
+    kind: str = "free"
+
+    def shape(self) -> tuple:
+        return np.shape(self.get())
+
+    def pack(self) -> np.ndarray:
+        v = np.asarray(self.get(), dtype=np.float64)
+        if self.kind == "positive":
+            return softplus_inverse(v).ravel()
+        if self.kind == "tril":
+            return v[np.tril_indices(v.shape[0])]
+        return v.ravel().copy()
+
+    def size(self) -> int:
+        shape = self.shape()
+        if self.kind == "tril":
+            return shape[0] * (shape[0] + 1) // 2
+        return int(np.prod(shape))
+
+    def unpack(self, u: np.ndarray) -> None:
+        shape = self.shape()
+        if self.kind == "tril":
+            L = np.zeros(shape)
+            L[np.tril_indices(shape[0])] = u
+            self.set(L)
+            return
+        v = softplus(u) if self.kind == "positive" else np.array(u, dtype=np.float64)
+        self.set(float(v[0]) if shape == () else v.reshape(shape))
+
+    def chain(self, grad: Any, u: np.ndarray) -> np.ndarray:
+        """The gradient in the optimiser's coordinates ``u`` from the value's gradient."""
+        g = np.asarray(grad, dtype=np.float64)
+        if self.kind == "tril":
+            return g[np.tril_indices(g.shape[0])]
+        g = np.broadcast_to(g, self.shape()).ravel()
+        return g * expit(u) if self.kind == "positive" else g.copy()
+
+
+def kernel_params(kernel) -> list[Param]:
+    """Registry entries of a kernel: ``variance``, the shape parameters, ``bias`` and
+    ``input_scale`` (all positive)."""
+    def entry(name):
+        return Param(name, lambda: getattr(kernel, name), lambda v: setattr(kernel, name, v), "positive")
+
+    return [entry(n) for n in ("variance", *kernel.shape_params, "bias", "input_scale")]
+
+
+def likelihood_params(likelihood) -> list[Param]:
+    """The Gaussian noise variance as ``noise`` (Bernoulli has no parameter)."""
+    if isinstance(likelihood, Gaussian):
+        return [Param("noise", lambda: likelihood.variance, lambda v: setattr(likelihood, "variance", v), "positive")]
+    return []
+
+
+class Model:
+    """Base of the models: the registry and the objective (module docstring).
+
+    Subclasses provide ``_registry()`` (a list of :class:`Param`), ``elbo_and_gradient``,
+    ``initialise(X, seed)``, ``_initialised()``, ``_num_inducing()`` and ``_check_data``.
+    """
+
+    kernel: Any
+    likelihood: Any
+    jitter: float = 0.0
+    #: the likelihoods the model supports
+    likelihoods: tuple = (Gaussian, Bernoulli)
+
+    def _set_likelihood(self, likelihood) -> None:
+        self.likelihood = likelihood if likelihood is not None else Gaussian(1.0)
+        if not isinstance(self.likelihood, self.likelihoods):
+            names = " or ".join(t.__name__ for t in self.likelihoods)
+            raise TypeError(f"likelihood must be {names}, got {self.likelihood!r}")
+
+    # ---- registry -------------------------------------------------------------------------
+    def _registry(self) -> list[Param]:
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    def _entries(self, names: Sequence[str] | None) -> list[Param]:
+        if not self._initialised():
+            raise RuntimeError(f"{type(self).__name__} has no parameters yet: call fit(X, y) first")
+        reg = self._registry()
+        if names is None:
+            return reg
+        known = {p.name: p for p in reg}
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise ValueError(f"unknown parameter name(s) {unknown}; this model has {list(known)}")
+        return [known[n] for n in names]
+
+    @property
+    def num_inducing(self) -> int:
+        """The number of inducing variables (all blocks, all sets)."""
+        return self._num_inducing()
+
+    @property
+    def param_names(self) -> list[str]:
+        """Names of the trainable parameters, in the order of the flat vector."""
+        return [p.name for p in self._entries(None)]
+
+    def get_params(self) -> dict[str, Any]:
+        """Every trainable parameter's current value by name (copies)."""
+        def copy(v):
+            if isinstance(v, list):  # one array per block
+                return [np.array(a, dtype=np.float64) for a in v]
+            return np.array(v, dtype=np.float64) if np.ndim(v) else float(v)
+
+        return {p.name: copy(p.get()) for p in self._entries(None)}
+
+    def set_params(self, **values: Any) -> "Model":
+        """Set parameters by name; shapes must match, positive ones must be finite and > 0.
+
+        Returns
+        -------
+        self
+        """
+        entries = {p.name: p for p in self._entries(list(values))}
+        for name, v in values.items():
+            p = entries[name]
+            arr = np.asarray(v, dtype=np.float64)
+            if arr.shape != p.shape():
+                raise ValueError(f"{name} must have shape {p.shape()}, got {arr.shape}")
+            if not np.all(np.isfinite(arr)):
+                raise ValueError(f"{name} contains NaN or infinite values")
+            if p.kind == "positive" and np.any(arr <= 0):
+                raise ValueError(f"{name} must be > 0, got {v!r}")
+            p.set(float(arr) if arr.ndim == 0 else arr.copy())
+        return self
+
+    def parameter_vector(self, names: Sequence[str] | None = None) -> np.ndarray:
+        """The optimiser's flat vector (positive parameters as softplus-inverse, triangular
+        matrices by their lower triangle) of ``names`` (default: all), in registry order."""
+        entries = self._entries(names)
+        return np.concatenate([p.pack() for p in entries]) if entries else np.zeros(0)
+
+    def set_parameter_vector(self, theta: np.ndarray, names: Sequence[str] | None = None) -> None:
+        """Inverse of :meth:`parameter_vector`."""
+        entries = self._entries(names)
+        theta = np.asarray(theta, dtype=np.float64)
+        i = 0
+        for p in entries:
+            n = p.size()
+            p.unpack(theta[i:i + n])
+            i += n
+        if i != theta.size:
+            raise ValueError(f"expected a vector of {i} parameters, got {theta.size}")
+
+    def _chain(self, g: dict[str, Any], theta: np.ndarray, entries: list[Param]) -> np.ndarray:
+        out, i = [], 0
+        for p in entries:
+            n = p.size()
+            out.append(p.chain(g[p.name], theta[i:i + n]))
+            i += n
+        return np.concatenate(out) if out else np.zeros(0)
+
+    # ---- objective ------------------------------------------------------------------------
+    @staticmethod
+    def negated(evaluate: Callable[[], tuple[float, np.ndarray]], size: int):
+        """(-value, -gradient) of ``evaluate()``, or (1e300, 0) where it raises
+        :class:`~spherelab.linalg.NumericalFailure` or gives a non-finite result, so that
+        L-BFGS-B steps back instead of into NaN. Any other exception is a bug and propagates."""
+        try:
+            with np.errstate(all="ignore"):  # judged by the finiteness check below
+                value, grad = evaluate()
+        except (NumericalFailure, FloatingPointError):
+            return 1e300, np.zeros(size)
+        if not (np.isfinite(value) and np.all(np.isfinite(grad))):
+            return 1e300, np.zeros(size)
+        return -value, -grad
+
+    def objective(self, theta: np.ndarray, X: Any, y: Any, *, names: Sequence[str] | None = None,
+                  num_data: int | None = None) -> tuple[float, np.ndarray]:
+        """The negated ELBO and its gradient over the flat vector ``theta`` of ``names``
+        (default: every parameter; the model is left at ``theta``). ``num_data`` > len(y) makes
+        it a minibatch estimate. Rejected trial points give (1e300, 0)."""
+        entries = self._entries(names)
+        theta = np.asarray(theta, dtype=np.float64)
+        self.set_parameter_vector(theta, names)
+
+        def evaluate():
+            value, g = self.elbo_and_gradient(X, y, num_data)
+            return value, self._chain(g, theta, entries)
+
+        return self.negated(evaluate, theta.size)
+
+    def _minimize(self, names: Sequence[str] | None, evaluate: Callable[[], tuple[float, dict]],
+                  maxiter: int):
+        """L-BFGS-B over the parameters ``names`` of ``evaluate() -> (value, gradient dict)``
+        (the registry's transforms applied); the model is left at the optimum."""
+        entries = self._entries(names)
+
+        def fun(theta):
+            self.set_parameter_vector(theta, names)
+
+            def ev():
+                value, g = evaluate()
+                return value, self._chain(g, theta, entries)
+
+            return self.negated(ev, theta.size)
+
+        result = minimize_lbfgsb(fun, self.parameter_vector(names), maxiter)
+        self.set_parameter_vector(result.x, names)
+        return result
+
+    # ---- helpers shared by the inducing-point models --------------------------------------
+    def _with_jitter(self, A: np.ndarray) -> np.ndarray:
+        return add_jitter(A, self.jitter)
+
+    def _jitter_backward(self, G: np.ndarray) -> np.ndarray:
+        return jitter_backward(G, self.jitter)
+
+    def _threads(self, rows: int):
+        # one objective evaluation: O(rows P^2 + P^3) flops for P inducing variables
+        P = self._num_inducing()
+        return policy(2.0 * rows * P * P + float(P) ** 3)
+
+    def _check_fitted(self) -> None:
+        if not self._initialised():
+            raise RuntimeError(f"{type(self).__name__} is not fitted: call fit(X, y) first")
+
+    def _check_data(self, X, y):
+        X, y = check_data(X, y)
+        if isinstance(self.likelihood, Bernoulli):
+            self.likelihood.check_targets(y)
+        return X, y
+
+    def predict_y(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Predictive mean and variance of y (for Bernoulli: the probability of 1 and its
+        Bernoulli variance)."""
+        return self.likelihood.predict_y(*self.predict_f(X))
+
+
+class SparseModel(Model):
+    """``fit`` (L-BFGS-B, jointly or on the collapsed bound) and ``fit_svi`` (Adam on minibatches)
+    for the inducing-point models (:class:`~spherelab.OrthogonalSVGP`,
+    :class:`~spherelab.HarmonicSVGP`), whose variational parameters are registered as
+    ``q_*`` entries."""
+
+    @property
+    def collapsed_names(self) -> list[str]:
+        """The parameters of the collapsed bound: every registered name but q's."""
+        return [p.name for p in self._entries(None) if not p.name.startswith("q_")]
+
+    def _collapsed_elbo_and_gradient(self, X, y):
+        """The ELBO at the optimal q for the current other parameters, with its gradient (generic:
+        :meth:`optimal_q`, then the bound; a model may fuse the two passes)."""
+        self.optimal_q(X, y)
+        return self.elbo_and_gradient(X, y)
+
+    def collapsed_objective(self, theta: np.ndarray, X: Any, y: Any) -> tuple[float, np.ndarray]:
+        """The negated collapsed bound :math:`\\max_q` ELBO and its gradient over every
+        parameter except q (flat, registry order), with q re-solved in closed form."""
+        names = self.collapsed_names
+        entries = self._entries(names)
+        theta = np.asarray(theta, dtype=np.float64)
+        self.set_parameter_vector(theta, names)
+
+        def evaluate():
+            # envelope theorem: at the optimal q the gradient in q vanishes, so the partial
+            # gradient in the other parameters is the gradient of the collapsed bound
+            value, g = self._collapsed_elbo_and_gradient(X, y)
+            return value, self._chain(g, theta, entries)
+
+        return self.negated(evaluate, theta.size)
+
+    def _start(self, X, y, seed: int, init_q: str) -> None:
+        # q at the prior (m = 0) lets the first steps shrink the kernel variance before the mean
+        # has learnt anything, a basin where all signal is noise (measured: 2 of 5 kin8nm splits,
+        # SE kernel, ReLU units); the optimal q for the initial hyper-parameters avoids it
+        if init_q not in ("optimal", "prior"):
+            raise ValueError(f"init_q must be 'optimal' or 'prior', got {init_q!r}")
+        if self._initialised():
+            return
+        self.initialise(X, seed)
+        if init_q == "optimal" and isinstance(self.likelihood, Gaussian):
+            self.optimal_q(X, y)
+
+    def fit(self, X: Any, y: Any, *, optimize: bool = True, maxiter: int = 1000, seed: int = 0,
+            init_q: str = "optimal", collapsed: bool | None = None):
+        """Full-batch fit of every parameter by L-BFGS-B (``optimize=False``: initialise only).
+
+        A model not yet initialised is initialised first (``seed``), with q at its optimum for
+        the initial hyper-parameters when the likelihood is Gaussian (``init_q="optimal"``, one
+        streamed pass over the rows) or at the prior (``init_q="prior"``; always for Bernoulli).
+
+        ``collapsed`` (default: True for a Gaussian likelihood) optimises the collapsed bound
+        (the ELBO maximised over q) over the other parameters (features, inducing or orthogonal
+        inputs, kernel, noise), q being re-solved in closed form at every evaluation
+        (:meth:`optimal_q`): L-BFGS-B then works in far fewer dimensions, and no step can leave
+        q stale while the hyper-parameters move (far better optima in a fixed budget:
+        ``benchmarks/RESULTS.md``, "The collapsed bound"). ``collapsed=False`` optimises q
+        jointly with the rest.
+
+        Returns
+        -------
+        self
+        """
+        X, y = self._check_data(X, y)
+        gaussian = isinstance(self.likelihood, Gaussian)
+        if collapsed is None:
+            collapsed = gaussian
+        if collapsed and not gaussian:
+            raise TypeError(f"collapsed=True needs a Gaussian likelihood, got {type(self.likelihood).__name__}")
+        self._start(X, y, seed, init_q)
+        if optimize:
+            with self._threads(X.shape[0]):
+                if collapsed:
+                    names = self.collapsed_names
+                    res = minimize_lbfgsb(self.collapsed_objective, self.parameter_vector(names), maxiter,
+                                          args=(X, y))
+                    self.set_parameter_vector(res.x, names)
+                    self.optimal_q(X, y)
+                else:
+                    res = minimize_lbfgsb(self.objective, self.parameter_vector(), maxiter, args=(X, y))
+                    self.set_parameter_vector(res.x)
+            self.optimizer_result = res
+        self._X, self._y = X, y
+        return self
+
+    def fit_svi(self, X: Any, y: Any, *, batch_size: int = 256, iterations: int = 1000, lr: float = 0.01,
+                seed: int = 0, init_q: str = "optimal"):
+        """Minibatch fit of every parameter by Adam on the unbiased ELBO estimate; the ELBO
+        estimate of every step is kept in ``trace``. Initialisation as in :meth:`fit`.
+
+        Returns
+        -------
+        self
+        """
+        X, y = self._check_data(X, y)
+        self._start(X, y, seed, init_q)
+        rng = np.random.default_rng(seed)
+        B = min(check_int(batch_size, "batch_size", minimum=1), X.shape[0])
+        theta = self.parameter_vector()
+        opt = Adam(theta, lr)
+        self.trace = []
+        with self._threads(B):
+            for _ in range(int(iterations)):
+                idx = rng.choice(X.shape[0], B, replace=False)
+                value, grad = self.objective(theta, X[idx], y[idx], num_data=X.shape[0])
+                if value >= 1e300:
+                    raise NumericalFailure("a minibatch step left the usable range (Cholesky failed); lower lr")
+                theta = opt.step(-grad)  # objective returns the negated ELBO gradient
+                self.trace.append(-value)
+        self.set_parameter_vector(theta)
+        self._X, self._y = X, y
+        return self
+
+    #: the name the inducing-point models had for :meth:`fit_svi`
+    fit_adam = fit_svi

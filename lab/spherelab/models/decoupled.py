@@ -1,0 +1,403 @@
+r"""The orthogonally-decoupled SVGP with inter-domain features (seed 003 §3.3-3.4): u from any
+:class:`~spherelab.features.Features`, K orthogonal inducing points v; the activated SVGP is
+K = 0. The bound and its matrix derivatives live in :mod:`spherelab.bounds.decoupled`; this
+module holds the model state and chains the derivatives into the parameters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from scipy.linalg import cho_solve, solve_triangular
+
+from .._validation import check_data, check_finite_array, check_int
+from ..bounds.decoupled import (
+    HINT_UU,
+    HINT_VV,
+    OrthogonalBound,
+    gaussian_stats_bound_whitened,
+    joint_cholesky,
+    joint_factors,
+    orthogonal_bound,
+    orthogonal_bound_whitened,
+    whitened_optimum,
+)
+from ..features import Features
+from ..kernels import ZonalKernel
+from ..likelihoods import Bernoulli, Gaussian
+from ..linalg import cholesky_or_explain, forward_solve
+from .base import Param, SparseModel, kernel_params, likelihood_params
+
+__all__ = ["OrthogonalSVGP", "ActivatedSVGP"]
+
+
+
+class OrthogonalSVGP(SparseModel):
+    r"""SVGP with inter-domain features :math:`u` and K orthogonal inducing points
+    (the orthogonally-decoupled posterior of seed 003 eqs. 3.11-3.12).
+
+    Parameters
+    ----------
+    kernel
+        A :class:`~spherelab.kernels.ZonalKernel` (its ``bias`` and ``input_scale`` are trained).
+    features
+        :class:`~spherelab.features.ActivatedFeatures`, :class:`~spherelab.features.InducingPoints`
+        or :class:`~spherelab.features.HarmonicFeatures` (spherical harmonics: VISH's features
+        with orthogonal points).
+    num_orthogonal
+        K (0: the plain SVGP / activated SVGP).
+    likelihood
+        :class:`~spherelab.likelihoods.Gaussian` (default, closed-form expectations) or
+        :class:`~spherelab.likelihoods.Bernoulli` (Gauss-Hermite).
+    orthogonal_inputs
+        ``(K, D)`` initial W; default: K training inputs chosen at random in :meth:`fit`.
+    whiten
+        Parameterise q in whitened coordinates (:func:`orthogonal_bound_whitened`; default):
+        ``m_u``, ``L_u`` describe :math:`\tilde u = L_{uu}^{-1}u` and ``m_v``, ``L_v``
+        :math:`\tilde v = L_{vv}^{-1}v'`, both with N(0, I) priors. Needed when :math:`K_{uu}`
+        is ill-conditioned (smooth activations: softplus units span few effective dimensions).
+    sufficient_statistics
+        Gaussian likelihood, whitened (the defaults): evaluate the ELBO and its gradient from
+        :math:`\Phi = AA^\top` and :math:`Ay`, :math:`A = L_J^{-1}K_{pf}`
+        (:func:`gaussian_stats_bound_whitened`),
+        accumulated over chunks of rows, so memory does not grow with N and each step does three
+        O((M + K)^2 N) products instead of about eight; used for batches of at least
+        3(M + K) rows. ``False``: always the per-row bound (:func:`orthogonal_bound_whitened`,
+        same value); Bernoulli always uses it.
+
+    Trainable: ``m_u``, ``L_u`` (:math:`C_u = L_uL_u^\top`), ``m_v``, ``L_v``, ``W``, the feature
+    parameters (unit weights or inducing inputs), the kernel's variance, shape parameters, bias
+    and input scale, and the Gaussian noise variance — all with analytic gradients
+    (:meth:`elbo_and_gradient`).
+    """
+
+    #: entries of one row chunk, (M + K) x rows: blocks of 16 MB
+    chunk_entries = 1 << 21
+    #: A = L_J^-1 K_pf is kept between the forward and the backward pass up to 128 MB
+    keep_entries = 1 << 24
+
+    def __init__(self, kernel: ZonalKernel, features, num_orthogonal: int = 0, likelihood=None,
+                 orthogonal_inputs: Any = None, whiten: bool = True, jitter: float = 1e-6, sufficient_statistics: bool = True) -> None:
+        if not isinstance(kernel, ZonalKernel):
+            raise TypeError(f"kernel must be a spherelab ZonalKernel, got {kernel!r}")
+        if not isinstance(features, Features):
+            raise TypeError(f"features must be spherelab Features (harmonics, phases, activated units, inducing "
+                            f"points), got {features!r}")
+        self.kernel = kernel
+        self.features = features
+        self.num_orthogonal = check_int(num_orthogonal, "num_orthogonal", minimum=0)
+        self._set_likelihood(likelihood)
+        self.W = None if orthogonal_inputs is None else check_finite_array(orthogonal_inputs, "orthogonal_inputs", ndim=2).copy()
+        if self.W is not None and self.W.shape[0] != self.num_orthogonal:
+            raise ValueError(f"orthogonal_inputs must have num_orthogonal = {self.num_orthogonal} rows")
+        self.whiten = bool(whiten)
+        self.jitter = float(jitter)
+        if not (self.jitter >= 0 and np.isfinite(self.jitter)):
+            raise ValueError(f"jitter must be a finite number >= 0, got {jitter!r}")
+        self.m_u = self.L_u = self.m_v = self.L_v = None
+        self.optimizer_result = None
+        self.sufficient_statistics = bool(sufficient_statistics)
+
+    def _num_inducing(self) -> int:
+        return self.features.num_features + self.num_orthogonal
+
+    # ---- set-up ---------------------------------------------------------------------------
+    def initialise(self, X: np.ndarray, seed: int = 0) -> "OrthogonalSVGP":
+        """Feature parameters, W (K distinct training inputs) and q at the prior
+        (:math:`m = 0`, :math:`C_u = K_{uu}`, :math:`C_v = S_{vv}`)."""
+        rng = np.random.default_rng(seed)
+        self.features.initialise(X.shape[1] + 1, rng)
+        self.features.bind(self.kernel)
+        K = self.num_orthogonal
+        if self.W is None:
+            if K > X.shape[0]:
+                raise ValueError(f"num_orthogonal = {K} exceeds the number of training rows {X.shape[0]}")
+            self.W = X[rng.choice(X.shape[0], K, replace=False)].copy() if K else np.zeros((0, X.shape[1]))
+        elif self.W.shape[1] != X.shape[1]:
+            raise ValueError(f"orthogonal_inputs have {self.W.shape[1]} columns but X has {X.shape[1]}")
+        M = self.features.num_features
+        Kuu = self._with_jitter(self.features.Kuu(self.kernel))
+        self.m_u = np.zeros(M)
+        self.L_u = cholesky_or_explain(Kuu, "Kuu", HINT_UU)
+        self.m_v = np.zeros(K)
+        if self.whiten:  # the prior in whitened coordinates
+            self.L_u = np.eye(M)
+            self.L_v = np.eye(K)
+        elif K:
+            Kvu = self.features.Kuf(self.kernel, self.W).T
+            Svv = self._with_jitter(self.kernel.K(self.W)) - Kvu @ cho_solve((self.L_u, True), Kvu.T)
+            self.L_v = cholesky_or_explain(0.5 * (Svv + Svv.T), "S_vv", HINT_VV)
+        else:
+            self.L_v = np.zeros((0, 0))
+        return self
+
+    # ---- matrices -------------------------------------------------------------------------
+    def _matrices(self, X):
+        Kuu, Kvv, Kvu = self._inducing_matrices()
+        Kuf = self.features.Kuf(self.kernel, X)
+        Kvf = self.kernel.K(self.W, X) if self.num_orthogonal else np.zeros((0, X.shape[0]))
+        return Kuu, Kuf, self.kernel.diag(X), Kvv, Kvu, Kvf
+
+    def bound(self, X, y, num_data: int | None = None) -> OrthogonalBound:
+        """:func:`orthogonal_bound` at the current parameters on (X, y)."""
+        Kuu, Kuf, kff, Kvv, Kvu, Kvf = self._matrices(X)
+        fn = orthogonal_bound_whitened if self.whiten else orthogonal_bound
+        return fn(Kuu, Kuf, kff, self.m_u, self.L_u, Kvv, Kvu, Kvf, self.m_v, self.L_v,
+                                y, self.likelihood, X.shape[0] if num_data is None else num_data)
+
+    def elbo_and_gradient(self, X, y, num_data: int | None = None) -> tuple[float, dict[str, Any]]:
+        """The ELBO (minibatch estimate if ``num_data`` > len(y)) and its gradient with respect to
+        every parameter, as a dict. Gaussian likelihood, whitened: from the batch's sufficient
+        statistics streamed over row chunks (:func:`gaussian_stats_bound_whitened`)."""
+        X = check_finite_array(X, "X", ndim=2)
+        if self._use_stats(X.shape[0]):
+            return self._elbo_and_gradient_stats(X, y, X.shape[0] if num_data is None else num_data)
+        res = self.bound(X, y, num_data)
+        grads = _Gradients(self)
+        grads.inducing(res.dKuu, res.dKvv, res.dKvu)
+        grads.rows(X, res.dKuf, res.dKvf, res.dkff)
+        return res.value, grads.result(res.dm_u, res.dL_u, res.dm_v, res.dL_v, res.dnoise)
+
+    def _use_stats(self, n: int) -> bool:
+        # below ~3 rows per inducing variable the joint (M + K)^3 algebra of the statistics
+        # path costs more than the per-row bound saves (measured: equal at n = 2(M + K))
+        return (self.whiten and self.sufficient_statistics and isinstance(self.likelihood, Gaussian)
+                and n >= 3 * self._num_inducing())
+
+    def _row_chunks(self, X, y):
+        step = max(1, self.chunk_entries // max(self._num_inducing(), 1))
+        for s in range(0, X.shape[0], step):
+            yield X[s : s + step], y[s : s + step]
+
+    def _features_at(self, X):
+        """:math:`K_{pf} = [K_{uf}; K_{vf}]`, ``(M + K, n)``."""
+        Kuf = self.features.Kuf(self.kernel, X)
+        return np.vstack([Kuf, self.kernel.K(self.W, X)]) if self.num_orthogonal else Kuf
+
+    def _statistics(self, X, y, LJ, keep: bool = False):
+        r""":math:`\Phi = AA^\top`, :math:`\beta = Ay` (:math:`A = L_J^{-1}K_{pf}`) and
+        :math:`\sum_n k(x_n, x_n)` over row chunks; with ``keep``, also the list of the chunks'
+        A."""
+        P = self._num_inducing()
+        Phi, beta = np.zeros((P, P)), np.zeros(P)
+        sum_kff, cache = 0.0, []
+        for Xc, yc in self._row_chunks(X, y):
+            Kpf = self._features_at(Xc)
+            A = forward_solve(LJ, Kpf)
+            Phi += A @ A.T
+            beta += A @ yc
+            sum_kff += float(self.kernel.diag(Xc).sum())
+            if keep:
+                cache.append(A)
+        return Phi, beta, sum_kff, cache
+
+    def optimal_q(self, X: Any, y: Any) -> "OrthogonalSVGP":
+        r"""Set q to the maximiser of the ELBO for a Gaussian likelihood at the current kernel,
+        noise, features and orthogonal inputs (Titsias' optimum for the decoupled family).
+
+        In whitened coordinates :math:`[u; v] = L_J[\tilde u; \tilde v]` the bound depends on the
+        data through :math:`\Phi = AA^\top` and :math:`\beta = Ay`, :math:`A = L_J^{-1}K_{pf}`
+        only (:func:`gaussian_stats_bound_whitened`); with :math:`\Lambda = I + \Phi/\sigma^2`
+        the optimal means are :math:`\Lambda^{-1}\beta/\sigma^2` (u and v jointly: the data
+        couple them) and, q(u) and q(v') being independent, the optimal covariances are the
+        inverses of the diagonal blocks :math:`\Lambda_{uu}`, :math:`\Lambda_{vv}`. Without
+        whitening they are mapped by :math:`L_k`, :math:`L_s`. One streamed pass over the rows
+        (O(N(M + K)^2), memory independent of N). :meth:`fit` starts from this q by default.
+        """
+        if not isinstance(self.likelihood, Gaussian):
+            raise TypeError("optimal_q needs a Gaussian likelihood")
+        X, y = self._check_data(X, y)
+        if not self._initialised():
+            self.initialise(X)
+        M = self.features.num_features
+        LJ = joint_cholesky(*self._inducing_matrices())
+        Phi, beta, _, _ = self._statistics(X, y, LJ)
+        m, L_u, L_v = whitened_optimum(Phi, beta, self.likelihood.variance, M)
+        Lk, Ls = LJ[:M, :M], LJ[M:, M:]
+        if self.whiten:
+            self.m_u, self.L_u, self.m_v, self.L_v = m[:M], L_u, m[M:], L_v
+        else:
+            self.m_u, self.L_u, self.m_v, self.L_v = Lk @ m[:M], Lk @ L_u, Ls @ m[M:], Ls @ L_v
+        self._X, self._y = X, y
+        return self
+
+    def _elbo_and_gradient_stats(self, X, y, num_data: int, collapsed: bool = False):
+        keep = X.shape[0] * self._num_inducing() <= self.keep_entries  # else the second pass recomputes A
+        M = self.features.num_features
+        LJ = joint_cholesky(*self._inducing_matrices())
+        Phi, beta, sum_kff, cache = self._statistics(X, y, LJ, keep)
+        q = (self.m_u, self.L_u, self.m_v, self.L_v)
+        if collapsed:
+            m, L_u, L_v = whitened_optimum(Phi, beta, self.likelihood.variance, M)
+            q = (m[:M], L_u, m[M:], L_v)
+        res = gaussian_stats_bound_whitened(LJ, M, Phi, beta, sum_kff, float(y @ y), X.shape[0],
+                                            *q, self.likelihood.variance, num_data)
+        grads = _Gradients(self)
+        grads.inducing(res.dKuu, res.dKvv, res.dKvu)
+        # dK_pf = L_J^-T (2 dPhi A + dbeta y^T): the P x P solve once, then one product per chunk
+        Q = 2.0 * solve_triangular(LJ, res.dPhi, lower=True, trans=1)
+        qb = solve_triangular(LJ, res.dbeta, lower=True, trans=1)
+        for i, (Xc, yc) in enumerate(self._row_chunks(X, y)):
+            A = cache[i] if keep else forward_solve(LJ, self._features_at(Xc))
+            dKpf = Q @ A + np.outer(qb, yc)
+            grads.rows(Xc, dKpf[:M], dKpf[M:], np.full(Xc.shape[0], res.dkff))
+        return res.value, grads.result(res.dm_u, res.dL_u, res.dm_v, res.dL_v, res.dnoise)
+
+    def _collapsed_elbo_and_gradient(self, X, y):
+        # the whitened optimum in the bound itself: one streamed pass, and the value (hence, by
+        # the envelope theorem, the gradient in every other parameter) does not depend on
+        # whether the model stores q whitened
+        return self._elbo_and_gradient_stats(X, y, X.shape[0], collapsed=True)
+
+    def _inducing_matrices(self):
+        Kuu = self._with_jitter(self.features.Kuu(self.kernel))
+        if self.num_orthogonal:
+            return Kuu, self._with_jitter(self.kernel.K(self.W)), self.features.Kuf(self.kernel, self.W).T
+        return Kuu, np.zeros((0, 0)), np.zeros((0, Kuu.shape[0]))
+
+    # ---- parameters -----------------------------------------------------------------------
+    def _registry(self) -> list[Param]:
+        def attr(name, kind="free"):
+            return Param(name, lambda: getattr(self, name), lambda v: setattr(self, name, v), kind)
+
+        def renamed(public, name, kind):
+            return Param(public, lambda: getattr(self, name), lambda v: setattr(self, name, v), kind)
+
+        feats = self.features
+        reg = [renamed("q_mu", "m_u", "free"), renamed("q_sqrt", "L_u", "tril"),
+               renamed("q_mu_orth", "m_v", "free"), renamed("q_sqrt_orth", "L_v", "tril")]
+        if feats.get_params().size:
+            reg.append(Param("features", feats.get_params, feats.set_params))
+        if self.num_orthogonal:
+            reg.append(attr("W"))
+        return reg + kernel_params(self.kernel) + likelihood_params(self.likelihood)
+
+    def _initialised(self) -> bool:
+        return self.m_u is not None
+
+    def elbo(self, X: Any = None, y: Any = None) -> float:
+        """The ELBO on all of (X, y) (default: the training data)."""
+        self._check_fitted()
+        X = self._X if X is None else X
+        y = self._y if y is None else y
+        X, y = self._check_data(X, y)
+        if self._use_stats(X.shape[0]):
+            return self.elbo_and_gradient(X, y)[0]  # streamed: memory independent of N
+        return self.bound(X, y).value
+
+    # ---- prediction -----------------------------------------------------------------------
+    def _predictive(self, X: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        if self.whiten:
+            return self._predictive_whitened(X)
+        Kuu, Kuf, kff, Kvv, Kvu, Kvf = self._matrices(X)
+        Lk = cholesky_or_explain(Kuu, "Kuu", HINT_UU)
+        A = cho_solve((Lk, True), Kuf)
+        Su = np.tril(self.L_u) @ np.tril(self.L_u).T
+        mean = A.T @ self.m_u
+        terms = {"Kff": kff, "-Qff": -np.einsum("mn,mn->n", A, Kuf), "+QCuQ": np.einsum("mn,mn->n", A, Su @ A)}
+        if self.num_orthogonal:
+            Svv = Kvv - Kvu @ cho_solve((Lk, True), Kvu.T)
+            Svf = Kvf - Kvu @ A
+            Ls = cholesky_or_explain(0.5 * (Svv + Svv.T), "S_vv", HINT_VV)
+            Bm = cho_solve((Ls, True), Svf)
+            Cv = np.tril(self.L_v) @ np.tril(self.L_v).T
+            mean = mean + Bm.T @ self.m_v
+            terms["-SfvSvv^-1Svf"] = -np.einsum("kn,kn->n", Bm, Svf)
+            terms["+SfvSvv^-1CvSvv^-1Svf"] = np.einsum("kn,kn->n", Bm, Cv @ Bm)
+        else:
+            terms["-SfvSvv^-1Svf"] = np.zeros(X.shape[0])
+            terms["+SfvSvv^-1CvSvv^-1Svf"] = np.zeros(X.shape[0])
+        return mean, terms
+
+    def _predictive_whitened(self, X: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        Kuu, Kuf, kff, Kvv, Kvu, Kvf = self._matrices(X)
+        Lk, Pt, Ls = joint_factors(Kuu, Kvv, Kvu)
+        At = solve_triangular(Lk, Kuf, lower=True)
+        Lu = np.tril(self.L_u)
+        LA = Lu.T @ At
+        mean = At.T @ self.m_u
+        terms = {"Kff": kff, "-Qff": -np.einsum("mn,mn->n", At, At), "+QCuQ": np.einsum("mn,mn->n", LA, LA)}
+        if self.num_orthogonal:
+            Bt = solve_triangular(Ls, Kvf - Pt.T @ At, lower=True)
+            LB = np.tril(self.L_v).T @ Bt
+            mean = mean + Bt.T @ self.m_v
+            terms["-SfvSvv^-1Svf"] = -np.einsum("kn,kn->n", Bt, Bt)
+            terms["+SfvSvv^-1CvSvv^-1Svf"] = np.einsum("kn,kn->n", LB, LB)
+        else:
+            terms["-SfvSvv^-1Svf"] = np.zeros(X.shape[0])
+            terms["+SfvSvv^-1CvSvv^-1Svf"] = np.zeros(X.shape[0])
+        return mean, terms
+
+    def variance_terms(self, X: Any) -> dict[str, np.ndarray]:
+        r"""The five terms of the predictive variance (seed 003 eq. 3.12, Fig. 3.8), each ``(N,)``:
+        ``Kff``, ``-Qff``, ``+QCuQ``, ``-SfvSvv^-1Svf``, ``+SfvSvv^-1CvSvv^-1Svf``; they sum to
+        the variance of :meth:`predict_f` (before its clipping at 0)."""
+        self._check_fitted()
+        return self._predictive(check_finite_array(X, "X", ndim=2))[1]
+
+    def predict_f(self, X: Any, chunk_size: int = 4096) -> tuple[np.ndarray, np.ndarray]:
+        """Predictive mean and variance of f, ``(N,)`` each (chunked over rows)."""
+        self._check_fitted()
+        X = check_finite_array(X, "X", ndim=2)
+        means, varis = [], []
+        for s in range(0, X.shape[0], chunk_size):
+            mean, terms = self._predictive(X[s : s + chunk_size])
+            means.append(mean)
+            varis.append(np.maximum(sum(terms.values()), 0.0))
+        return np.concatenate(means), np.concatenate(varis)
+
+
+class _Gradients:
+    """Accumulates :class:`OrthogonalSVGP`'s parameter gradients from the matrix derivatives
+    (GPy's contract): the inducing block once, the row blocks once per chunk."""
+
+    def __init__(self, model: "OrthogonalSVGP") -> None:
+        self.model = model
+        kern = model.kernel
+        self.hyp = ["variance", *kern.shape_params, "bias", "input_scale"]
+        self.acc = {k: np.zeros_like(np.asarray(getattr(kern, k), dtype=np.float64)) for k in self.hyp}
+        self.fparams = np.zeros_like(model.features.get_params())
+        self.dW = np.zeros_like(model.W)
+
+    def _add(self, d: dict[str, Any], features: bool = False) -> None:
+        for k in self.hyp:
+            if k in d:
+                self.acc[k] = self.acc[k] + np.asarray(d[k])
+        if features:
+            self.fparams += self.model.features.param_gradient(d)
+
+    def inducing(self, dKuu, dKvv, dKvu) -> None:
+        m, kern, feats = self.model, self.model.kernel, self.model.features
+        self._add(feats.Kuu_gradients(kern, m._jitter_backward(dKuu)), features=True)
+        if m.num_orthogonal:
+            dKvv = m._jitter_backward(dKvv)
+            d, dWvv, _ = kern.gradients_with_inputs(0.5 * (dKvv + dKvv.T), m.W)
+            self._add(d)
+            self.dW += dWvv
+            d = feats.Kuf_gradients(kern, dKvu.T, m.W)
+            self._add(d, features=True)
+            self.dW += d["X"]
+
+    def rows(self, X, dKuf, dKvf, dkff) -> None:
+        m, kern = self.model, self.model.kernel
+        self._add(m.features.Kuf_gradients(kern, dKuf, X), features=True)
+        self._add(kern.diag_gradients(dkff, X))
+        if m.num_orthogonal:
+            d, dWvf, _ = kern.gradients_with_inputs(dKvf, m.W, X)
+            self._add(d)
+            self.dW += dWvf
+
+    def result(self, dm_u, dL_u, dm_v, dL_v, dnoise) -> dict[str, Any]:
+        g: dict[str, Any] = {"q_mu": dm_u, "q_sqrt": dL_u, "q_mu_orth": dm_v, "q_sqrt_orth": dL_v,
+                             "features": self.fparams, "W": self.dW}
+        g.update({k: (float(v) if np.ndim(v) == 0 else v) for k, v in self.acc.items()})
+        g["noise"] = dnoise
+        return g
+
+
+class ActivatedSVGP(OrthogonalSVGP):
+    """The activated SVGP (Dutordoir et al. 2021; seed 003 §3.2.2): :class:`OrthogonalSVGP` with
+    ``num_orthogonal = 0``."""
+
+    def __init__(self, kernel: ZonalKernel, features, likelihood=None) -> None:
+        super().__init__(kernel, features, 0, likelihood)

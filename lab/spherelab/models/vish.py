@@ -1,0 +1,383 @@
+r""":class:`VISH`: variational inference with spherical-harmonic features (Dutordoir, Durrande &
+Hensman 2020).
+
+The inputs are lifted to the sphere by the kernel (``x~ = [x / input_scale, bias]``), the GP is
+:math:`f(x) = r\,g(\hat x)` with :math:`g \sim GP(0, \kappa)` on :math:`S^{d-1}`, and the inducing
+variables are the projections of f on the harmonics of degree at most L, so
+:math:`K_{uu} = \mathrm{diag}(1/\lambda)` needs no inversion. For Gaussian noise the optimal
+:math:`q(u)` and the collapsed bound depend on the data only through the sufficient statistics of
+:func:`harmonic_statistics`, computed in one streamed pass; every optimiser step after that
+costs :math:`O(M^3)` whatever N.
+
+:meth:`VISH.fit` is two fits over parameter subsets on the model base: every hyper-parameter
+(spectrum, noise, ``bias``, ``input_scale``, trainable phase directions) on a random subsample of
+at most ``lift_subsample`` rows — the lift changes the features, so its gradient needs a pass
+over the rows — then, with the lift frozen and the statistics of all rows computed once, the
+spectrum and noise at :math:`O(M^3)` per step. ``passes`` counts the full passes over the data.
+Minibatch and Bernoulli fits: :meth:`VISH.fit_svi` (:mod:`.vish_svi`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from scipy.linalg import cho_solve
+
+from .._validation import check_data, check_finite_array, check_int
+from ..bounds.harmonic import collapsed_bound, uncollapsed_bound, uncollapsed_bound_general
+from ..bounds.statistics import Statistics, streamed_statistics
+from ..features.harmonic import HarmonicFeatures, SphericalFeatures
+from ..kernels import ZonalKernel
+from ..likelihoods import Gaussian
+from ..linalg import NumericalFailure, cholesky_or_explain
+from ..threads import policy
+from . import vish_svi
+from .base import Model, Param, kernel_params, likelihood_params
+
+__all__ = ["VISH", "harmonic_statistics"]
+
+#: eigenvalues below this fraction of the largest are treated as zero prior variance
+_LAMBDA_FLOOR = 1e-250
+
+
+def harmonic_statistics(kernel: ZonalKernel, features: SphericalFeatures, X: Any, y: Any, *,
+                        chunk_size: int = 16384, progress: bool | None = None) -> Statistics:
+    r"""VISH's sufficient statistics in one streamed pass (:func:`~spherelab.bounds.streamed_statistics`):
+    :math:`G = K_{uf}K_{fu}`, :math:`c = K_{uf}y`, :math:`y^\top y` and ``sum_diag`` =
+    :math:`\sum_n r_n^2`, over the features kept by ``features.bind``. Memory
+    :math:`O(\text{chunk} \cdot M + M^2)` whatever N."""
+    X, y = check_data(X, y)
+
+    def columns(Xc):
+        ev = features.evaluate(kernel, Xc)
+        return features.Kuf_from(ev), ev.r * ev.r
+
+    return streamed_statistics(columns, X, y, chunk_size=chunk_size, progress=progress,
+                               desc="harmonic statistics")
+
+
+class VISH(Model):
+    r"""Sparse variational GP regression with spherical-harmonic features.
+
+    Parameters
+    ----------
+    kernel
+        A zonal kernel from :mod:`spherelab.kernels` (its ``bias`` and ``input_scale`` define
+        the lift to the sphere). Shared, not copied (:mod:`spherelab.models.base`).
+    max_degree
+        Use every harmonic of degree 0..L: :math:`M = \sum_{\ell \le L} N(\ell, D + 1)`
+        features. Levels where the kernel's spectrum vanishes (odd levels >= 3 of the
+        arc-cosine kernel) are dropped. Ignored (may be ``None``) when ``features`` is given.
+    likelihood
+        :class:`~spherelab.likelihoods.Gaussian` (default) or
+        :class:`~spherelab.likelihoods.Bernoulli` (:meth:`fit_svi` only).
+    chunk_size
+        Rows per chunk of the streamed passes.
+    features
+        Optional :class:`~spherelab.features.HarmonicFeatures` or
+        :class:`~spherelab.PhaseTruncatedHarmonics` (seed 004: at most ``max_phases``
+        orthonormalised zonal functions per degree, so high degrees stay affordable in high
+        dimension; :math:`K_{uu}` is still diagonal; their directions are trained with the lift).
+    prior
+        ``"kernel"`` (default): the GP prior is the kernel, and the bound charges the prior
+        variance the features do not capture, :math:`\mathrm{tr}(K_{ff} - Q_{ff})/2\sigma^2`.
+        ``"features"``: the prior is the finite-rank kernel the features span,
+        :math:`k(x, x') = r r'\sum_m\lambda_m\phi_m(\hat x)\phi_m(\hat x')`: the collapsed bound is
+        that model's exact log marginal likelihood and the predictive variance has no residual
+        term (seed 004's choice for phase-truncated features).
+
+    Examples
+    --------
+    >>> import numpy as np, spherelab as sl
+    >>> X = np.random.default_rng(0).normal(size=(200, 2)); y = np.sin(X[:, 0])
+    >>> m = sl.VISH(sl.kernels.Matern(1.5, 1.0), max_degree=6).fit(X, y)
+    >>> mean, var = m.predict_y(X[:3])
+    """
+
+    def __init__(self, kernel: ZonalKernel, max_degree: int | None = None, likelihood=None, *,
+                 chunk_size: int = 16384, features: SphericalFeatures | None = None, prior: str = "kernel") -> None:
+        if not isinstance(kernel, ZonalKernel):
+            raise TypeError(f"kernel must be a spherelab kernel, got {kernel!r}")
+        self.kernel = kernel
+        if features is not None:
+            if not isinstance(features, SphericalFeatures):
+                raise TypeError(f"features must be HarmonicFeatures or PhaseTruncatedHarmonics, got {features!r}")
+            max_degree = features.max_degree
+        self._given_features = features
+        self.max_degree = check_int(max_degree, "max_degree", minimum=0)
+        self._set_likelihood(likelihood)
+        self.chunk_size = check_int(chunk_size, "chunk_size", minimum=1)
+        if prior not in ("kernel", "features"):
+            raise ValueError(f"prior must be 'kernel' or 'features', got {prior!r}")
+        self.prior = prior
+        self._residual = prior == "kernel"
+        self.features: SphericalFeatures | None = None
+        self.stats: Statistics | None = None
+        self.q_mu = self.q_sqrt = None
+        self._posterior: tuple | None = None
+        self.optimizer_result = self.lift_result = None
+        self.passes = 0
+
+    # ---- parameters -----------------------------------------------------------------------
+    def _initialised(self) -> bool:
+        return self.features is not None
+
+    def _registry(self) -> list[Param]:
+        reg = kernel_params(self.kernel) + likelihood_params(self.likelihood)
+        if self.features.trainable:
+            reg.append(Param("directions", self.features.get_params, self.features.set_params))
+        return reg
+
+    def _spectral_names(self) -> list[str]:
+        return ["variance", *self.kernel.shape_params, *(["noise"] if isinstance(self.likelihood, Gaussian) else [])]
+
+    def _num_inducing(self) -> int:
+        return self.features.num_features
+
+    def _setup(self, X: np.ndarray) -> None:
+        self.kernel.lift(X)  # clear errors (rows vanishing after the lift, wrong input_scale)
+        feats = self._given_features if self._given_features is not None else HarmonicFeatures(self.max_degree)
+        feats.initialise(X.shape[1] + 1, None)
+        feats.bind(self.kernel)
+        self.features = feats
+
+    # ---- the collapsed bound --------------------------------------------------------------
+    def _lam(self) -> tuple[np.ndarray, np.ndarray]:
+        """Prior variances of the features and where they were clamped: quadrature spectra of
+        very smooth kernels reach the rounding floor (|lambda| ~ 1e-17 lambda_0, either sign)
+        at high levels; such a level carries no prior variance, so it is clamped to a tiny
+        positive value (and gets no gradient) instead of breaking B."""
+        lam = self.features.Kuu_inverse_diag(self.kernel)
+        floor = _LAMBDA_FLOOR * max(float(lam.max()), 1e-300)
+        clamped = lam < floor
+        return np.where(clamped, floor, lam), clamped
+
+    def _bound(self, stats: Statistics, lift: tuple | None = None, gradients: bool = True):
+        r"""The collapsed bound on ``stats`` and its gradient dict (spectrum, noise; with
+        ``lift = (X, y, evaluation or None)`` also ``bias``, ``input_scale`` and the features'
+        directions, through :math:`\partial L/\partial K_{uf} = 2\,\partial_G K_{uf} +
+        \partial_c\,y^\top` and one more pass over those rows)."""
+        if not isinstance(self.likelihood, Gaussian):
+            raise TypeError("the collapsed bound needs a Gaussian likelihood; use fit_svi() / elbo() for Bernoulli")
+        lam, clamped = self._lam()
+        noise, v = self.likelihood.variance, self.kernel.at_one()
+        if not (np.isfinite(noise) and noise > 0 and np.isfinite(v) and np.all(np.isfinite(lam)) and np.all(lam > 0)):
+            # an optimiser's trial point under/overflowed a hyper-parameter: step back
+            raise NumericalFailure(f"the spectrum or the noise variance ({noise!r}) left the floating-point range")
+        res = collapsed_bound(lam, v, noise, stats, gradients=gradients, residual=self._residual)
+        if not gradients:
+            return res, None
+        dim, L, deg = self.features.dim, self.max_degree, self.features.degrees
+        dlam = np.where(clamped, 0.0, res.dlam)
+        sgrads, vgrads = self.kernel.spectrum_gradients(dim, L), self.kernel.at_one_gradients()
+        g: dict[str, Any] = {name: float(dlam @ sgrads[name][deg]) + res.dv * vgrads[name]
+                             for name in ["variance", *self.kernel.shape_params]}
+        g["noise"] = res.dnoise
+        if lift is not None:
+            g.update(self._lift_gradient(res, *lift))
+        return res.value, g
+
+    def _lift_gradient(self, res, X, y, ev=None) -> dict[str, Any]:
+        feats, kern = self.features, self.kernel
+        acc = {"bias": 0.0, "input_scale": np.zeros_like(np.asarray(kern.input_scale, dtype=np.float64))}
+        if feats.trainable:
+            acc["directions"] = np.zeros(feats.get_params().size)
+        dG2 = 2.0 * res.dG
+        step = X.shape[0] if ev is not None else self.chunk_size
+        for s in range(0, X.shape[0], step):
+            Xc, yc = X[s:s + step], y[s:s + step]
+            e = ev if ev is not None else feats.evaluate(kern, Xc)
+            Kuf = feats.Kuf_from(e)
+            dKuf = dG2 @ Kuf + np.outer(res.dc, yc)
+            parts = [feats.Kuf_gradients(kern, dKuf, Xc, e),
+                     kern.lift_backward(Xc, 2.0 * res.dsum_r2 * e.Xh * e.r[:, None])]  # sum r^2
+            for d in parts:
+                for k in acc:
+                    if k in d:
+                        acc[k] = acc[k] + np.asarray(d[k])
+        acc["bias"] = float(acc["bias"])
+        return acc
+
+    def _statistics(self, X, y, ev=None) -> Statistics:
+        if ev is None:
+            return harmonic_statistics(self.kernel, self.features, X, y, chunk_size=self.chunk_size)
+        return streamed_statistics(lambda _: (self.features.Kuf_from(ev), ev.r * ev.r), X, y,
+                                   chunk_size=X.shape[0])
+
+    def elbo_and_gradient(self, X: Any, y: Any, num_data: int | None = None) -> tuple[float, dict[str, Any]]:
+        """The collapsed bound on (X, y) and its gradient with respect to every parameter
+        (one statistics pass and one gradient pass over the rows). ``num_data`` is not
+        supported (the collapsed bound has no minibatch estimate)."""
+        if num_data is not None and num_data != np.shape(y)[0]:
+            raise ValueError("VISH's collapsed bound has no minibatch estimate; use fit_svi()")
+        X, y = check_data(X, y)
+        return self._bound(self._statistics(X, y), lift=(X, y))
+
+    def elbo(self, X: Any = None, y: Any = None) -> float:
+        """The bound at the current parameters: after :meth:`fit`, the collapsed bound on the
+        training data (or on (X, y)); after :meth:`fit_svi`, the uncollapsed bound of the
+        current q(u)."""
+        self._check_fitted()
+        if self.q_mu is not None:
+            return self._uncollapsed(X, y)
+        if X is None:
+            return float(self._bound(self.stats, gradients=False)[0])
+        X, y = check_data(X, y)
+        return float(self._bound(self._statistics(X, y), gradients=False)[0])
+
+    def elbo_gradient(self) -> dict[str, Any]:
+        """Derivatives of :meth:`elbo` with respect to every parameter (``bias``,
+        ``input_scale`` and directions need one pass over the training data)."""
+        self._check_fitted()
+        return self._bound(self.stats, lift=(self._X, self._y))[1]
+
+    def _uncollapsed(self, X=None, y=None) -> float:
+        X = self._X if X is None else check_finite_array(X, "X", ndim=2)
+        y = self._y if y is None else check_finite_array(y, "y").reshape(-1)
+        ev = self.features.evaluate(self.kernel, X)
+        Phi, r2 = self.features.Kuf_from(ev).T, ev.r * ev.r
+        lam, v = self.features.Kuu_inverse_diag(self.kernel), self.kernel.at_one()
+        if isinstance(self.likelihood, Gaussian):
+            return uncollapsed_bound(lam, v, self.likelihood.variance, self.q_mu, self.q_sqrt, Phi, y, r2,
+                                     len(y), self._residual).value
+        return uncollapsed_bound_general(lam, v, self.likelihood, self.q_mu, self.q_sqrt, Phi, y, r2, len(y),
+                                         self._residual).value
+
+    # ---- fitting --------------------------------------------------------------------------
+    #: largest subsample (rows x features) whose harmonics are kept in memory between the bound
+    #: and its lift gradient (float64: 160 MB); larger ones are streamed twice per step
+    lift_cache_elements = 20_000_000
+
+    def fit(self, X: Any, y: Any, *, optimize: bool = True, train_lift: bool = True, lift_subsample: int = 20_000,
+            lift_maxiter: int = 200, maxiter: int = 500, seed: int = 0) -> "VISH":
+        """Fit the model (module docstring): with ``optimize`` and ``train_lift``, (1) every
+        hyper-parameter on a subsample of at most ``lift_subsample`` rows (at most
+        ``lift_maxiter`` L-BFGS-B iterations, after a spectrum-and-noise warm start at the
+        initial lift — skipped for trainable phases, where it drives the variance to zero);
+        (2) the statistics of all rows in one pass, then the spectrum and noise (``maxiter``).
+        ``optimize=False`` keeps the hyper-parameters and only computes the statistics.
+
+        Returns
+        -------
+        self
+        """
+        if not isinstance(self.likelihood, Gaussian):
+            raise TypeError("fit() uses the collapsed bound (Gaussian noise); use fit_svi() for Bernoulli")
+        X, y = check_data(X, y)
+        self._setup(X)
+        self._X, self._y = X, y
+        self.q_mu = self.q_sqrt = None
+        self.passes = 0
+        with policy(float(X.shape[0]) * self.features.num_features ** 2):
+            if optimize and train_lift:
+                n = X.shape[0]
+                Xs, ys = X, y
+                if n > lift_subsample:
+                    idx = np.sort(np.random.default_rng(seed).choice(n, int(lift_subsample), replace=False))
+                    Xs, ys = X[idx], y[idx]
+                if not self.features.trainable:
+                    # warm start: the spectrum and noise at the initial lift (O(M^3) per step);
+                    # a joint fit from the defaults tends to run into degenerate lifts (input
+                    # scales -> 0) that are worse local optima
+                    stats = self._statistics(Xs, ys)
+                    self._minimize(self._spectral_names(), lambda: self._bound(stats), maxiter)
+                cached = Xs.shape[0] * self.features.num_features <= self.lift_cache_elements
+
+                def lift_stage():
+                    ev = self.features.evaluate(self.kernel, Xs) if cached else None
+                    return self._bound(self._statistics(Xs, ys, ev), lift=(Xs, ys, ev))
+
+                names = [p.name for p in self._registry()]
+                self.lift_result = self._minimize(names, lift_stage, lift_maxiter)
+                if Xs is X:
+                    self.passes += (1 if cached else 2) * self.lift_result.nfev
+            self.stats = self._statistics(X, y)
+            self.passes += 1
+            if optimize:
+                self.optimizer_result = self._minimize(self._spectral_names(), lambda: self._bound(self.stats),
+                                                       maxiter)
+        return self
+
+    def fit_svi(self, X: Any, y: Any, *, batch_size: int = 256, iterations: int = 1000, lr: float = 0.01,
+                gamma: float = 0.1, seed: int = 0, train_directions: bool = True) -> "VISH":
+        r"""Stochastic variational inference with the uncollapsed bound on minibatches
+        (Hensman et al. 2013): for a Gaussian likelihood q(u) by natural-gradient steps of size
+        ``gamma`` and the spectrum and noise by Adam; for Bernoulli, Adam on a whitened q(u) and
+        the spectrum. Memory and cost per step are independent of N. The lift is kept fixed; the
+        directions of phase-truncated features are trained by Adam on the same minibatch
+        gradient (``train_directions``). Sets ``q_mu`` and ``q_sqrt`` (:math:`S = LL^\top`).
+
+        Returns
+        -------
+        self
+        """
+        X, y = self._check_data(X, y)
+        B = check_int(batch_size, "batch_size", minimum=1)
+        if not 0 < gamma <= 1:
+            raise ValueError(f"gamma must be in (0, 1], got {gamma}")
+        self._setup(X)
+        self._X, self._y = X, y
+        self.stats = None
+        with policy(float(min(B, X.shape[0])) * self.features.num_features ** 2):
+            if isinstance(self.likelihood, Gaussian):
+                vish_svi.natural_gradient_fit(self, X, y, B, int(iterations), lr, gamma, seed, train_directions)
+            else:
+                vish_svi.whitened_adam_fit(self, X, y, B, int(iterations), lr, seed, train_directions)
+        return self
+
+    # ---- posterior ------------------------------------------------------------------------
+    def _state(self) -> tuple:
+        """Everything the posterior depends on, compared before reusing the cache."""
+        hyp = tuple((k, np.asarray(v, dtype=np.float64).tobytes()) for k, v in sorted(self.kernel.hyperparameters.items()))
+        noise = getattr(self.likelihood, "variance", None)
+        q = None if self.q_mu is None else (self.q_mu.tobytes(), np.asarray(self.q_sqrt).tobytes())
+        return hyp, noise, id(self.stats), self.features.get_params().tobytes(), q
+
+    def _cache(self):
+        r"""Weights and :math:`C` of the predictive (mean :math:`\Phi w`, variance prior
+        :math:`- \Phi C\Phi^\top`), recomputed whenever a parameter it depends on has changed."""
+        state = self._state()
+        if self._posterior is not None and self._posterior[0] == state:
+            return self._posterior[1]
+        lam, _ = self._lam()
+        if self.q_mu is not None:  # q(u) = N(m, S): mean Phi Lambda m, C = Lambda - Lambda S Lambda
+            LS = lam[:, None] * self.q_sqrt
+            post = (lam * self.q_mu, np.diag(lam) - LS @ LS.T, lam)
+        else:  # the optimal q of the collapsed bound: w = A^-1 c / noise, C = Lambda - A^-1
+            noise = self.likelihood.variance
+            s = np.sqrt(lam)
+            B = self.stats.G * np.outer(s, s) / noise
+            B[np.diag_indices_from(B)] += 1.0
+            LB = cholesky_or_explain(B, "B = I + Lambda^1/2 G Lambda^1/2 / noise",
+                                     "standardise X and y, or increase the noise variance")
+            Binv = cho_solve((LB, True), np.eye(lam.size))
+            post = (s * (Binv @ (s * self.stats.c)) / noise, np.diag(lam) - Binv * np.outer(s, s), lam)
+        self._posterior = (state, post)
+        return post
+
+    def predict_f(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
+        r"""Posterior mean and variance of f at X, ``(N,)`` each:
+        :math:`\mu = \Phi_* w`, :math:`\nu = r_*^2 \kappa(1) - \Phi_* C \Phi_*^\top` (with
+        ``prior="features"`` the prior variance is :math:`\Phi_*\Lambda\Phi_*^\top`); streamed
+        over chunks of rows."""
+        self._check_fitted()
+        if self.stats is None and self.q_mu is None:
+            raise RuntimeError("VISH is not fitted: call fit(X, y) or fit_svi(X, y) first")
+        X = check_finite_array(X, "X", ndim=2)
+        if X.shape[1] + 1 != self.features.dim:
+            raise ValueError(f"X must have {self.features.dim - 1} columns, got {X.shape[1]}")
+        weights, C, lam = self._cache()
+        v = self.kernel.at_one()
+        means, variances = [], []
+        with policy(float(X.shape[0]) * lam.size ** 2):
+            for s in range(0, X.shape[0], self.chunk_size):
+                ev = self.features.evaluate(self.kernel, X[s:s + self.chunk_size])
+                Phi = self.features.Kuf_from(ev).T
+                means.append(Phi @ weights)
+                prior = ev.r * ev.r * v if self._residual else np.einsum("nm,m,nm->n", Phi, lam, Phi)
+                variances.append(prior - np.einsum("nm,mk,nk->n", Phi, C, Phi))
+        return np.concatenate(means), np.maximum(np.concatenate(variances), 0.0)
+
+    def __repr__(self) -> str:
+        return f"VISH(kernel={self.kernel!r}, max_degree={self.max_degree}, likelihood={self.likelihood!r})"

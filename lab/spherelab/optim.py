@@ -1,0 +1,58 @@
+"""Optimisers without an autodiff framework: the gradients come from the bounds.
+
+:func:`minimize_lbfgsb` is the one full-batch optimiser of the package (SciPy's L-BFGS-B); the
+objectives it is given (:meth:`spherelab.models.base.Model.objective`) return (1e300, 0) for a
+trial point that raised :class:`~spherelab.linalg.NumericalFailure`, so the line search steps back.
+:class:`Adam` serves the minibatch fits; :func:`natural_step` the natural-gradient update of a
+Gaussian q in its natural parameters (Hensman, Fusi & Lawrence 2013).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+from scipy.optimize import OptimizeResult, minimize
+
+__all__ = ["Adam", "minimize_lbfgsb", "natural_step"]
+
+
+def minimize_lbfgsb(fun: Callable, x0: np.ndarray, maxiter: int, args: tuple = ()) -> OptimizeResult:
+    """Minimise ``fun(x, *args) -> (value, gradient)`` by L-BFGS-B from ``x0`` for at most
+    ``maxiter`` iterations (SciPy's result: ``x``, ``fun``, ``nit``, ``message``, ...)."""
+    return minimize(fun, np.asarray(x0, dtype=np.float64), args=args, jac=True, method="L-BFGS-B",
+                    options={"maxiter": int(maxiter)})
+
+
+def natural_step(theta1: np.ndarray, precision: np.ndarray, target1: np.ndarray, target_precision: np.ndarray,
+                 gamma: float) -> tuple[np.ndarray, np.ndarray]:
+    r"""One natural-gradient step of size ``gamma`` for a Gaussian :math:`q = N(m, S)` in its
+    natural parameters :math:`(\theta_1, \Theta) = (S^{-1}m, S^{-1})`: both move a fraction
+    ``gamma`` towards the (minibatch estimate of the) optimum ``(target1, target_precision)``."""
+    return ((1 - gamma) * theta1 + gamma * target1, (1 - gamma) * precision + gamma * target_precision)
+
+
+class Adam:
+    """Adam (Kingma & Ba 2015) on a flat parameter vector; :meth:`step` *ascends* the
+    objective (an ELBO) and returns the new parameters."""
+
+    def __init__(
+        self, x0: np.ndarray, lr: float = 0.01, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8
+    ) -> None:
+        if not lr > 0:
+            raise ValueError(f"lr must be > 0, got {lr}")
+        self.x = np.array(x0, dtype=np.float64)
+        self.lr, self.beta1, self.beta2, self.eps = float(lr), beta1, beta2, eps
+        self.m = np.zeros_like(self.x)
+        self.v = np.zeros_like(self.x)
+        self.t = 0
+
+    def step(self, grad: np.ndarray) -> np.ndarray:
+        """One ascent step along ``grad``; returns the updated parameters."""
+        self.t += 1
+        self.m = self.beta1 * self.m + (1 - self.beta1) * grad
+        self.v = self.beta2 * self.v + (1 - self.beta2) * grad * grad
+        mhat = self.m / (1 - self.beta1**self.t)
+        vhat = self.v / (1 - self.beta2**self.t)
+        self.x = self.x + self.lr * mhat / (np.sqrt(vhat) + self.eps)
+        return self.x
