@@ -2,6 +2,8 @@
 #   make lab                          install, then open JupyterLab on notebooks/
 #   make lab HEADLESS=1 PORT=8899     same, no browser, listening on 127.0.0.1:8899
 #   make test                         install, then run every test (notebooks in smoke size)
+#   make test-fast                    the same without the tests marked slow (end-to-end fits, notebooks)
+#   make lint                         ruff check (configured in pyproject.toml)
 #   make bench                        install the peer libraries, run the benchmarks
 #   make bench-peers                  GPflow / GPyTorch comparisons (separate venv)
 
@@ -16,7 +18,7 @@ STAMP := $(VENV)/.spherelab-installed
 BENCH_STAMP := $(VENV)/.spherelab-bench-installed
 CONSTRAINTS := .ci/constraints.txt
 
-.PHONY: lab test bench bench-peers install clean
+.PHONY: lab test test-fast lint bench bench-peers install clean
 
 install: $(STAMP)
 
@@ -39,6 +41,12 @@ lab: $(STAMP)
 test: $(STAMP)
 	SPHERELAB_SMOKE=1 MPLBACKEND=Agg $(BIN)/python -m pytest $(PYTEST_ARGS)
 
+test-fast: $(STAMP)
+	SPHERELAB_SMOKE=1 MPLBACKEND=Agg $(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check lab tests benchmarks notebooks
+
 $(BENCH_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) -e ".[lab,test,bench]"
 	touch $@
@@ -52,6 +60,7 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python benchmarks/vish_scale.py
 	$(BIN)/python benchmarks/decoupled_snelson.py
 	$(BIN)/python benchmarks/hvgp_symmetry.py
+	$(BIN)/python benchmarks/threads.py
 
 # GPflow / TensorFlow and GPyTorch / PyTorch (CPU build) live in their own environment: they
 # pin NumPy < 2 and are not dependencies of spherelab

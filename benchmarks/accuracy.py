@@ -19,9 +19,8 @@ import numpy as np
 from scipy.special import eval_gegenbauer
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _machine import describe  # noqa: E402
-
 import spherelab as sl  # noqa: E402
+from _machine import describe  # noqa: E402
 
 
 def mp_gegenbauer(n: int, alpha: float, t: float) -> mpmath.mpf:

@@ -22,9 +22,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _machine import describe  # noqa: E402
-
 import spherelab as sl  # noqa: E402
+from _machine import describe  # noqa: E402
 from spherelab import activations as A  # noqa: E402
 from spherelab import kernels as K  # noqa: E402
 
@@ -51,7 +50,9 @@ def main() -> None:
     kernels = {"arc-cosine": lambda: K.ArcCosine(1), "Matern-5/2": lambda: K.Matern(2.5, 1.0)}
     acts = {"ReLU": A.ReLU(), "softplus": A.Softplus(1.0)}
     configs = [("L = 8", 8, 0), ("L = 16", 16, 0), ("L = 8, K = 8", 8, 8)]
-    print(f"\nSnelson (N = {len(y)}), M = {args.units} units, {args.restarts} restarts, L-BFGS-B maxiter {args.maxiter}")
+    print(
+        f"\nSnelson (N = {len(y)}), M = {args.units} units, {args.restarts} restarts, L-BFGS-B maxiter {args.maxiter}"
+    )
     print("| kernel | activation | model | best ELBO | mean ELBO | iterations / s | seconds / fit |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for kname, kmake in kernels.items():

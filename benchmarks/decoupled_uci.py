@@ -33,9 +33,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _machine import describe  # noqa: E402
-
 import spherelab as sl  # noqa: E402
+from _machine import describe  # noqa: E402
 from spherelab import activations as A  # noqa: E402
 from spherelab import kernels as K  # noqa: E402
 
@@ -114,8 +113,10 @@ def main() -> None:
                         help="L-BFGS-B on the collapsed bound (q in closed form at every step)")
     args = parser.parse_args()
     print("machine:", describe())
-    print(f"L-BFGS-B maxiter {args.maxiter}, {args.splits} splits, truncation L = {TRUNCATION}, q initialised: {args.init_q}, "
-          f"objective: {'collapsed bound' if args.collapsed else 'ELBO in q and the rest jointly'}")
+    print(
+        f"L-BFGS-B maxiter {args.maxiter}, {args.splits} splits, truncation L = {TRUNCATION}, q initialised: {args.init_q}, "
+        f"objective: {'collapsed bound' if args.collapsed else 'ELBO in q and the rest jointly'}"
+    )
     print("| dataset | kernel | model | RMSE | NLPD | iterations / s | seconds / fit |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for dataset in args.datasets:

@@ -27,9 +27,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _machine import describe  # noqa: E402
-
 import spherelab as sl  # noqa: E402
+from _machine import describe  # noqa: E402
 from spherelab import kernels as K  # noqa: E402
 from spherelab.groups import Reflection  # noqa: E402
 

@@ -22,9 +22,8 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _machine import describe  # noqa: E402
-
 import spherelab as sl  # noqa: E402
+from _machine import describe  # noqa: E402
 from spherelab import kernels as K  # noqa: E402
 
 
@@ -44,7 +43,9 @@ def main() -> None:
     mx, sx = X[: args.n].mean(0), X[: args.n].std(0)
     X = (X - mx) / sx
     Xtr, ytr, Xte, yte = X[: args.n], y[: args.n], X[args.n :], y[args.n :]
-    print(f"SUSY-like: {args.n} training / {args.n_test} test rows, fit_svi {args.iterations} steps, batch {args.batch}")
+    print(
+        f"SUSY-like: {args.n} training / {args.n_test} test rows, fit_svi {args.iterations} steps, batch {args.batch}"
+    )
     print("| features | M | test AUC | test accuracy | learned beta | fit s |")
     print("| --- | --- | --- | --- | --- | --- |")
     configs = {
@@ -69,7 +70,9 @@ def main() -> None:
         p, _ = model.predict_y(Xte)
         auc = sl.metrics.roc_auc(yte, p)
         acc = float(np.mean((p > 0.5) == (yte > 0.5)))
-        print(f"| {label} | {features.num_features} | {auc:.4f} | {acc:.4f} | {kernel.beta:.2f} | {dt:.0f} |", flush=True)
+        print(
+            f"| {label} | {features.num_features} | {auc:.4f} | {acc:.4f} | {kernel.beta:.2f} | {dt:.0f} |", flush=True
+        )
     # reference points on the same split: logistic regression on the inputs and their squares
     for name in ["logistic regression (linear)", "logistic regression (quadratic)"]:
         def feats(Z):
@@ -82,7 +85,9 @@ def main() -> None:
             H = F.T @ (F * (p * (1 - p))[:, None]) + 1e-6 * np.eye(F.shape[1])
             w += np.linalg.solve(H, F.T @ (ytr - p))
         s = feats(Xte) @ w
-        print(f"| {name} | {F.shape[1]} | {sl.metrics.roc_auc(yte, s):.4f} | {np.mean((s > 0) == (yte > 0.5)):.4f} | – | – |")
+        print(
+            f"| {name} | {F.shape[1]} | {sl.metrics.roc_auc(yte, s):.4f} | {np.mean((s > 0) == (yte > 0.5)):.4f} | – | – |"
+        )
 
 
 if __name__ == "__main__":

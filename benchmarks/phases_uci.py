@@ -24,9 +24,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _machine import describe  # noqa: E402
-
 import spherelab as sl  # noqa: E402
+from _machine import describe  # noqa: E402
 from spherelab import kernels as K  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -81,8 +80,10 @@ def main() -> None:
     parser.add_argument("--lift-maxiter", type=int, default=100)
     args = parser.parse_args()
     print("machine:", describe())
-    print(f"initial beta {'d + 1' if args.beta is None else args.beta}; phases: degree {args.degree} x at most {args.phases} phases; lift subsample "
-          f"{args.lift_subsample}, lift maxiter {args.lift_maxiter}; {args.splits} splits")
+    print(
+        f"initial beta {'d + 1' if args.beta is None else args.beta}; phases: degree {args.degree} x at most {args.phases} phases; lift subsample "
+        f"{args.lift_subsample}, lift maxiter {args.lift_maxiter}; {args.splits} splits"
+    )
     print("| dataset | features | M | RMSE | NLPD | learned beta | fit+predict s |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for name in args.datasets:

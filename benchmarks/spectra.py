@@ -83,7 +83,12 @@ def mp_reference(shape_mp, split: bool) -> np.ndarray:
         omega = mpmath.gamma(mpmath.mpf(D) / 2) / (mpmath.sqrt(mpmath.pi) * mpmath.gamma(mpmath.mpf(D - 1) / 2))
         out = []
         for ell in range(L + 1):
-            f = lambda th: shape_mp(mpmath.cos(th)) * mpmath.gegenbauer(ell, a, mpmath.cos(th)) / mpmath.gegenbauer(ell, a, 1) * mpmath.sin(th) ** (D - 2)  # noqa: E731
+            f = lambda th: (
+                shape_mp(mpmath.cos(th))
+                * mpmath.gegenbauer(ell, a, mpmath.cos(th))
+                / mpmath.gegenbauer(ell, a, 1)
+                * mpmath.sin(th) ** (D - 2)
+            )  # noqa: E731
             pts = [0, mpmath.pi / 2, mpmath.pi] if split else [0, mpmath.pi]
             out.append(float(omega * mpmath.quad(f, pts)))
     return np.array(out)
@@ -91,7 +96,6 @@ def mp_reference(shape_mp, split: bool) -> np.ndarray:
 
 def main() -> None:
     import mpmath
-
     from spherelab import activations as A
     from spherelab import kernels as K
 
@@ -128,13 +132,21 @@ def main() -> None:
           f"scipy.quad per level {t_peer_one * 1e3:.0f} ms, ratio {t_peer_one / t_ours_one:.0f}x")
 
     sqrt3 = mpmath.sqrt(3)
-    ref_m = mp_reference(lambda t: (1 + sqrt3 * mpmath.sqrt(2 - 2 * t) / mpmath.mpf("0.5")) * mpmath.exp(-sqrt3 * mpmath.sqrt(2 - 2 * t) / mpmath.mpf("0.5")), False)
+    ref_m = mp_reference(
+        lambda t: (
+            (1 + sqrt3 * mpmath.sqrt(2 - 2 * t) / mpmath.mpf("0.5"))
+            * mpmath.exp(-sqrt3 * mpmath.sqrt(2 - 2 * t) / mpmath.mpf("0.5"))
+        ),
+        False,
+    )
     ref_r = mp_reference(lambda t: max(t, 0), True)
     ours_m, ours_r = m.spectrum(D, L), A.ReLU().coefficients(D, L)
     def absrel(a, b):
         return np.max(np.abs(a - b)) / abs(b[0])
-    print(f"accuracy vs mpmath (max |error| / lambda_0 over 31 levels): Matern-3/2 ours {absrel(ours_m, ref_m):.1e}, "
-          f"scipy.quad {absrel(peer_m, ref_m):.1e}; ReLU ours {absrel(ours_r, ref_r):.1e}, scipy.quad {absrel(peer_relu, ref_r):.1e}")
+    print(
+        f"accuracy vs mpmath (max |error| / lambda_0 over 31 levels): Matern-3/2 ours {absrel(ours_m, ref_m):.1e}, "
+        f"scipy.quad {absrel(peer_m, ref_m):.1e}; ReLU ours {absrel(ours_r, ref_r):.1e}, scipy.quad {absrel(peer_relu, ref_r):.1e}"
+    )
     print(f"ReLU structural zeros (odd l >= 3): ours max |c| = {np.abs(ours_r[3::2]).max():.1e}, "
           f"scipy.quad max |c| = {np.abs(peer_relu[3::2]).max():.1e}")
 

@@ -22,9 +22,8 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _machine import describe  # noqa: E402
-
 import spherelab as sl  # noqa: E402
+from _machine import describe  # noqa: E402
 
 
 def nlpd(y, mean, var):
@@ -64,7 +63,10 @@ def _sgpr(X, y, Xte, yte, Z):
     res = gpflow.optimizers.Scipy().minimize(m.training_loss, m.trainable_variables, options={"maxiter": 1000})
     mean, var = m.predict_y(Xte)
     t = time.perf_counter() - t0
-    print(f"| GPflow SGPR | {t:.1f} | - | {nlpd(yte, mean.numpy()[:, 0], var.numpy()[:, 0]):.3f} | {res.nit} L-BFGS-B iterations |", flush=True)
+    print(
+        f"| GPflow SGPR | {t:.1f} | - | {nlpd(yte, mean.numpy()[:, 0], var.numpy()[:, 0]):.3f} | {res.nit} L-BFGS-B iterations |",
+        flush=True,
+    )
     out["GPflow SGPR"] = (t, nlpd(yte, mean.numpy()[:, 0], var.numpy()[:, 0]), f"{res.nit} L-BFGS-B iterations")
     return out
 
@@ -85,7 +87,11 @@ def _svgp_tail(m, X, y, Xte, yte, svgp_iters, rng, t0, out):
         idx = rng.choice(X.shape[0], 256, replace=False)
         step(tf.constant(X[idx]), tf.constant(y[idx, None]))
     mean, var = m.predict_y(Xte)
-    out["GPflow SVGP"] = (time.perf_counter() - t0, nlpd(yte, mean.numpy()[:, 0], var.numpy()[:, 0]), f"{svgp_iters} Adam steps")
+    out["GPflow SVGP"] = (
+        time.perf_counter() - t0,
+        nlpd(yte, mean.numpy()[:, 0], var.numpy()[:, 0]),
+        f"{svgp_iters} Adam steps",
+    )
     return out
 
 
@@ -103,7 +109,9 @@ def run_gpytorch(X, y, Xte, yte, M, svgp_iters, rng):
             vs = gpytorch.variational.VariationalStrategy(self, Z, vd, learn_inducing_locations=True)
             super().__init__(vs)
             self.mean_module = gpytorch.means.ZeroMean()
-            self.covar_module = gpytorch.kernels.ScaleKernel(gpytorch.kernels.MaternKernel(1.5, ard_num_dims=X.shape[1]))
+            self.covar_module = gpytorch.kernels.ScaleKernel(
+                gpytorch.kernels.MaternKernel(1.5, ard_num_dims=X.shape[1])
+            )
 
         def forward(self, x):
             return gpytorch.distributions.MultivariateNormal(self.mean_module(x), self.covar_module(x))

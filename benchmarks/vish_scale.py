@@ -19,9 +19,8 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _machine import describe  # noqa: E402
-
 import spherelab as sl  # noqa: E402
+from _machine import describe  # noqa: E402
 
 
 def blas_rate(M: int, rows: int = 16384) -> float:
@@ -45,7 +44,9 @@ def main() -> None:
         M = sl.cumulative_num_harmonics(degree, 9)
         rate = blas_rate(M)
         print(f"\nM = {M} (degree {degree}); dgemm on the Gram shape: {rate:.1f} GFLOP/s")
-        print("| N | fit + predict (s) | Gram pass (s) | Gram GFLOP/s (syrk, N M^2) | passes | test NLPD | peak RSS (GB) |")
+        print(
+            "| N | fit + predict (s) | Gram pass (s) | Gram GFLOP/s (syrk, N M^2) | passes | test NLPD | peak RSS (GB) |"
+        )
         print("| --- | --- | --- | --- | --- | --- | --- |")
         for n in args.sizes:
             X, y = sl.datasets.synthetic_regression(n, seed=n)
@@ -60,7 +61,10 @@ def main() -> None:
             gram = time.perf_counter() - t1
             nlpd = -np.mean(model.likelihood.log_predictive_density(yte, mean, var))
             rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-            print(f"| {n:,} | {total:.1f} | {gram:.1f} | {n * M * M / gram / 1e9:.1f} | {model.passes} | {nlpd:.3f} | {rss:.1f} |", flush=True)
+            print(
+                f"| {n:,} | {total:.1f} | {gram:.1f} | {n * M * M / gram / 1e9:.1f} | {model.passes} | {nlpd:.3f} | {rss:.1f} |",
+                flush=True,
+            )
             del X, y
 
 

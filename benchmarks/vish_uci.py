@@ -21,9 +21,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _machine import describe  # noqa: E402
-
 import spherelab as sl  # noqa: E402
+from _machine import describe  # noqa: E402
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 

@@ -8,7 +8,6 @@ import types
 
 import numpy as np
 import pytest
-
 from spherelab import backend
 
 
@@ -19,6 +18,7 @@ def fresh_probe():
     backend._probe.cache_clear()
 
 
+@pytest.mark.slow
 def test_importing_spherelab_does_not_import_cupy():
     code = "import sys, spherelab; print('cupy' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

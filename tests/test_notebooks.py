@@ -12,6 +12,7 @@ nbclient = pytest.importorskip("nbclient")
 NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("*.ipynb"))
 
 
+@pytest.mark.slow
 @pytest.mark.notebook
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
 def test_notebook_runs(path, monkeypatch):

@@ -3,8 +3,8 @@ coefficients :math:`\sigma_\ell`.
 
 An activated unit with weight :math:`w` is :math:`x \mapsto \sigma(w^\top x)`; restricted to the
 sphere its expansion is :math:`\sigma(\hat w^\top \hat x) = \sum_\ell \sigma_\ell
-Z_\ell(\hat w^\top \hat x)` (seed 000 §4, seed 003 §3.2), with :math:`\sigma_\ell` given by
-:func:`spherelab.funk_hecke`. ReLU has a closed form (seed 000 App. B.2, eqs. B.19–B.20), computed
+Z_\ell(\hat w^\top \hat x)` (Dutordoir, PhD report §4, Tiao, thesis §3.2), with :math:`\sigma_\ell` given by
+:func:`spherelab.funk_hecke`. ReLU has a closed form (Dutordoir, PhD report App. B.2, eqs. B.19–B.20), computed
 in log space; the others use the exact quadrature of :mod:`spherelab.funk_hecke` with their kinks
 and parities declared.
 
@@ -84,7 +84,7 @@ def _coefficients_cached(act: Activation, dim: int, L: int):
 
 
 class ReLU(Activation):
-    r""":math:`\sigma(t) = \max(0, t)`; closed-form coefficients (seed 000 eqs. B.19–B.20):
+    r""":math:`\sigma(t) = \max(0, t)`; closed-form coefficients (Dutordoir, PhD report eqs. B.19–B.20):
 
     .. math:: \sigma_0 = \frac{\Gamma(d/2)}{2\sqrt\pi\,\Gamma((d+1)/2)},\quad
               \sigma_1 = \frac{1}{2d}\ \ (\text{equivalently B.20}),\quad

@@ -16,7 +16,6 @@ __all__ = [
     "banana_like",
     "susy_like",
     "mirror_symmetric",
-    "roc_auc",
     "load_uci",
     "load_snelson",
     "load_banana",
@@ -102,7 +101,7 @@ def banana_like(num_points: int = 400, seed: Any = 0) -> tuple[np.ndarray, np.nd
 
 
 def susy_like(num_points: int, seed: Any = 0) -> tuple[np.ndarray, np.ndarray]:
-    r"""A synthetic stand-in for the SUSY classification set (Baldi et al. 2014; seed 004 §6):
+    r"""A synthetic stand-in for the SUSY classification set (Baldi et al. 2014; Eleftheriadis et al. §6):
     8 "low-level kinematic" inputs — two lepton transverse momenta (exponential), their
     pseudo-rapidities (Gaussian), the missing transverse energy and its azimuth relative to
     each lepton, and the transverse mass of lepton 1 with the missing energy — for signal
@@ -135,7 +134,7 @@ def susy_like(num_points: int, seed: Any = 0) -> tuple[np.ndarray, np.ndarray]:
 
 
 def mirror_symmetric(num_points: int, noise: float = 0.1, seed: Any = 0) -> tuple[np.ndarray, np.ndarray]:
-    r"""2-D regression data with a reflection symmetry in the inputs (seed 002 §4.2, Thm. 4.2):
+    r"""2-D regression data with a reflection symmetry in the inputs (Sun et al. 2021 §4.2, Thm. 4.2):
     :math:`x \sim N(0, 1.2^2 I)` (invariant under negating either coordinate and under rotations)
     and a target with a part in each of the four parity classes of
     :class:`~spherelab.groups.Reflection` ``(2)``,

@@ -1,5 +1,5 @@
 r"""Finite cyclic transformation groups of the input space and the harmonic kernel
-decomposition (seed 002, §3).
+decomposition (Sun et al. 2021, §3).
 
 A transformation :math:`G` is T-cyclic if :math:`G^T = \mathrm{id}`. For a kernel invariant under
 G, :math:`k(Gx, Gx') = k(x, x')`, the *kernel Fourier series* along the orbit of the second input,
@@ -7,7 +7,7 @@ G, :math:`k(Gx, Gx') = k(x, x')`, the *kernel Fourier series* along the orbit of
 .. math:: k_t(x, x') = \sum_{s=0}^{T-1} F_{t,s}\,k(x, G^s x'), \qquad
           F_{t,s} = \tfrac1T e^{-i2\pi ts/T}
 
-(seed 002 eq. 5), splits k into T Hermitian positive semi-definite kernels with
+(Sun et al. 2021 eq. 5), splits k into T Hermitian positive semi-definite kernels with
 :math:`\sum_t k_t = k`, mutually orthogonal RKHSs and the shift property
 :math:`k_t(x, Gx') = e^{i2\pi t/T}k_t(x, x')` (Prop. 3.3). The real form pairs
 :math:`k_t + k_{T-t} = \tfrac2T\sum_s\cos(2\pi ts/T)\,k(x, G^sx')` (§3.4). Commuting generators
@@ -50,7 +50,7 @@ class Group:
                 raise ValueError(f"a generator is not {T}-cyclic (R^{T} != I)")
         for A, B in itertools.combinations(self.generators, 2):
             if not np.allclose(A @ B, B @ A, atol=1e-12):
-                raise ValueError("the generators must commute (seed 002 eq. 16)")
+                raise ValueError("the generators must commute (Sun et al. 2021 eq. 16)")
 
     @property
     def size(self) -> int:
@@ -158,7 +158,7 @@ class Rotation(Group):
 
 
 class Product(Group):
-    """The multi-way product of commuting groups (seed 002 §3.5): generators concatenated."""
+    """The multi-way product of commuting groups (Sun et al. 2021 §3.5): generators concatenated."""
 
     def __init__(self, *groups: Group) -> None:
         if not groups:
@@ -306,7 +306,7 @@ class HarmonicComponent:
 
 
 def harmonic_decomposition(kernel: ZonalKernel, group: Group, real: bool = True) -> list[HarmonicComponent]:
-    r"""The harmonic kernel decomposition :math:`k = \sum_t k_t` (seed 002 Thm. 3.5).
+    r"""The harmonic kernel decomposition :math:`k = \sum_t k_t` (Sun et al. 2021 Thm. 3.5).
 
     With ``real=True`` the components are the real pairs :math:`k_t + k_{-t}`, one per class
     :math:`\{t, -t\}` (:math:`\lfloor T/2\rfloor + 1` for a single T-cyclic generator); with

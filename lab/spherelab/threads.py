@@ -1,24 +1,29 @@
 """The one thread policy of the package: how many BLAS and Numba threads a call may use.
 
 Small work runs with one BLAS thread and one Numba thread, large work with every core. Waking a
-thread pool costs tens of microseconds idle and milliseconds when the other cores are busy: on a
-2-core machine with a second process keeping both cores busy, one ``OrthogonalSVGP`` objective on
-12 rows took 71-151 ms with the default pools and 1.1 ms with both pinned to one thread, and the
-test suite took 687-936 s against 53-91 s. Pinning only one of the two pools helps only partly,
-so the policy always sets both.
+thread pool costs microseconds on an idle machine and milliseconds when other processes keep the
+cores busy, and OpenBLAS's threads spin while they wait for each other. Measured on a 2-core
+machine (``benchmarks/threads.py``, RESULTS.md "Threads"), median times:
 
-The decision is by the amount of floating-point work a call will do, estimated by the caller
-(rows x features, M^3 for a factorisation, ...): below :data:`PARALLEL_MIN_WORK` a call is
-single-threaded. The threshold was measured on a 2-core machine (``benchmarks/threads.py``):
-the harmonics of d = 9, L = 4 (660 features) become faster on two threads at about 2 000 points
-(1.3e6 features x points) when the machine is idle and never when it is loaded; a dgemm
-:math:`\\Phi^\\top\\Phi` with M = 210 at about 4 000 rows (1.8e8 flops). The threshold sits
-where two threads still win on an idle machine, so small calls never pay the pool on a busy one.
+* idle, two threads win from the smallest sizes: the harmonics of d = 9, L = 4 (660 features)
+  1.9x at 250 to 32 000 points, a Gram product :math:`AA^\top` with M = 210 1.3-1.8x;
+* with a second process running multi-threaded BLAS on both cores, the same Gram product on two
+  BLAS threads took 12-1 016 ms against 0.24-55 ms on one (20x slower at 32 000 rows), and the
+  harmonics on two Numba threads were erratic below ~8 000 points (4-16 ms where one thread
+  takes 1.4-9 ms) and 1.2-1.5x faster above.
 
-Every public entry point (model ``fit``/``elbo``/``predict_f``, the bounds, the harmonics and
-their VJP, the Gegenbauer tables, kernel Gram matrices) runs inside :func:`policy`; an inner
+So the policy decides per call from an estimate of its floating-point work given by the caller:
+Numba kernels run on every core from :data:`NUMBA_MIN_WORK`, BLAS from :data:`BLAS_MIN_WORK`
+and only while the machine is not busy (1-minute load average above the core count + 1/4,
+i.e. other processes occupy the cores: read at most once a second). Everything smaller —
+every tiny model, every slider redraw, every test — is single-threaded, which is never more than
+2x slower and never 20x.
+
+Every public entry point (model ``fit``/``elbo``/``predict_f``, the statistics pass, the
+harmonics and their VJP, the Gegenbauer tables and series) runs inside :func:`policy`; an inner
 call inherits the decision of the outermost one. Users override it with :func:`set_threads`
-(process-wide) or :func:`thread_limit` (a ``with`` block).
+(process-wide, also via the environment variable ``SPHERELAB_THREADS``) or :func:`thread_limit`
+(a ``with`` block).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import contextlib
 import functools
 import os
 import threading
+import time
 from typing import Any, Callable, Iterator
 
 import numba
@@ -36,12 +42,25 @@ try:
 except ImportError:  # pragma: no cover - threadpoolctl is a dependency
     ThreadpoolController = None
 
-__all__ = ["PARALLEL_MIN_WORK", "set_threads", "get_threads", "thread_limit", "policy", "threads_for",
-           "entry_point"]
+__all__ = [
+    "NUMBA_MIN_WORK",
+    "BLAS_MIN_WORK",
+    "machine_busy",
+    "set_threads",
+    "get_threads",
+    "thread_limit",
+    "policy",
+    "threads_for",
+    "entry_point",
+]
 
-#: below this many floating-point operations (an estimate given by the caller) a call runs on one
-#: BLAS and one Numba thread; measured, see the module docstring
-PARALLEL_MIN_WORK = 2_000_000
+#: Numba kernels use every core from this much work (flops, the caller's estimate): the
+#: harmonics of 660 features at ~19 000 points; measured, see the module docstring
+NUMBA_MIN_WORK = 5e7
+#: BLAS uses every core from this much work, and only on a machine that is not busy
+BLAS_MIN_WORK = 5e8
+#: seconds a load-average reading is reused
+_LOAD_TTL = 1.0
 
 _state = threading.local()
 _override: int | None = None  # set_threads(n): every call uses n threads
@@ -102,26 +121,45 @@ def get_threads() -> int | None:
     return _override
 
 
-def threads_for(work: float) -> int:
-    """The thread count the policy gives a call doing about ``work`` floating-point operations."""
+_load = [0.0, False]  # time of the last reading, busy
+
+
+def machine_busy() -> bool:
+    """Whether other processes keep every core busy: the 1-minute load average exceeds the
+    number of cores by more than 1/4 (read at most once a second; False where unavailable)."""
+    now = time.monotonic()
+    if now - _load[0] > _LOAD_TTL:
+        try:
+            _load[1] = os.getloadavg()[0] > (os.cpu_count() or 1) + 0.25
+        except (OSError, AttributeError):
+            _load[1] = False
+        _load[0] = now
+    return _load[1]
+
+
+def threads_for(work: float) -> tuple[int, int]:
+    """``(blas, numba)`` thread counts the policy gives a call of about ``work`` flops."""
     if getattr(_state, "fixed", None) is not None:
-        return _state.fixed
+        return _state.fixed, _state.fixed
     if _override is not None:
-        return _override
-    return 1 if work < PARALLEL_MIN_WORK else _max_threads()
+        return _override, _override
+    numba_n = 1 if work < NUMBA_MIN_WORK else _max_threads()
+    blas_n = 1 if work < BLAS_MIN_WORK or machine_busy() else _max_threads()
+    return blas_n, numba_n
 
 
 @contextlib.contextmanager
-def _apply(n: int) -> Iterator[None]:
+def _apply(counts: tuple[int, int]) -> Iterator[None]:
+    n_blas, n_numba = counts
     depth = getattr(_state, "active", 0)
     previous_numba = numba.get_num_threads()
     ctl = _blas_controller()
     blas = None
-    if ctl is not None and getattr(_state, "blas", None) != n:
-        blas = ctl.limit(limits=n, user_api="blas")
+    if ctl is not None and getattr(_state, "blas", None) != n_blas:
+        blas = ctl.limit(limits=n_blas, user_api="blas")
     previous_blas = getattr(_state, "blas", None)
-    _state.active, _state.blas = depth + 1, n
-    numba.set_num_threads(n)
+    _state.active, _state.blas = depth + 1, n_blas
+    numba.set_num_threads(n_numba)
     try:
         yield
     finally:
@@ -156,7 +194,7 @@ def thread_limit(n: int) -> Iterator[None]:
     previous = getattr(_state, "fixed", None)
     _state.fixed = n
     try:
-        with _apply(n):
+        with _apply((n, n)):
             yield
     finally:
         _state.fixed = previous
@@ -182,12 +220,6 @@ def entry_point(work: Callable[..., float]) -> Callable[[Callable], Callable]:
         return wrapper
 
     return decorate
-
-
-def rows_times(n_rows: Any, per_row: float) -> float:
-    """Work of a pass over ``n_rows`` rows (an array's first axis, or a count) at ``per_row``."""
-    n = n_rows if isinstance(n_rows, (int, float)) else getattr(n_rows, "shape", (len(n_rows),))[0]
-    return float(n) * float(per_row)
 
 
 if os.environ.get("SPHERELAB_THREADS"):

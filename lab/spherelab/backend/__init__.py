@@ -1,6 +1,6 @@
 """Backend layer: which array module (NumPy or CuPy) a computation runs on.
 
-Rules (``shared/design.md`` §6): arrays stay where they came from — CuPy in, CuPy computation, CuPy
+Rules (``docs/design.md`` §7): arrays stay where they came from — CuPy in, CuPy computation, CuPy
 out — and models take an explicit ``device="cpu" | "gpu"``. GPU availability is probed once,
 lazily and safely: importing spherelab never imports CuPy, and a machine with CuPy but no usable
 GPU (no driver, no device, a broken CUDA install) reports *why* instead of failing at import.

@@ -1,4 +1,4 @@
-r"""The orthogonally-decoupled ELBO (seed 003 §3.3-3.4; Shi, Titsias & Mnih 2020, "SOLVE-GP")
+r"""The orthogonally-decoupled ELBO (Tiao, thesis §3.3-3.4; Shi, Titsias & Mnih 2020, "SOLVE-GP")
 and its derivatives with respect to every matrix it consumes (GPy's contract).
 
 Two sets of inducing variables: :math:`u` (any feature) and :math:`v = f(W)` at K orthogonal
@@ -7,7 +7,7 @@ modelled: :math:`p(v') = N(0, S_{vv})`, :math:`q(u) = N(m_u, C_u)`, :math:`q(v')
 
 .. math:: S_{vv} = K_{vv} - K_{vu}K_{uu}^{-1}K_{uv}, \qquad S_{vf} = K_{vf} - K_{vu}K_{uu}^{-1}K_{uf}.
 
-Predictive (seed 003 eqs. 3.11-3.12), :math:`A = K_{uu}^{-1}K_{uf}`, :math:`B = S_{vv}^{-1}S_{vf}`:
+Predictive (Tiao, thesis eqs. 3.11-3.12), :math:`A = K_{uu}^{-1}K_{uf}`, :math:`B = S_{vv}^{-1}S_{vf}`:
 
 .. math:: \mu = A^\top m_u + B^\top m_v, \qquad
           \nu = k_{ff} - \mathrm{diag}(K_{fu}A) + \mathrm{diag}(A^\top C_u A)
@@ -147,7 +147,9 @@ def orthogonal_bound(
     dm_v = np.zeros(K)
     dL_v = np.zeros((K, K))
     if K:
-        kl_v = 0.5 * (np.sum(Svv_inv * Cv) + m_v @ Svv_inv @ m_v - K + 2 * np.sum(np.log(np.diag(Ls))) - logdet_tri(L_v))
+        kl_v = 0.5 * (
+            np.sum(Svv_inv * Cv) + m_v @ Svv_inv @ m_v - K + 2 * np.sum(np.log(np.diag(Ls))) - logdet_tri(L_v)
+        )
         value -= kl_v
         dm_v = Bm @ gmu - Svv_inv @ m_v
         dCv = (Bm * gvar) @ Bm.T - 0.5 * (Svv_inv - chol_inverse_tri(L_v))

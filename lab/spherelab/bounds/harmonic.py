@@ -1,4 +1,4 @@
-r"""Bounds of VISH (seed 001): spherical-harmonic features with a diagonal
+r"""Bounds of VISH (Dutordoir et al. 2020): spherical-harmonic features with a diagonal
 :math:`K_{uu} = \Lambda^{-1}`, and their derivatives with respect to the matrices they consume
 (GPy's contract: the bound returns :math:`\partial\mathcal L/\partial(\cdot)`; features and
 kernels chain them to their parameters).
@@ -178,7 +178,7 @@ def uncollapsed_bound(
               - \log|\Lambda|\big],
 
     :math:`\mu = \Phi\Lambda m`, :math:`\nu_n = r_n^2 v - \Phi_n\Lambda\Phi_n^\top +
-    \|\Phi_n\Lambda L\|^2` (seed 001 eq. 1, ``shared/design.md`` §4); ``residual=False``
+    \|\Phi_n\Lambda L\|^2` (Dutordoir et al. 2020 eq. 1, ``docs/design.md`` §5); ``residual=False``
     drops :math:`r_n^2 v - \Phi_n\Lambda\Phi_n^\top` (the finite-rank prior of the features,
     :func:`collapsed_bound`).
     """

@@ -14,7 +14,7 @@ chunks of rows, so memory is :math:`O(P \cdot \text{chunk} + P^2)` whatever N.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 

@@ -1,6 +1,6 @@
 r"""Inducing features: one protocol (:class:`Features`: :math:`K_{uu}` (M, M), :math:`K_{uf}`
 (M, N), their gradients, parameter access) and its implementations — spherical harmonics,
-phase-truncated harmonics (seed 004), activated units (seed 003) and inducing points."""
+phase-truncated harmonics (Eleftheriadis et al.), activated units (Tiao, thesis) and inducing points."""
 
 from .activated import ActivatedFeatures
 from .base import Features

@@ -1,4 +1,4 @@
-r"""Activated inducing features (seed 003 §3.2.2, eq. 3.6): unit m is an activation of the
+r"""Activated inducing features (Tiao, thesis §3.2.2, eq. 3.6): unit m is an activation of the
 projection of the lifted input on a weight :math:`w_m`, truncated at level L in both
 :math:`K_{uf}` and :math:`K_{uu}`."""
 
@@ -20,7 +20,7 @@ __all__ = ["ActivatedFeatures"]
 
 class ActivatedFeatures(Features):
     r"""Activated inducing features: unit m is the homogeneous activation
-    :math:`H_m(\tilde x) = \|w_m\|\,r\,\sigma(\hat w_m^\top \hat x)` (seed 003 eq. 3.5), with
+    :math:`H_m(\tilde x) = \|w_m\|\,r\,\sigma(\hat w_m^\top \hat x)` (Tiao, thesis eq. 3.5), with
     its harmonic expansion truncated at level ``truncation`` (L) and the levels where the kernel's
     :math:`\lambda_\ell = 0` dropped, in both covariances:
 
@@ -29,7 +29,7 @@ class ActivatedFeatures(Features):
               [K_{uu}]_{mm'} = \|w_m\|\|w_{m'}\|\sum_{\ell\le L,\lambda_\ell\neq0}\frac{\sigma_\ell^2}{\lambda_\ell}
               Z_\ell(\hat w_m^\top\hat w_{m'})
 
-    (seed 003 eq. 3.6, ``shared/design.md`` §3).
+    (Tiao, thesis eq. 3.6, ``docs/design.md`` §4).
 
     Parameters
     ----------

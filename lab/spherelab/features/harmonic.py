@@ -1,4 +1,4 @@
-r"""Spherical inducing features with a diagonal :math:`K_{uu}` (VISH, seed 001 §3; seed 004 §5):
+r"""Spherical inducing features with a diagonal :math:`K_{uu}` (VISH, Dutordoir et al. 2020 §3; Eleftheriadis et al. §5):
 :math:`u_m = \langle f, \psi_m\rangle_{\mathcal H}` for functions :math:`\psi_m` on
 :math:`S^{d-1}`, orthonormal in :math:`L^2` and each of a single degree :math:`\ell(m)`, so that
 
@@ -166,7 +166,7 @@ class HarmonicFeatures(SphericalFeatures):
     hyper-parameters reach :math:`K_{uu}` through
     :meth:`~spherelab.kernels.ZonalKernel.spectrum_gradients`, the lift and the inputs reach
     :math:`K_{uf}` through the solid harmonics. With orthogonal inducing points
-    (:class:`~spherelab.OrthogonalSVGP`) this is VISH with the decoupled posterior of seed 003.
+    (:class:`~spherelab.OrthogonalSVGP`) this is VISH with the decoupled posterior of Tiao, thesis.
 
     Parameters
     ----------

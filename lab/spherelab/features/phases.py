@@ -1,4 +1,4 @@
-r"""Phase-truncated spherical-harmonic features with learned directions (seed 004 §5.2).
+r"""Phase-truncated spherical-harmonic features with learned directions (Eleftheriadis et al. §5.2).
 
 Full spherical-harmonic features need :math:`N(\ell, d)` functions per degree, which explodes
 with the dimension (:math:`N(4, 17) = 4\,692`). Seed 004 keeps at most ``max_phases`` functions
@@ -13,7 +13,7 @@ from the reproducing property of the zonal function,
 
 so :math:`\tilde\phi_i = \sum_j (R^{-1})_{ij} g_j` are exactly orthonormal by construction,
 they stay inside :math:`\mathcal H_\ell`, and therefore still :math:`K_{uu} = \mathrm{diag}(1/\lambda_\ell)`
-for :math:`u_i = \langle f, r\tilde\phi_i\rangle_{\mathcal H}` (``shared/design.md`` §3). With
+for :math:`u_i = \langle f, r\tilde\phi_i\rangle_{\mathcal H}` (``docs/design.md`` §4). With
 :math:`P = N(\ell, d)` they are an orthonormal basis of :math:`\mathcal H_\ell` (a rotation of the
 spherical harmonics), so the model equals VISH with full harmonics.
 
@@ -21,8 +21,8 @@ The directions are stored unnormalised (:math:`v_j = w_j/\|w_j\|`, any :math:`w_
 trainable; :meth:`PhaseTruncatedHarmonics.vjp` chains :math:`\partial L/\partial\tilde\Phi`
 through the orthonormalisation (Cholesky reverse mode) into the :math:`w_j` and the points.
 
-References: seed 004 §5.2 (Gram–Schmidt on :math:`V_\ell^\top V_\ell`); seed 000 App. A and
-``shared/design.md`` §3 (fundamental systems by greedy determinant maximisation).
+References: Eleftheriadis et al. §5.2 (Gram–Schmidt on :math:`V_\ell^\top V_\ell`); Dutordoir, PhD report App. A and
+``docs/design.md`` §4 (fundamental systems by greedy determinant maximisation).
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ import numpy as np
 from scipy.linalg import solve_triangular
 
 from .._validation import check_dim, check_finite_array, check_int
-from ..kernels import ZonalKernel
 from ..linalg import cholesky_backward
 from ..sphere.gegenbauer import zonal_series
 from ..sphere.harmonics import SphericalHarmonics
@@ -48,7 +47,9 @@ _CANDIDATES = 8  # candidate directions per phase for the greedy initialisation
 def _unit(W: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray]:
     n = np.sqrt(np.einsum("ij,ij->i", W, W))
     if np.any(n == 0):
-        raise ValueError(f"{name} has a zero row (row {int(np.flatnonzero(n == 0)[0])}): a direction needs a non-zero vector")
+        raise ValueError(
+            f"{name} has a zero row (row {int(np.flatnonzero(n == 0)[0])}): a direction needs a non-zero vector"
+        )
     return n, W / n[:, None]
 
 
@@ -58,10 +59,12 @@ def _zonal(ell: int, dim: int, t: np.ndarray, derivative: bool = False):
     return zonal_series(c, dim, t, derivative=derivative)
 
 
-def greedy_directions(ell: int, dim: int, count: int, rng: np.random.Generator, candidates: int | None = None) -> np.ndarray:
+def greedy_directions(
+    ell: int, dim: int, count: int, rng: np.random.Generator, candidates: int | None = None
+) -> np.ndarray:
     r"""``count`` unit directions for degree ``ell`` chosen from random candidates by greedy
     maximisation of :math:`\det Z_\ell(V V^\top)` (pivoted Cholesky on the candidates' Gram
-    matrix), i.e. an approximate fundamental system (seed 000 App. A). ``(count, dim)``."""
+    matrix), i.e. an approximate fundamental system (Dutordoir, PhD report App. A). ``(count, dim)``."""
     n_cand = candidates if candidates is not None else max(_CANDIDATES * count, 64)
     C = rng.standard_normal((n_cand, dim))
     C /= np.linalg.norm(C, axis=1, keepdims=True)
@@ -85,7 +88,7 @@ def greedy_directions(ell: int, dim: int, count: int, rng: np.random.Generator, 
 
 class PhaseTruncatedHarmonics(SphericalFeatures):
     r"""At most ``max_phases`` orthonormalised zonal functions per degree :math:`0..L` on
-    :math:`S^{d-1}`, with trainable directions (seed 004 §5.2; module docstring).
+    :math:`S^{d-1}`, with trainable directions (Eleftheriadis et al. §5.2; module docstring).
 
     Parameters
     ----------
@@ -232,7 +235,8 @@ class PhaseTruncatedHarmonics(SphericalFeatures):
         Per degree, with :math:`\tilde\Phi = Z R^{-\top}`, :math:`Z_{nj} = Z_\ell(\hat x_n^\top\hat v_j)`:
         :math:`\bar Z = G R^{-1}`, :math:`\bar R = -R^{-\top}(G^\top Z)R^{-\top}` (lower part), then
         the Cholesky reverse mode gives :math:`\bar\Gamma`, and
-        :math:`\bar{\hat v}_j = \sum_n \bar Z_{nj}Z'_{nj}\hat x_n + \sum_i 2\bar\Gamma_{ij}Z'(\hat v_i^\top\hat v_j)\hat v_i`,
+        :math:`\bar{\hat v}_j = \sum_n \bar Z_{nj}Z'_{nj}\hat x_n
+        + \sum_i 2\bar\Gamma_{ij}Z'(\hat v_i^\top\hat v_j)\hat v_i`,
         :math:`\bar w_j = (I - \hat v_j\hat v_j^\top)\bar{\hat v}_j/\|w_j\|`.
         """
         Xh = self._check_points(Xh)

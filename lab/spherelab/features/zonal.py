@@ -1,24 +1,22 @@
 r"""Inducing features in data space for the (orthogonally-decoupled) SVGP models: activated units
-(seed 003 §3.2.2) and inducing points, each with :math:`K_{uu}`, :math:`K_{uf}` and the chain rule
+(Tiao, thesis §3.2.2) and inducing points, each with :math:`K_{uu}`, :math:`K_{uf}` and the chain rule
 from :math:`\partial L/\partial K_{uu}`, :math:`\partial L/\partial K_{uf}` (GPy's contract) to the
 feature parameters, the kernel hyper-parameters and the inputs.
 
 Both features, and every kernel, are *pairs of homogeneous zonal functions*
 :math:`F(a, b) = \|a\|\,\|b\|\,s(\hat a^\top \hat b)`:
 
-=====================  =====================  ===================================================
-covariance             (a, b)                 shape s
-=====================  =====================  ===================================================
-:math:`k(x, x')`       :math:`(\tilde x, \tilde x')`  :math:`\kappa`
-activated :math:`K_{uf}`  :math:`(w_m, \tilde x)`  :math:`g_L(t) = \sum_{\ell\le L,\lambda_\ell\ne0}\sigma_\ell Z_\ell(t)`
-activated :math:`K_{uu}`  :math:`(w_m, w_{m'})`  :math:`q_L(t) = \sum_{\ell\le L,\lambda_\ell\ne0}\sigma_\ell^2/\lambda_\ell\, Z_\ell(t)`
-=====================  =====================  ===================================================
+* :math:`k(x, x')`: :math:`(a, b) = (\tilde x, \tilde x')`, :math:`s = \kappa`;
+* activated :math:`K_{uf}`: :math:`(a, b) = (w_m, \tilde x)`,
+  :math:`s = g_L(t) = \sum_{\ell\le L,\lambda_\ell\ne0}\sigma_\ell Z_\ell(t)`;
+* activated :math:`K_{uu}`: :math:`(a, b) = (w_m, w_{m'})`,
+  :math:`s = q_L(t) = \sum_{\ell\le L,\lambda_\ell\ne0}\sigma_\ell^2/\lambda_\ell\, Z_\ell(t)`
 
-(``shared/design.md`` §3), with :math:`\tilde x = [x / s, b]` the lifted input. The same truncation
+(``docs/design.md`` §4), with :math:`\tilde x = [x / s, b]` the lifted input. The same truncation
 L and the same dropped levels enter :math:`K_{uu}` and :math:`K_{uf}`, so the joint prior of (u, f)
 is the covariance of a valid finite-rank model and stays positive semi-definite.
 
-References: Sun, Shi & Grosse (2021); Dutordoir, Hensman, van der Wilk et al. (2021); seed 003.
+References: Sun, Shi & Grosse (2021); Dutordoir, Hensman, van der Wilk et al. (2021); Tiao, thesis.
 """
 
 from __future__ import annotations

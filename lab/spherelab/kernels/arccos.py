@@ -1,5 +1,5 @@
 r"""The arc-cosine family: arc-cosine kernels of order 0, 1, 2 (Cho & Saul 2009) with exact
-spectra, their compositions (deep arc-cosine, seed 004 eq. 3) and the neural tangent kernel."""
+spectra, their compositions (deep arc-cosine, Eleftheriadis et al. eq. 3) and the neural tangent kernel."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ class ArcCosine(ZonalKernel):
     Spectrum: :math:`\lambda_\ell = 2\,\sigma_\ell^2,\ 2d\,\sigma_\ell^2,\
     \tfrac{2d(d+2)}{3}\sigma_\ell^2` for the step, ReLU and squared-ReLU units (Gaussian weights
     have :math:`E\|w\|^{2p} = d(d+2)\cdots(d+2p-2)`), exact and non-negative; the d = 3 order-1
-    spectrum is 0.375, 0.1667, 0.02344, 0, 0.000651 (seed 000 Table B.1).
+    spectrum is 0.375, 0.1667, 0.02344, 0, 0.000651 (Dutordoir, PhD report Table B.1).
     """
 
     structure = ("order",)
@@ -109,13 +109,15 @@ def _ntk(depth: int, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 class DeepArcCosine(QuadratureSpectrum):
     r"""Arc-cosine kernel composed ``depth`` times, :math:`\kappa^{(D)} = \kappa_p \circ \dots
-    \circ \kappa_p` (the NNGP kernel of a depth-D ReLU network for p = 1; seed 004 eq. 3).
+    \circ \kappa_p` (the NNGP kernel of a depth-D ReLU network for p = 1; Eleftheriadis et al. eq. 3).
     ``depth = 1`` is :class:`ArcCosine`."""
 
     parity = None
     structure = ("depth", "order")
 
-    def __init__(self, depth: int = 2, order: int = 1, variance: float = 1.0, bias: float = 1.0, input_scale: Any = 1.0):
+    def __init__(
+        self, depth: int = 2, order: int = 1, variance: float = 1.0, bias: float = 1.0, input_scale: Any = 1.0
+    ):
         self.depth = check_int(depth, "depth", minimum=1)
         order = check_int(order, "order")
         if order not in (0, 1, 2):
@@ -143,7 +145,7 @@ class NTK(QuadratureSpectrum):
     normalised to :math:`\kappa(1) = ` ``variance``:
     :math:`\Sigma_0 = \Theta_0 = t`, :math:`\Sigma_h = \kappa_1(\Sigma_{h-1})`,
     :math:`\Theta_h = \Theta_{h-1}\kappa_0(\Sigma_{h-1}) + \Sigma_h`,
-    :math:`\kappa = \Theta_D / (D + 1)` (Jacot et al. 2018; Bietti & Mairal 2019; seed 004 Fig. 1).
+    :math:`\kappa = \Theta_D / (D + 1)` (Jacot et al. 2018; Bietti & Mairal 2019; Eleftheriadis et al. Fig. 1).
     """
 
     structure = ("depth",)

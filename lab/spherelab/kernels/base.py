@@ -1,7 +1,7 @@
 r"""Zonal kernels on :math:`S^{d-1}`: shape :math:`\kappa(t)`, spectrum :math:`\lambda_\ell`, and
 their derivatives; each is also a covariance function in data space.
 
-Conventions (``shared/design.md`` §1–2): :math:`\kappa(t) = \sum_\ell \lambda_\ell Z_\ell(t)`,
+Conventions (``docs/design.md`` §1–3): :math:`\kappa(t) = \sum_\ell \lambda_\ell Z_\ell(t)`,
 :math:`\kappa(1) = \sum_\ell \lambda_\ell N(\ell, d)` = ``variance`` (for every kernel whose series
 converges). In data space an input :math:`x \in R^D` is lifted to
 :math:`\tilde x = [x / s, b] \in R^{D+1}` (``input_scale`` s, ``bias`` b), :math:`r = \|\tilde x\|`,
@@ -35,9 +35,24 @@ import numpy as np
 
 from .._validation import check_degree, check_dim, check_finite_array, check_positive
 from ..sphere.funk_hecke import apply_parity, funk_hecke_with_rule
+from ..threads import entry_point
 from .matern_jit import matern_backward, matern_values
 
 __all__ = ["ZonalKernel", "QuadratureSpectrum", "quadrature_spectrum"]
+
+
+def _gram_work(kernel, *args, **kwargs) -> float:
+    # an (N, N2) Gram matrix: one (N, d) x (d, N2) product and ~20 flops per entry
+    arrays = [a for a in args if hasattr(a, "shape") and getattr(a, "ndim", 0) == 2]
+    if not arrays:
+        return 0.0
+    n1 = arrays[-2].shape[0] if len(arrays) > 1 else arrays[-1].shape[0]
+    n2 = arrays[-1].shape[0]
+    return float(n1) * n2 * (2.0 * arrays[-1].shape[1] + 20.0)
+
+
+#: the thread policy for a Gram-matrix computation of the size of its arguments
+_gram = entry_point(_gram_work)
 
 
 class ZonalKernel:
@@ -147,6 +162,7 @@ class ZonalKernel:
         """Code of a fused compiled kernel for this shape (``None``: the NumPy path)."""
         return None
 
+    @_gram
     def K(self, X: Any, X2: Any = None) -> np.ndarray:
         r"""Gram matrix :math:`k(X, X2)`, ``(N, N2)``."""
         r1, U1 = self.lift(X)
@@ -195,6 +211,7 @@ class ZonalKernel:
         """
         return self.gradients_with_inputs(dL_dK, X, X2)[0]
 
+    @_gram
     def gradients_with_inputs(self, dL_dK: Any, X: Any, X2: Any = None) -> tuple[dict[str, Any], np.ndarray, Any]:
         r""":meth:`gradients` together with :math:`\partial L/\partial X` and
         :math:`\partial L/\partial X_2`, sharing one evaluation of :math:`t`, :math:`\kappa`,
@@ -249,7 +266,9 @@ class ZonalKernel:
             np.fill_diagonal(T, 1.0)
         kap, kap_t, grads = self._shape_all(T)
         GR = G * (r1[:, None] * r2[None, :])
-        out: dict[str, Any] = {k: self.variance * float(np.vdot(GR, np.broadcast_to(v, GR.shape))) for k, v in grads.items()}
+        out: dict[str, Any] = {
+            k: self.variance * float(np.vdot(GR, np.broadcast_to(v, GR.shape))) for k, v in grads.items()
+        }
         out["variance"] = float(np.vdot(GR, kap))
         kap = self.variance * kap
         kap_t = self.variance * kap_t

@@ -33,15 +33,22 @@ class Matern(QuadratureSpectrum):
     :math:`m_{5/2} = (1 + \sqrt5 r + \tfrac53 r^2)e^{-\sqrt5 r}`, :math:`m_\infty = e^{-r^2/2}`.
     Positive definite on every sphere (Schoenberg), so :math:`\lambda_\ell \ge 0`; the spectrum
     is the Funk–Hecke quadrature in the angle variable, where the shape is analytic.
-    This is the stationary kernel of the spectra-mismatch analysis (seed 000 §4.3.3,
-    seed 003 §3.4)."""
+    This is the stationary kernel of the spectra-mismatch analysis (Dutordoir, PhD report §4.3.3,
+    Tiao, thesis §3.4)."""
 
     shape_params = ("lengthscale",)
     structure = ("nu",)
     #: use the compiled kernels of :mod:`.matern_jit` (the tests switch it off to compare paths)
     fused = True
 
-    def __init__(self, nu: float = 1.5, lengthscale: float = 1.0, variance: float = 1.0, bias: float = 1.0, input_scale: Any = 1.0):
+    def __init__(
+        self,
+        nu: float = 1.5,
+        lengthscale: float = 1.0,
+        variance: float = 1.0,
+        bias: float = 1.0,
+        input_scale: Any = 1.0,
+    ):
         self.nu = _check_nu(nu)
         self.lengthscale = check_positive(lengthscale, "lengthscale")
         super().__init__(variance, bias, input_scale)

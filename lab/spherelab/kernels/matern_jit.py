@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
 from ..backend.jit import jit
 
 __all__ = ["NU_CODES", "matern_values", "matern_backward"]

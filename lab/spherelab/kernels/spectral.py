@@ -1,5 +1,5 @@
 r"""Kernels defined by their spectrum: the intrinsic Matérn/SE kernels of the sphere and the
-continuous-depth polynomial decay (seed 004 eq. 15); the shape is the Mercer series."""
+continuous-depth polynomial decay (Eleftheriadis et al. eq. 15); the shape is the Mercer series."""
 
 from __future__ import annotations
 
@@ -197,14 +197,22 @@ class IntrinsicMatern(SpectralKernel):
               e^{-\rho^2 \ell(\ell + d - 2)/2},
 
     normalised so that :math:`\kappa(1) = \sum_\ell \lambda_\ell N(\ell, d) = ` ``variance``
-    (seed 001 eqs. 33–34 use an unnormalised variant). ``lengthscale`` is :math:`\rho`. The
+    (Dutordoir et al. 2020 eqs. 33–34 use an unnormalised variant). ``lengthscale`` is :math:`\rho`. The
     spectrum depends on the dimension, so the kernel is built for one ``dim``.
     """
 
     shape_params = ("lengthscale",)
     structure = ("dim", "nu")
 
-    def __init__(self, dim: int, nu: float = 1.5, lengthscale: float = 1.0, variance: float = 1.0, bias: float = 1.0, input_scale: Any = 1.0):
+    def __init__(
+        self,
+        dim: int,
+        nu: float = 1.5,
+        lengthscale: float = 1.0,
+        variance: float = 1.0,
+        bias: float = 1.0,
+        input_scale: Any = 1.0,
+    ):
         self.dim = check_dim(dim)
         v = float(nu)
         if not (v > 0):
@@ -229,7 +237,7 @@ class IntrinsicMatern(SpectralKernel):
 
 
 class PolynomialDecay(SpectralKernel):
-    r"""Continuous-depth kernel of seed 004 (eq. 15): :math:`\lambda_\ell \propto \ell^{-\beta}`.
+    r"""Continuous-depth kernel of Eleftheriadis et al. (eq. 15): :math:`\lambda_\ell \propto \ell^{-\beta}`.
 
     Convention at :math:`\ell = 0` (where :math:`\ell^{-\beta}` is infinite): the constant level
     gets the weight of level 1, :math:`\lambda_0 = \lambda_1`, i.e.
@@ -238,7 +246,7 @@ class PolynomialDecay(SpectralKernel):
     :math:`\sum \ell^{-\beta} N(\ell, d)` converges); smaller :math:`\beta` (a "deeper"
     kernel) is rejected with that explanation unless ``max_degree`` is given: then the kernel
     is the finite series :math:`\sum_{\ell \le L}` (the prior that features truncated at degree
-    L represent anyway, seed 004 §5), valid for every :math:`\beta > 0`. The spectrum depends on
+    L represent anyway, Eleftheriadis et al. §5), valid for every :math:`\beta > 0`. The spectrum depends on
     ``dim``.
     """
 

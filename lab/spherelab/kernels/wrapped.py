@@ -38,7 +38,7 @@ class WrappedKernel(ZonalKernel):
 
 class Truncated(WrappedKernel):
     r"""The kernel :math:`\kappa_L(t) = \sum_{\ell \le L} \lambda_\ell Z_\ell(t)` of a base kernel
-    truncated at degree L (``shared/design.md`` §2): a valid kernel in its own right, and exactly
+    truncated at degree L (``docs/design.md`` §3): a valid kernel in its own right, and exactly
     the prior that VISH with every harmonic up to degree L represents. Hyper-parameters are the
     base kernel's (reads and writes go to it)."""
 
@@ -116,7 +116,7 @@ class Parity(WrappedKernel):
     since :math:`C_\ell^\alpha(-t) = (-1)^\ell C_\ell^\alpha(t)`).
 
     The antipodal map is orthogonal, so every zonal kernel is invariant under it and
-    :math:`k = k_+ + k_-` is its harmonic decomposition with T = 2 (seed 002 §3; the map acts on
+    :math:`k = k_+ + k_-` is its harmonic decomposition with T = 2 (Sun et al. 2021 §3; the map acts on
     the lifted point :math:`\tilde x = [x/s, b]`, not on the data). Each part is a kernel in its
     own right (usable in every model); hyper-parameters are the base kernel's (reads and writes go
     to it), so gradients of both parts add up on the shared parameters.

@@ -1,5 +1,5 @@
-r"""Models, one module each, on one base (:mod:`.base`): VISH (seed 001), the orthogonally-decoupled
-SVGP with inter-domain features and the activated SVGP (seed 003), and HVGP (seed 002)."""
+r"""Models, one module each, on one base (:mod:`.base`): VISH (Dutordoir et al. 2020), the orthogonally-decoupled
+SVGP with inter-domain features and the activated SVGP (Tiao, thesis), and HVGP (Sun et al. 2021)."""
 
 from .decoupled import ActivatedSVGP, OrthogonalSVGP
 from .hvgp import HarmonicSVGP

@@ -22,11 +22,11 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from scipy.special import expit
 
-from .._validation import check_data, check_int
+from .._validation import check_data, check_finite_array, check_int
 from ..likelihoods import Bernoulli, Gaussian
 from ..linalg import NumericalFailure, add_jitter, jitter_backward
 from ..optim import Adam, minimize_lbfgsb
-from ..threads import policy
+from ..threads import entry_point, policy
 
 __all__ = ["softplus", "softplus_inverse", "Param", "Model"]
 
@@ -54,6 +54,17 @@ class Param:
 
     def shape(self) -> tuple:
         return np.shape(self.get())
+
+    def validate(self, value: Any) -> Any:
+        """``value`` as a float or an array of this entry's shape, or a ValueError naming it."""
+        arr = np.asarray(value, dtype=np.float64)
+        if arr.shape != self.shape():
+            raise ValueError(f"{self.name} must have shape {self.shape()}, got {arr.shape}")
+        if not np.all(np.isfinite(arr)):
+            raise ValueError(f"{self.name} contains NaN or infinite values")
+        if self.kind == "positive" and np.any(arr <= 0):
+            raise ValueError(f"{self.name} must be > 0, got {value!r}")
+        return float(arr) if arr.ndim == 0 else arr.copy()
 
     def pack(self) -> np.ndarray:
         v = np.asarray(self.get(), dtype=np.float64)
@@ -102,6 +113,17 @@ def likelihood_params(likelihood) -> list[Param]:
     if isinstance(likelihood, Gaussian):
         return [Param("noise", lambda: likelihood.variance, lambda v: setattr(likelihood, "variance", v), "positive")]
     return []
+
+
+def _work(model, X=None, *args, **kwargs) -> float:
+    # flops of one pass over X's rows with P inducing variables: O(N P^2 + P^3)
+    rows = getattr(X, "shape", (0,))[0] if X is not None else getattr(getattr(model, "_X", None), "shape", (0,))[0]
+    P = model._num_inducing() if model._initialised() else 1
+    return 2.0 * rows * P * P + float(P) ** 3
+
+
+#: decorator of the models' public methods taking (X, ...): the thread policy for their size
+threaded = entry_point(_work)
 
 
 class Model:
@@ -166,16 +188,9 @@ class Model:
         self
         """
         entries = {p.name: p for p in self._entries(list(values))}
-        for name, v in values.items():
-            p = entries[name]
-            arr = np.asarray(v, dtype=np.float64)
-            if arr.shape != p.shape():
-                raise ValueError(f"{name} must have shape {p.shape()}, got {arr.shape}")
-            if not np.all(np.isfinite(arr)):
-                raise ValueError(f"{name} contains NaN or infinite values")
-            if p.kind == "positive" and np.any(arr <= 0):
-                raise ValueError(f"{name} must be > 0, got {v!r}")
-            p.set(float(arr) if arr.ndim == 0 else arr.copy())
+        checked = {name: entries[name].validate(v) for name, v in values.items()}  # all or nothing
+        for name, v in checked.items():
+            entries[name].set(v)
         return self
 
     def parameter_vector(self, names: Sequence[str] | None = None) -> np.ndarray:
@@ -268,6 +283,14 @@ class Model:
     def _check_fitted(self) -> None:
         if not self._initialised():
             raise RuntimeError(f"{type(self).__name__} is not fitted: call fit(X, y) first")
+
+    def _check_inputs(self, X: Any) -> np.ndarray:
+        """Prediction inputs: a finite 2-d float array with the training inputs' column count."""
+        X = check_finite_array(X, "X", ndim=2)
+        D = getattr(self, "_input_dim", None)
+        if D is not None and X.shape[1] != D:
+            raise ValueError(f"X must have {D} columns (as the training inputs), got shape {X.shape}")
+        return X
 
     def _check_data(self, X, y):
         X, y = check_data(X, y)

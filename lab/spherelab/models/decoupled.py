@@ -1,4 +1,4 @@
-r"""The orthogonally-decoupled SVGP with inter-domain features (seed 003 §3.3-3.4): u from any
+r"""The orthogonally-decoupled SVGP with inter-domain features (Tiao, thesis §3.3-3.4): u from any
 :class:`~spherelab.features.Features`, K orthogonal inducing points v; the activated SVGP is
 K = 0. The bound and its matrix derivatives live in :mod:`spherelab.bounds.decoupled`; this
 module holds the model state and chains the derivatives into the parameters."""
@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 from scipy.linalg import cho_solve, solve_triangular
 
-from .._validation import check_data, check_finite_array, check_int
+from .._validation import check_finite_array, check_int
 from ..bounds.decoupled import (
     HINT_UU,
     HINT_VV,
@@ -24,9 +24,9 @@ from ..bounds.decoupled import (
 )
 from ..features import Features
 from ..kernels import ZonalKernel
-from ..likelihoods import Bernoulli, Gaussian
+from ..likelihoods import Gaussian
 from ..linalg import cholesky_or_explain, forward_solve
-from .base import Param, SparseModel, kernel_params, likelihood_params
+from .base import Param, SparseModel, kernel_params, likelihood_params, threaded
 
 __all__ = ["OrthogonalSVGP", "ActivatedSVGP"]
 
@@ -34,7 +34,7 @@ __all__ = ["OrthogonalSVGP", "ActivatedSVGP"]
 
 class OrthogonalSVGP(SparseModel):
     r"""SVGP with inter-domain features :math:`u` and K orthogonal inducing points
-    (the orthogonally-decoupled posterior of seed 003 eqs. 3.11-3.12).
+    (the orthogonally-decoupled posterior of Tiao, thesis eqs. 3.11-3.12).
 
     Parameters
     ----------
@@ -76,8 +76,17 @@ class OrthogonalSVGP(SparseModel):
     #: A = L_J^-1 K_pf is kept between the forward and the backward pass up to 128 MB
     keep_entries = 1 << 24
 
-    def __init__(self, kernel: ZonalKernel, features, num_orthogonal: int = 0, likelihood=None,
-                 orthogonal_inputs: Any = None, whiten: bool = True, jitter: float = 1e-6, sufficient_statistics: bool = True) -> None:
+    def __init__(
+        self,
+        kernel: ZonalKernel,
+        features,
+        num_orthogonal: int = 0,
+        likelihood=None,
+        orthogonal_inputs: Any = None,
+        whiten: bool = True,
+        jitter: float = 1e-6,
+        sufficient_statistics: bool = True,
+    ) -> None:
         if not isinstance(kernel, ZonalKernel):
             raise TypeError(f"kernel must be a spherelab ZonalKernel, got {kernel!r}")
         if not isinstance(features, Features):
@@ -87,7 +96,11 @@ class OrthogonalSVGP(SparseModel):
         self.features = features
         self.num_orthogonal = check_int(num_orthogonal, "num_orthogonal", minimum=0)
         self._set_likelihood(likelihood)
-        self.W = None if orthogonal_inputs is None else check_finite_array(orthogonal_inputs, "orthogonal_inputs", ndim=2).copy()
+        self.W = (
+            None
+            if orthogonal_inputs is None
+            else check_finite_array(orthogonal_inputs, "orthogonal_inputs", ndim=2).copy()
+        )
         if self.W is not None and self.W.shape[0] != self.num_orthogonal:
             raise ValueError(f"orthogonal_inputs must have num_orthogonal = {self.num_orthogonal} rows")
         self.whiten = bool(whiten)
@@ -106,6 +119,7 @@ class OrthogonalSVGP(SparseModel):
         """Feature parameters, W (K distinct training inputs) and q at the prior
         (:math:`m = 0`, :math:`C_u = K_{uu}`, :math:`C_v = S_{vv}`)."""
         rng = np.random.default_rng(seed)
+        self._input_dim = X.shape[1]
         self.features.initialise(X.shape[1] + 1, rng)
         self.features.bind(self.kernel)
         K = self.num_orthogonal
@@ -145,11 +159,12 @@ class OrthogonalSVGP(SparseModel):
         return fn(Kuu, Kuf, kff, self.m_u, self.L_u, Kvv, Kvu, Kvf, self.m_v, self.L_v,
                                 y, self.likelihood, X.shape[0] if num_data is None else num_data)
 
+    @threaded
     def elbo_and_gradient(self, X, y, num_data: int | None = None) -> tuple[float, dict[str, Any]]:
         """The ELBO (minibatch estimate if ``num_data`` > len(y)) and its gradient with respect to
         every parameter, as a dict. Gaussian likelihood, whitened: from the batch's sufficient
         statistics streamed over row chunks (:func:`gaussian_stats_bound_whitened`)."""
-        X = check_finite_array(X, "X", ndim=2)
+        X = self._check_inputs(X)
         if self._use_stats(X.shape[0]):
             return self._elbo_and_gradient_stats(X, y, X.shape[0] if num_data is None else num_data)
         res = self.bound(X, y, num_data)
@@ -191,6 +206,7 @@ class OrthogonalSVGP(SparseModel):
                 cache.append(A)
         return Phi, beta, sum_kff, cache
 
+    @threaded
     def optimal_q(self, X: Any, y: Any) -> "OrthogonalSVGP":
         r"""Set q to the maximiser of the ELBO for a Gaussian likelihood at the current kernel,
         noise, features and orthogonal inputs (Titsias' optimum for the decoupled family).
@@ -275,6 +291,7 @@ class OrthogonalSVGP(SparseModel):
     def _initialised(self) -> bool:
         return self.m_u is not None
 
+    @threaded
     def elbo(self, X: Any = None, y: Any = None) -> float:
         """The ELBO on all of (X, y) (default: the training data)."""
         self._check_fitted()
@@ -328,17 +345,19 @@ class OrthogonalSVGP(SparseModel):
             terms["+SfvSvv^-1CvSvv^-1Svf"] = np.zeros(X.shape[0])
         return mean, terms
 
+    @threaded
     def variance_terms(self, X: Any) -> dict[str, np.ndarray]:
-        r"""The five terms of the predictive variance (seed 003 eq. 3.12, Fig. 3.8), each ``(N,)``:
+        r"""The five terms of the predictive variance (Tiao, thesis eq. 3.12, Fig. 3.8), each ``(N,)``:
         ``Kff``, ``-Qff``, ``+QCuQ``, ``-SfvSvv^-1Svf``, ``+SfvSvv^-1CvSvv^-1Svf``; they sum to
         the variance of :meth:`predict_f` (before its clipping at 0)."""
         self._check_fitted()
-        return self._predictive(check_finite_array(X, "X", ndim=2))[1]
+        return self._predictive(self._check_inputs(X))[1]
 
+    @threaded
     def predict_f(self, X: Any, chunk_size: int = 4096) -> tuple[np.ndarray, np.ndarray]:
         """Predictive mean and variance of f, ``(N,)`` each (chunked over rows)."""
         self._check_fitted()
-        X = check_finite_array(X, "X", ndim=2)
+        X = self._check_inputs(X)
         means, varis = [], []
         for s in range(0, X.shape[0], chunk_size):
             mean, terms = self._predictive(X[s : s + chunk_size])
@@ -396,7 +415,7 @@ class _Gradients:
 
 
 class ActivatedSVGP(OrthogonalSVGP):
-    """The activated SVGP (Dutordoir et al. 2021; seed 003 §3.2.2): :class:`OrthogonalSVGP` with
+    """The activated SVGP (Dutordoir et al. 2021; Tiao, thesis §3.2.2): :class:`OrthogonalSVGP` with
     ``num_orthogonal = 0``."""
 
     def __init__(self, kernel: ZonalKernel, features, likelihood=None) -> None:

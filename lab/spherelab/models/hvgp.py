@@ -1,4 +1,4 @@
-r"""The harmonic variational Gaussian process (HVGP, seed 002 §4.2).
+r"""The harmonic variational Gaussian process (HVGP, Sun et al. 2021 §4.2).
 
 A kernel invariant under a cyclic group splits into mutually orthogonal components,
 :math:`k = \sum_c k_c` (:func:`~spherelab.groups.harmonic_decomposition`), so
@@ -30,13 +30,13 @@ from typing import Any, Sequence
 import numpy as np
 from scipy.linalg import solve_triangular
 
-from .._validation import check_data, check_finite_array, check_int
+from .._validation import check_finite_array, check_int
 from ..bounds.whitened import HINT_BLOCK, BlockBound, block_bound_whitened
 from ..groups import Antipodal, Group, harmonic_decomposition
 from ..kernels import ZonalKernel
-from ..likelihoods import Bernoulli, Gaussian
+from ..likelihoods import Gaussian
 from ..linalg import cholesky_or_explain, inverse_factor
-from .base import Param, SparseModel, kernel_params, likelihood_params
+from .base import Param, SparseModel, kernel_params, likelihood_params, threaded
 
 __all__ = ["HarmonicSVGP"]
 
@@ -46,6 +46,18 @@ class BlockTril(Param):
 
     def shape(self) -> tuple:
         return tuple(L.shape[0] for L in self.get())
+
+    def validate(self, value) -> list:
+        sizes = self.shape()
+        if len(value) != len(sizes):
+            raise ValueError(f"{self.name} must be a list of {len(sizes)} blocks, got {len(value)}")
+        out = []
+        for c, (L, m) in enumerate(zip(value, sizes)):
+            L = np.asarray(L, dtype=np.float64)
+            if L.shape != (m, m) or not np.all(np.isfinite(L)):
+                raise ValueError(f"{self.name}[{c}] must be a finite ({m}, {m}) matrix, got shape {L.shape}")
+            out.append(np.tril(L))
+        return out
 
     def size(self) -> int:
         return sum(m * (m + 1) // 2 for m in self.shape())
@@ -77,7 +89,7 @@ def _tied_scales_ok(group, kernel: ZonalKernel) -> bool:
 
 
 class HarmonicSVGP(SparseModel):
-    r"""The harmonic variational GP (HVGP, seed 002 §4.2): one block of inducing inputs per
+    r"""The harmonic variational GP (HVGP, Sun et al. 2021 §4.2): one block of inducing inputs per
     component of the harmonic kernel decomposition, independent whitened posteriors per block.
 
     Parameters
@@ -106,7 +118,7 @@ class HarmonicSVGP(SparseModel):
     References
     ----------
     Sun, Shi, Wilson, Grosse (2021), "Scalable variational Gaussian processes via harmonic kernel
-    decomposition", §3-4 (``shared/seeds/002``).
+    decomposition", §3-4.
     """
 
     def __init__(self, kernel: ZonalKernel, group, num_inducing_per_block: int | Sequence[int] = 64,
@@ -169,10 +181,12 @@ class HarmonicSVGP(SparseModel):
             self.Z = [X[pick[offs[c] : offs[c + 1]]].copy() for c in range(self.num_blocks)]
         elif any(z.shape[1] != X.shape[1] for z in self.Z):
             raise ValueError(f"inducing_inputs must have {X.shape[1]} columns like X")
+        self._input_dim = X.shape[1]
         self.ms = [np.zeros(m) for m in self.sizes]
         self.Ls = [np.eye(m) for m in self.sizes]
         return self
 
+    @threaded
     def optimal_q(self, X: Any, y: Any, chunk_size: int = 4096) -> "HarmonicSVGP":
         r"""Set q to the optimum of the ELBO for a Gaussian likelihood at the current kernel,
         noise and inducing inputs, among block-independent posteriors.
@@ -183,7 +197,7 @@ class HarmonicSVGP(SparseModel):
         them) and :math:`L_cL_c^\top = (I + A_cA_c^\top/\sigma^2)^{-1}` per block. Costs
         :math:`O(N(\sum m)^2 + (\sum m)^3)`: for initialisation and tests, not for huge models.
         When the training inputs are closed under the group the cross blocks of
-        :math:`AA^\top` vanish (seed 002 Thm. 4.2) and this is the unrestricted optimum.
+        :math:`AA^\top` vanish (Sun et al. 2021 Thm. 4.2) and this is the unrestricted optimum.
         """
         if not isinstance(self.likelihood, Gaussian):
             raise TypeError("optimal_q needs a Gaussian likelihood")
@@ -222,11 +236,12 @@ class HarmonicSVGP(SparseModel):
         return block_bound_whitened(Kuus, Kufs, kff, self.ms, self.Ls, y, self.likelihood,
                                     X.shape[0] if num_data is None else num_data)
 
+    @threaded
     def elbo_and_gradient(self, X, y, num_data: int | None = None) -> tuple[float, dict[str, Any]]:
         """The ELBO (minibatch estimate if ``num_data`` > len(y)) and its gradient with respect to
         every parameter: ``ms``, ``Ls``, ``Z`` (lists per block), the kernel's hyper-parameters
         and ``noise``."""
-        X = check_finite_array(X, "X", ndim=2)
+        X = self._check_inputs(X)
         res = self.bound(X, y, num_data)
         kern = self.kernel
         hyp = ["variance", *kern.shape_params, "bias", "input_scale"]
@@ -268,10 +283,11 @@ class HarmonicSVGP(SparseModel):
     def _initialised(self) -> bool:
         return self.ms is not None
 
+    @threaded
     def elbo(self, X: Any = None, y: Any = None) -> float:
         """The ELBO on all of (X, y) (default: the training data)."""
         self._check_fitted()
-        X = self._X if X is None else check_finite_array(X, "X", ndim=2)
+        X = self._X if X is None else self._check_inputs(X)
         y = self._y if y is None else np.asarray(y, dtype=np.float64)
         return self.bound(X, y).value
 
@@ -280,11 +296,12 @@ class HarmonicSVGP(SparseModel):
         return [cholesky_or_explain(self._with_jitter(comp.K(Z)), f"k_c(Z_c, Z_c) of block {c}", HINT_BLOCK.format(c=c))
                 for c, (comp, Z) in enumerate(zip(self.components, self.Z))]
 
+    @threaded
     def predict_components(self, X: Any, chunk_size: int = 4096) -> tuple[np.ndarray, np.ndarray]:
         r"""Per-block predictive means and variances of :math:`f_c`, ``(C, N)`` each: the
-        additive parts of seed 002 Fig. 9 (their sum is :meth:`predict_f`)."""
+        additive parts of Sun et al. 2021 Fig. 9 (their sum is :meth:`predict_f`)."""
         self._check_fitted()
-        X = check_finite_array(X, "X", ndim=2)
+        X = self._check_inputs(X)
         Lks = self._factors()
 
         means = np.zeros((self.num_blocks, X.shape[0]))
@@ -295,9 +312,12 @@ class HarmonicSVGP(SparseModel):
                 At = solve_triangular(Lk, comp.K(Z, Xc), lower=True)
                 LtA = np.tril(self.Ls[c]).T @ At
                 means[c, s : s + chunk_size] = At.T @ self.ms[c]
-                varis[c, s : s + chunk_size] = comp.diag(Xc) - np.einsum("mn,mn->n", At, At) + np.einsum("mn,mn->n", LtA, LtA)
+                varis[c, s : s + chunk_size] = (
+                    comp.diag(Xc) - np.einsum("mn,mn->n", At, At) + np.einsum("mn,mn->n", LtA, LtA)
+                )
         return means, np.maximum(varis, 0.0)
 
+    @threaded
     def predict_f(self, X: Any, chunk_size: int = 4096) -> tuple[np.ndarray, np.ndarray]:
         """Predictive mean and variance of f, ``(N,)`` each (chunked over rows)."""
         means, varis = self.predict_components(X, chunk_size)

@@ -33,7 +33,7 @@ from ..likelihoods import Gaussian
 from ..linalg import NumericalFailure, cholesky_or_explain
 from ..threads import policy
 from . import vish_svi
-from .base import Model, Param, kernel_params, likelihood_params
+from .base import Model, Param, kernel_params, likelihood_params, threaded
 
 __all__ = ["VISH", "harmonic_statistics"]
 
@@ -76,7 +76,7 @@ class VISH(Model):
         Rows per chunk of the streamed passes.
     features
         Optional :class:`~spherelab.features.HarmonicFeatures` or
-        :class:`~spherelab.PhaseTruncatedHarmonics` (seed 004: at most ``max_phases``
+        :class:`~spherelab.PhaseTruncatedHarmonics` (Eleftheriadis et al.: at most ``max_phases``
         orthonormalised zonal functions per degree, so high degrees stay affordable in high
         dimension; :math:`K_{uu}` is still diagonal; their directions are trained with the lift).
     prior
@@ -85,7 +85,7 @@ class VISH(Model):
         ``"features"``: the prior is the finite-rank kernel the features span,
         :math:`k(x, x') = r r'\sum_m\lambda_m\phi_m(\hat x)\phi_m(\hat x')`: the collapsed bound is
         that model's exact log marginal likelihood and the predictive variance has no residual
-        term (seed 004's choice for phase-truncated features).
+        term (Eleftheriadis et al.'s choice for phase-truncated features).
 
     Examples
     --------
@@ -205,6 +205,7 @@ class VISH(Model):
         return streamed_statistics(lambda _: (self.features.Kuf_from(ev), ev.r * ev.r), X, y,
                                    chunk_size=X.shape[0])
 
+    @threaded
     def elbo_and_gradient(self, X: Any, y: Any, num_data: int | None = None) -> tuple[float, dict[str, Any]]:
         """The collapsed bound on (X, y) and its gradient with respect to every parameter
         (one statistics pass and one gradient pass over the rows). ``num_data`` is not
@@ -214,6 +215,7 @@ class VISH(Model):
         X, y = check_data(X, y)
         return self._bound(self._statistics(X, y), lift=(X, y))
 
+    @threaded
     def elbo(self, X: Any = None, y: Any = None) -> float:
         """The bound at the current parameters: after :meth:`fit`, the collapsed bound on the
         training data (or on (X, y)); after :meth:`fit_svi`, the uncollapsed bound of the
@@ -329,7 +331,9 @@ class VISH(Model):
     # ---- posterior ------------------------------------------------------------------------
     def _state(self) -> tuple:
         """Everything the posterior depends on, compared before reusing the cache."""
-        hyp = tuple((k, np.asarray(v, dtype=np.float64).tobytes()) for k, v in sorted(self.kernel.hyperparameters.items()))
+        hyp = tuple(
+            (k, np.asarray(v, dtype=np.float64).tobytes()) for k, v in sorted(self.kernel.hyperparameters.items())
+        )
         noise = getattr(self.likelihood, "variance", None)
         q = None if self.q_mu is None else (self.q_mu.tobytes(), np.asarray(self.q_sqrt).tobytes())
         return hyp, noise, id(self.stats), self.features.get_params().tobytes(), q

@@ -1,4 +1,4 @@
-r"""Spectral analysis of activated features against a kernel (seed 000 §4.3, seed 003 §3.4).
+r"""Spectral analysis of activated features against a kernel (Dutordoir, PhD report §4.3, Tiao, thesis §3.4).
 
 * :func:`truncated_shape` — a shape rebuilt from its first L + 1 Funk–Hecke levels,
   :math:`s_L(t) = \sum_{\ell \le L} c_\ell Z_\ell(t)`.
@@ -53,7 +53,7 @@ def rkhs_norm_truncated(
 
     Levels with :math:`\lambda_\ell = 0` (or below ``rtol`` times the largest eigenvalue, for
     spectra computed elsewhere with quadrature noise) are dropped, as in the activated-feature
-    ``Kuu`` (``shared/design.md`` §3).
+    ``Kuu`` (``docs/design.md`` §4).
     """
     s = check_finite_array(activation_coeffs, "activation_coeffs", ndim=1)
     lam = check_finite_array(kernel_spectrum, "kernel_spectrum", ndim=1)

@@ -2,7 +2,7 @@ r"""Funk–Hecke coefficients of shape functions on :math:`[-1, 1]`.
 
 For a shape :math:`s` (a zonal kernel :math:`\kappa` or an activation :math:`\sigma`) on
 :math:`S^{d-1}`, with :math:`\alpha = (d-2)/2` and the normalised measure
-(``shared/design.md`` §1),
+(``docs/design.md`` §1),
 
 .. math:: c_\ell = \frac{\omega_d}{C_\ell^\alpha(1)} \int_{-1}^{1} s(t)\, C_\ell^\alpha(t)\,
           (1-t^2)^{(d-3)/2}\, dt
@@ -29,7 +29,7 @@ The node count doubles until two successive estimates agree to ``rtol`` (or stop
 floating-point floor); their difference is the returned error estimate. Levels that vanish by
 parity are set to exactly 0.
 
-References: Funk–Hecke theorem (seed 000 Thm. 6, eq. A.9); Gautschi, *Orthogonal polynomials:
+References: Funk–Hecke theorem (Dutordoir, PhD report Thm. 6, eq. A.9); Gautschi, *Orthogonal polynomials:
 computation and approximation* (2004) for Gauss–Jacobi rules.
 """
 
@@ -289,7 +289,7 @@ def funk_hecke(
     --------
     >>> import numpy as np
     >>> c = funk_hecke(lambda t: np.maximum(t, 0.0), 3, 4, kinks=[0.0], parity="even_plus_linear")
-    >>> np.round(c, 4).tolist()   # seed 000 Table B.2, d = 3
+    >>> np.round(c, 4).tolist()   # Dutordoir, PhD report Table B.2, d = 3
     [0.25, 0.1667, 0.0625, 0.0, -0.0104]
     """
     coeffs, err, _ = funk_hecke_with_rule(

@@ -18,15 +18,14 @@ space. Derivatives use :math:`\tfrac{d}{dt} P_n^{\alpha}
 = \tfrac{n (n + 2\alpha)}{2\alpha + 1} P_{n-1}^{\alpha + 1}`, finite at :math:`t = \pm 1`.
 
 Zonal functions use :math:`Z_\ell(t) = \tfrac{\ell+\alpha}{\alpha} C_\ell^\alpha(t)
-= N(\ell, d)\, P_\ell^{\alpha}(t)` (``shared/design.md`` §1), which again needs no limit at d = 2.
+= N(\ell, d)\, P_\ell^{\alpha}(t)` (``docs/design.md`` §1), which again needs no limit at d = 2.
 
-References: DLMF §18.9 (recurrences), §18.17; Clenshaw (1955); seed 000 App. A.
+References: DLMF §18.9 (recurrences), §18.17; Clenshaw (1955); Dutordoir, PhD report App. A.
 """
 
 from __future__ import annotations
 
 import functools
-
 from typing import Any
 
 import numpy as np

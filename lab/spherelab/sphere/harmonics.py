@@ -39,7 +39,7 @@ Each feature is a product of at most :math:`\min(L, d-1)` non-trivial factors (e
 point plus :math:`O(d L^2)` for the factor tables, run in parallel over chunks of points.
 
 References: Dai & Xu (2013) *Approximation theory and harmonic analysis on spheres and balls*,
-Thm. 1.5.1 (hyperspherical basis); Avery (1989); seed 000 App. A; ``shared/design.md`` §1.
+Thm. 1.5.1 (hyperspherical basis); Avery (1989); Dutordoir, PhD report App. A; ``docs/design.md`` §1.
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ from typing import Any
 
 import numpy as np
 from numba import prange
+
 from .._validation import check_degree, check_dim, check_finite_array, check_points_on_sphere
 from ..backend.jit import jit
 from ..threads import policy
@@ -360,7 +361,7 @@ class SphericalHarmonics:
 
     References
     ----------
-    Dai & Xu (2013), Thm. 1.5.1; seed 000 App. A; see the module docstring for the construction.
+    Dai & Xu (2013), Thm. 1.5.1; Dutordoir, PhD report App. A; see the module docstring for the construction.
     """
 
     def __init__(self, dim: int, max_degree: int) -> None:

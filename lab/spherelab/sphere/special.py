@@ -1,6 +1,6 @@
 r"""Constants of harmonic analysis on :math:`S^{d-1}`, computed in log space.
 
-Conventions (``shared/design.md`` §1): :math:`\alpha = (d-2)/2`; the inner product on the sphere
+Conventions (``docs/design.md`` §1): :math:`\alpha = (d-2)/2`; the inner product on the sphere
 uses the normalised surface measure; :math:`\Omega_k = 2\pi^{(k+1)/2}/\Gamma((k+1)/2)` is the area
 of :math:`S^k`; :math:`\omega_d = \Omega_{d-2}/\Omega_{d-1}`.
 
@@ -131,7 +131,7 @@ def log_sphere_area(k: Any) -> Any:
 def log_omega(dim: int) -> float:
     r""":math:`\log\omega_d`, :math:`\omega_d = \Omega_{d-2}/\Omega_{d-1}
     = \Gamma(d/2) / (\sqrt\pi\,\Gamma((d-1)/2))`: the constant of the Funk–Hecke formula for
-    the normalised measure (``shared/design.md`` §1)."""
+    the normalised measure (``docs/design.md`` §1)."""
     dim = check_dim(dim)
     return float(gammaln(dim / 2.0) - 0.5 * _LOG_PI - gammaln((dim - 1) / 2.0))
 

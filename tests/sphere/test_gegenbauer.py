@@ -5,11 +5,10 @@ from __future__ import annotations
 import mpmath
 import numpy as np
 import pytest
+import spherelab as sl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.special import eval_chebyt, eval_gegenbauer
-
-import spherelab as sl
 
 T_GRID = np.concatenate(
     [[-1.0, -0.999999, -0.95, -0.5, -0.1, 0.0, 0.1, 0.3, 0.7, 0.99, 0.999999, 1.0]]

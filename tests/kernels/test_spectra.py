@@ -1,13 +1,10 @@
-"""Funk-Hecke coefficients, kernel spectra and activation coefficients."""
+"""Spectra of kernels and activations: paper tables, mpmath, sum rules, gradients."""
 
 from __future__ import annotations
-
-import math
 
 import mpmath
 import numpy as np
 import pytest
-
 import spherelab as sl
 from spherelab import activations as acts
 from spherelab import kernels as K
@@ -19,6 +16,8 @@ TABLE_B1 = {
     5: ["0.352", "0.1", "0.00977", "0", "0.000153", "0", "1.37e-05", "0", "2.38e-06", "0"],
     7: ["0.342", "0.0714", "0.00534", "0", "5.34e-05", "0", "3.34e-06", "0", "4.26e-07", "0"],
 }
+
+
 TABLE_B2 = {
     3: ["0.25", "0.167", "0.0625", "0", "-0.0104", "0", "0.00391", "0", "-0.00195", "0"],
     5: ["0.188", "0.1", "0.0312", "0", "-0.00391", "0", "0.00117", "0", "-0.000488", "0"],
@@ -31,19 +30,6 @@ def printed_half_unit(text: str) -> float:
     mantissa, _, exponent = text.partition("e")
     decimals = len(mantissa.split(".")[1]) if "." in mantissa else 0
     return 0.5 * 10.0 ** (-decimals + (int(exponent) if exponent else 0))
-
-
-@pytest.mark.parametrize("d", [3, 5, 7])
-def test_seed000_tables_every_printed_digit(d):
-    lam = K.ArcCosine(1).spectrum(d, 9)
-    sig = acts.ReLU().coefficients(d, 9)
-    for ell in range(10):
-        for ours, printed in [(lam[ell], TABLE_B1[d][ell]), (sig[ell], TABLE_B2[d][ell])]:
-            if printed == "0":
-                assert ours == 0.0  # structural zero, exactly
-            else:
-                # the paper rounds half-way cases either way (0.03125 -> "0.0312")
-                assert abs(ours - float(printed)) <= printed_half_unit(printed) * (1 + 1e-9)
 
 
 def mp_funk_hecke(shape_mp, d: int, ell: int, split: bool) -> float:
@@ -86,20 +72,6 @@ MP_SHAPES = {
 }
 
 
-@pytest.mark.parametrize("name", [n for n in MP_SHAPES if MP_SHAPES[n][0] is not None])
-@pytest.mark.parametrize("d", [2, 3, 4, 6, 9])
-def test_against_mpmath_funk_hecke(name, d):
-    shape_mp, obj, split = MP_SHAPES[name]
-    L = 8
-    ours = obj.coefficients(d, L) if isinstance(obj, acts.Activation) else obj.spectrum(d, L)
-    for ell in range(L + 1):
-        ref = mp_funk_hecke(shape_mp, d, ell, split)
-        if ours[ell] == 0.0:
-            assert abs(ref) < 1e-14  # a structural zero is a true zero
-        else:
-            assert abs(ours[ell] - ref) <= 1e-10 * abs(ref), (ell, ours[ell], ref)
-
-
 ALL_KERNELS = [
     K.ArcCosine(0),
     K.ArcCosine(1),
@@ -112,6 +84,53 @@ ALL_KERNELS = [
     K.Matern(2.5, 0.4),
     K.Matern(np.inf, 0.8),
 ]
+
+
+def _with(kernel, name, value):
+    import copy
+
+    k = copy.copy(kernel)
+    setattr(k, name, value)
+    return k
+
+
+PARAM_KERNELS = [
+    (K.Matern(0.5, 0.8, variance=1.3), ["lengthscale", "variance"]),
+    (K.Matern(1.5, 0.8, variance=1.3), ["lengthscale", "variance"]),
+    (K.Matern(2.5, 1.1), ["lengthscale", "variance"]),
+    (K.Matern(np.inf, 0.6), ["lengthscale", "variance"]),
+    (K.IntrinsicMatern(4, 2.5, 0.7), ["lengthscale", "variance"]),
+    (K.IntrinsicMatern(3, np.inf, 0.5), ["lengthscale"]),
+    (K.PolynomialDecay(3, 4.5, variance=0.7), ["beta", "variance"]),
+    (K.ArcCosine(1, variance=2.0), ["variance"]),
+]
+
+
+@pytest.mark.parametrize("d", [3, 5, 7])
+def test_seed000_tables_every_printed_digit(d):
+    lam = K.ArcCosine(1).spectrum(d, 9)
+    sig = acts.ReLU().coefficients(d, 9)
+    for ell in range(10):
+        for ours, printed in [(lam[ell], TABLE_B1[d][ell]), (sig[ell], TABLE_B2[d][ell])]:
+            if printed == "0":
+                assert ours == 0.0  # structural zero, exactly
+            else:
+                # the paper rounds half-way cases either way (0.03125 -> "0.0312")
+                assert abs(ours - float(printed)) <= printed_half_unit(printed) * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("name", [n for n in MP_SHAPES if MP_SHAPES[n][0] is not None])
+@pytest.mark.parametrize("d", [2, 3, 4, 6, 9])
+def test_against_mpmath_funk_hecke(name, d):
+    shape_mp, obj, split = MP_SHAPES[name]
+    L = 8
+    ours = obj.coefficients(d, L) if isinstance(obj, acts.Activation) else obj.spectrum(d, L)
+    for ell in range(L + 1):
+        ref = mp_funk_hecke(shape_mp, d, ell, split)
+        if ours[ell] == 0.0:
+            assert abs(ref) < 1e-14  # a structural zero is a true zero
+        else:
+            assert abs(ours[ell] - ref) <= 1e-10 * abs(ref), (ell, ours[ell], ref)
 
 
 @pytest.mark.parametrize("kernel", ALL_KERNELS, ids=repr)
@@ -187,31 +206,6 @@ def test_error_estimate_and_methods():
     assert np.all(np.abs(g[4:]) < 1e-15)  # a cubic has no levels above 3
 
 
-# ---------------------------------------------------------------------------------------------
-# derivatives against finite differences
-# ---------------------------------------------------------------------------------------------
-
-
-def _with(kernel, name, value):
-    import copy
-
-    k = copy.copy(kernel)
-    setattr(k, name, value)
-    return k
-
-
-PARAM_KERNELS = [
-    (K.Matern(0.5, 0.8, variance=1.3), ["lengthscale", "variance"]),
-    (K.Matern(1.5, 0.8, variance=1.3), ["lengthscale", "variance"]),
-    (K.Matern(2.5, 1.1), ["lengthscale", "variance"]),
-    (K.Matern(np.inf, 0.6), ["lengthscale", "variance"]),
-    (K.IntrinsicMatern(4, 2.5, 0.7), ["lengthscale", "variance"]),
-    (K.IntrinsicMatern(3, np.inf, 0.5), ["lengthscale"]),
-    (K.PolynomialDecay(3, 4.5, variance=0.7), ["beta", "variance"]),
-    (K.ArcCosine(1, variance=2.0), ["variance"]),
-]
-
-
 @pytest.mark.parametrize("kernel, names", PARAM_KERNELS, ids=lambda x: repr(x)[:40])
 def test_shape_and_spectrum_gradients(kernel, names):
     d = getattr(kernel, "dim", 4)
@@ -251,87 +245,6 @@ def test_activation_coefficient_gradients(act):
         assert np.allclose(gs, fds, rtol=1e-6, atol=1e-10)
 
 
-DATA_KERNELS = [
-    K.ArcCosine(1, variance=1.5, bias=0.7, input_scale=1.3),
-    K.ArcCosine(2, bias=1.2, input_scale=np.array([0.8, 1.5])),
-    K.Matern(1.5, 0.9, bias=0.5, input_scale=np.array([1.1, 0.6])),
-    K.Matern(np.inf, 0.7, variance=0.8, bias=2.0),
-    K.NTK(2, bias=1.0, input_scale=0.9),
-    K.IntrinsicMatern(3, 2.5, 0.8, bias=0.9, input_scale=np.array([1.0, 2.0])),
-    K.PolynomialDecay(3, 5.0, bias=1.1),
-]
-
-
-@pytest.mark.parametrize("kernel", DATA_KERNELS, ids=lambda k: repr(k)[:50])
-@pytest.mark.parametrize("cross", [False, True])
-def test_data_space_gradients(kernel, cross, rng):
-    X = rng.normal(size=(7, 2))
-    X2 = rng.normal(size=(5, 2)) if cross else None
-    G = rng.normal(size=(7, 5 if cross else 7))
-    grads = kernel.gradients(G, X, X2)
-    for name, value in kernel.hyperparameters.items():
-        if name == "input_scale" and np.ndim(value) == 1:
-            fd = np.zeros_like(value)
-            for k in range(value.size):
-                h = 1e-6 * value[k]
-                vu, vd = value.copy(), value.copy()
-                vu[k] += h
-                vd[k] -= h
-                fd[k] = (np.sum(G * _with(kernel, name, vu).K(X, X2)) - np.sum(G * _with(kernel, name, vd).K(X, X2))) / (2 * h)
-            assert np.allclose(grads[name], fd, rtol=1e-5, atol=1e-7), name
-        else:
-            h = 1e-6 * value
-            fd = (np.sum(G * _with(kernel, name, value + h).K(X, X2)) - np.sum(G * _with(kernel, name, value - h).K(X, X2))) / (2 * h)
-            assert math.isclose(grads[name], fd, rel_tol=1e-5, abs_tol=1e-7), (name, grads[name], fd)
-
-
-@pytest.mark.parametrize("kernel", DATA_KERNELS, ids=lambda k: repr(k)[:50])
-@pytest.mark.parametrize("cross", [False, True])
-def test_data_space_input_gradients(kernel, cross, rng):
-    X = rng.normal(size=(6, 2))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        smooth_at_one = abs(kernel.shape_dt(np.array([1.0 - 1e-10]))[0]) < 1e3
-    if smooth_at_one:  # a repeated row: t = 1 off the diagonal (K is not differentiable there otherwise)
-        X[3] = X[1]
-    X2 = rng.normal(size=(4, 2)) if cross else None
-    G = rng.normal(size=(6, 4 if cross else 6))
-    hyper, dX, dX2 = kernel.gradients_with_inputs(G, X, X2)
-    assert hyper.keys() == kernel.gradients(G, X, X2).keys()
-    assert (dX2 is None) == (not cross)
-    h = 1e-6
-    for A, dA in [(X, dX)] + ([(X2, dX2)] if cross else []):
-        for i in np.ndindex(A.shape):
-            A[i] += h
-            fp = np.sum(G * kernel.K(X, X2))
-            A[i] -= 2 * h
-            fm = np.sum(G * kernel.K(X, X2))
-            A[i] += h
-            assert np.isclose(dA[i], (fp - fm) / (2 * h), rtol=1e-6, atol=1e-7), (i, dA[i])
-
-
-@pytest.mark.parametrize("nu", [0.5, 1.5, 2.5, np.inf])
-def test_matern_fused_shape_matches_parts(nu):
-    k = K.Matern(nu, 0.7, variance=1.3)
-    t = np.linspace(-1.0, 0.999, 41)
-    kap, kap_t, grads = k._shape_all(t)
-    assert np.allclose(kap, k._shape(t), rtol=1e-14, atol=0)
-    assert np.allclose(kap_t, k._shape_dt(t), rtol=1e-13, atol=0)
-    assert np.allclose(grads["lengthscale"], k._shape_grads(t)["lengthscale"], rtol=1e-14, atol=0)
-
-
-def test_gram_matches_definition(rng):
-    k = K.ArcCosine(1, variance=2.0, bias=0.5, input_scale=np.array([2.0, 0.5, 1.0]))
-    X = rng.normal(size=(6, 3))
-    Xt = np.concatenate([X / k.input_scale, np.full((6, 1), 0.5)], 1)
-    r = np.linalg.norm(Xt, axis=1)
-    T = np.clip((Xt / r[:, None]) @ (Xt / r[:, None]).T, -1, 1)
-    th = np.arccos(T)
-    ref = 2.0 * np.outer(r, r) * (np.sin(th) + (np.pi - th) * np.cos(th)) / np.pi
-    assert np.allclose(k.K(X), ref, atol=1e-12)
-    assert np.allclose(k.diag(X), np.diag(ref))
-    assert np.all(np.linalg.eigvalsh(k.K(X)) > -1e-12)
-
-
 @pytest.mark.parametrize(
     "call, match",
     [
@@ -360,11 +273,6 @@ def test_gram_matches_definition(rng):
 def test_bad_input(call, match):
     with pytest.raises((ValueError, TypeError), match=match):
         call()
-
-
-# ---------------------------------------------------------------------------------------------
-# analysis helpers
-# ---------------------------------------------------------------------------------------------
 
 
 def test_rkhs_norm_relu_grows_softplus_converges():

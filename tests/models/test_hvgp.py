@@ -1,21 +1,15 @@
-"""Harmonic variational GP (seed 002 §4): gradients, T = 1 limit, block = dense, exact limit,
-antipodal split, bad input."""
+"""HVGP: gradients, exact limits, fitting, bad input."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from scipy.linalg import block_diag
-
 import spherelab as sl
 from conftest import check_collapsed_gradient
+from spherelab import HarmonicSVGP, OrthogonalSVGP
 from spherelab import kernels as K
-from spherelab import OrthogonalSVGP
-from spherelab.bounds import orthogonal_bound_whitened
 from spherelab.features import InducingPoints
 from spherelab.groups import Antipodal, Product, Reflection, Rotation
-from spherelab import HarmonicSVGP
-from spherelab.bounds import block_bound_whitened
 from spherelab.likelihoods import Bernoulli, Gaussian
 
 
@@ -41,15 +35,24 @@ def _fd_check(model, X, y, rng, h=1e-6):
     for i in idx:
         e = np.zeros_like(theta)
         e[i] = h
-        num = (model.objective(theta + e, X, y, num_data=X.shape[0])[0] - model.objective(theta - e, X, y, num_data=X.shape[0])[0]) / (2 * h)
+        num = (
+            model.objective(theta + e, X, y, num_data=X.shape[0])[0]
+            - model.objective(theta - e, X, y, num_data=X.shape[0])[0]
+        ) / (2 * h)
         assert num == pytest.approx(grad[i], rel=2e-5, abs=2e-6 * max(1.0, np.abs(grad).max())), i
     model.set_parameter_vector(theta)
 
 
 CASES = {
-    "reflect each, ARD": (lambda: Reflection(2), lambda: K.Matern(2.5, 0.9, bias=0.7, input_scale=np.array([1.2, 0.8]))),
+    "reflect each, ARD": (
+        lambda: Reflection(2),
+        lambda: K.Matern(2.5, 0.9, bias=0.7, input_scale=np.array([1.2, 0.8])),
+    ),
     "rotate 4": (lambda: Rotation(2, 4), lambda: K.Matern(1.5, 1.1, bias=0.5, input_scale=1.3)),
-    "rotate 3 x reflect": (lambda: Product(Rotation(3, 3, (0, 1)), Reflection(3, [[2]])), lambda: K.ArcCosine(1, bias=0.8)),
+    "rotate 3 x reflect": (
+        lambda: Product(Rotation(3, 3, (0, 1)), Reflection(3, [[2]])),
+        lambda: K.ArcCosine(1, bias=0.8),
+    ),
     "antipodal": (lambda: Antipodal(), lambda: K.NTK(2, bias=0.6, input_scale=np.array([1.0, 0.7]))),
 }
 
@@ -80,7 +83,9 @@ def test_trivial_group_is_the_whitened_svgp(rng):
     Z = X[:7].copy() + 0.05
     k1, k2 = K.Matern(2.5, 0.8, bias=0.6), K.Matern(2.5, 0.8, bias=0.6)
     hv = HarmonicSVGP(k1, Rotation(2, 1), 7, likelihood=Gaussian(0.2), inducing_inputs=[Z]).fit(X, y, optimize=False)
-    sv = OrthogonalSVGP(k2, InducingPoints(Z.copy()), 0, likelihood=Gaussian(0.2), whiten=True).fit(X, y, optimize=False)
+    sv = OrthogonalSVGP(k2, InducingPoints(Z.copy()), 0, likelihood=Gaussian(0.2), whiten=True).fit(
+        X, y, optimize=False
+    )
     _randomise_q(hv, rng)
     sv.m_u, sv.L_u = hv.ms[0].copy(), hv.Ls[0].copy()
     v1, g1 = hv.elbo_and_gradient(X, y)
@@ -93,28 +98,6 @@ def test_trivial_group_is_the_whitened_svgp(rng):
     m1, s1 = hv.predict_f(X[:10])
     m2, s2 = sv.predict_f(X[:10])
     assert np.allclose(m1, m2, atol=1e-12) and np.allclose(s1, s2, atol=1e-12)
-
-
-def test_block_bound_equals_the_dense_bound(rng):
-    X, y = _data(rng, 35)
-    model = HarmonicSVGP(K.Matern(1.5, 0.7, bias=0.9), Reflection(2), [3, 4, 2, 5], likelihood=Gaussian(0.25))
-    model.fit(X, y, optimize=False)
-    _randomise_q(model, rng)
-    Kuus, Kufs, kff = model._matrices(X)
-    blk = block_bound_whitened(Kuus, Kufs, kff, model.ms, model.Ls, y, model.likelihood, 100)
-    dense = orthogonal_bound_whitened(block_diag(*Kuus), np.concatenate(Kufs), kff, np.concatenate(model.ms),
-                                      block_diag(*model.Ls), np.zeros((0, 0)), np.zeros((0, 14)), np.zeros((0, 35)),
-                                      np.zeros(0), np.zeros((0, 0)), y, model.likelihood, 100)
-    assert blk.value == pytest.approx(dense.value, rel=1e-12)
-    assert np.allclose(blk.mean, dense.mean, atol=1e-12) and np.allclose(blk.var, dense.var, atol=1e-12)
-    offs = np.cumsum([0, *model.sizes])
-    for c in range(model.num_blocks):  # the off-diagonal blocks are fixed at 0 in the block model
-        blkc = slice(offs[c], offs[c + 1])
-        assert np.allclose(blk.dKuu[c], dense.dKuu[blkc, blkc], atol=1e-10)
-        assert np.allclose(blk.dL[c], dense.dL_u[blkc, blkc], atol=1e-10)
-        assert np.allclose(blk.dm[c], dense.dm_u[blkc], atol=1e-10)
-    assert np.allclose(np.concatenate(blk.dKuf), dense.dKuf, atol=1e-10)
-    assert blk.dnoise == pytest.approx(dense.dnoise, rel=1e-10)
 
 
 @pytest.mark.parametrize("group", [Reflection(2), Rotation(2, 4), Rotation(2, 5)], ids=["reflect", "rot4", "rot5"])
@@ -163,9 +146,15 @@ def test_closed_data_with_orbit_representatives_is_exact(rng):
     # off the symmetry the block-independent optimum is a strict lower bound
     y2 = y.copy()
     X2 = X + 0.3 * rng.normal(size=X.shape)
-    model2 = HarmonicSVGP(kern, group, 6, likelihood=Gaussian(s2), inducing_inputs=[X0] * 4, jitter=0.0).optimal_q(X2, y2)
+    model2 = HarmonicSVGP(kern, group, 6, likelihood=Gaussian(s2), inducing_inputs=[X0] * 4, jitter=0.0).optimal_q(
+        X2, y2
+    )
     K2 = kern.K(X2) + s2 * np.eye(X.shape[0])
-    logml2 = -0.5 * y2 @ np.linalg.solve(K2, y2) - np.log(np.diag(np.linalg.cholesky(K2))).sum() - 0.5 * X.shape[0] * np.log(2 * np.pi)
+    logml2 = (
+        -0.5 * y2 @ np.linalg.solve(K2, y2)
+        - np.log(np.diag(np.linalg.cholesky(K2))).sum()
+        - 0.5 * X.shape[0] * np.log(2 * np.pi)
+    )
     assert model2.elbo() < logml2 - 1e-3
 
 
@@ -200,6 +189,7 @@ def test_minibatch_estimate_is_unbiased(rng):
     assert np.mean(parts) == pytest.approx(model.elbo(), rel=1e-12)
 
 
+@pytest.mark.slow
 def test_components_add_up_and_fit_improves(rng):
     X, y = _data(rng, 80)
     model = HarmonicSVGP(K.Matern(2.5, 1.0), Reflection(2), 4, likelihood=Gaussian(0.5)).fit(X, y, optimize=False)
@@ -213,6 +203,7 @@ def test_components_add_up_and_fit_improves(rng):
     assert rmse < 0.5 * y.std()
 
 
+@pytest.mark.slow
 def test_fit_adam_and_classification(rng):
     X, y = _data(rng, 120, classify=True)
     model = HarmonicSVGP(K.Matern(2.5, 1.0), Reflection(2), 4, likelihood=Bernoulli())
@@ -221,46 +212,6 @@ def test_fit_adam_and_classification(rng):
     p, _ = model.predict_y(X)
     assert np.all((p >= 0) & (p <= 1))
     assert sl.metrics.roc_auc(y, p) > 0.85
-
-
-# ---- antipodal split: the even and odd degrees --------------------------------------------
-
-@pytest.mark.parametrize("kernel", [K.Matern(2.5, 0.8), K.ArcCosine(1), K.NTK(2)], ids=lambda k: type(k).__name__)
-def test_parity_kernels_hold_one_parity_of_degrees(kernel):
-    even, odd = sl.harmonic_decomposition(kernel, Antipodal())
-    t = np.linspace(-1, 1, 11)
-    assert np.allclose(even.shape(t) + odd.shape(t), kernel.shape(t), atol=1e-14)
-    assert np.allclose(even.shape(-t), even.shape(t), atol=1e-14) and np.allclose(odd.shape(-t), -odd.shape(t), atol=1e-14)
-    dim, L = 4, 12
-    lam = kernel.spectrum(dim, L)
-    ell = np.arange(L + 1)
-    assert np.allclose(even.spectrum(dim, L), np.where(ell % 2 == 0, lam, 0.0), rtol=1e-12, atol=0)
-    assert np.allclose(odd.spectrum(dim, L), np.where(ell % 2 == 1, lam, 0.0), rtol=1e-12, atol=0)
-    # independent check: Funk-Hecke quadrature of the parity shapes
-    fh = sl.funk_hecke(lambda s: even.shape(s), dim, L)
-    assert np.allclose(fh, even.spectrum(dim, L), rtol=1e-9, atol=1e-13 * lam.max())
-
-
-def test_parity_kernel_gradients_and_shared_parameters(rng):
-    base = K.Matern(2.5, 0.8, bias=0.6, input_scale=np.array([1.1, 0.9]))
-    odd = K.Parity(base, even=False)
-    odd.lengthscale = 0.7
-    assert base.lengthscale == 0.7
-    X, X2 = rng.normal(size=(5, 2)), rng.normal(size=(4, 2))
-    G = rng.normal(size=(5, 4))
-    d, dX, dX2 = odd.gradients_with_inputs(G, X, X2)
-    h = 1e-6
-    for name in ("variance", "lengthscale", "bias"):
-        v = getattr(base, name)
-        setattr(base, name, v + h)
-        up = np.vdot(G, odd.K(X, X2))
-        setattr(base, name, v - h)
-        dn = np.vdot(G, odd.K(X, X2))
-        setattr(base, name, v)
-        assert d[name] == pytest.approx((up - dn) / (2 * h), rel=1e-6), name
-    E = np.zeros_like(X)
-    E[2, 1] = h
-    assert dX[2, 1] == pytest.approx((np.vdot(G, odd.K(X + E, X2)) - np.vdot(G, odd.K(X - E, X2))) / (2 * h), rel=1e-6)
 
 
 def test_antipodal_hvgp_splits_even_and_odd_functions(rng):
@@ -272,8 +223,6 @@ def test_antipodal_hvgp_splits_even_and_odd_functions(rng):
     means, _ = model.predict_components(X)
     assert np.abs(means[0]).max() < 0.1 * np.abs(means[1]).max()
 
-
-# ---- bad input ----------------------------------------------------------------------------
 
 def test_bad_input_errors(rng):
     X, y = _data(rng)

@@ -1,141 +1,25 @@
-"""Phase-truncated harmonic features (seed 004 §5.2): exact orthonormality, span, gradients."""
+"""VISH with phase-truncated features and the features prior (seed 004)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-
 import spherelab as sl
 from spherelab import kernels as K
-from spherelab.sphere.gegenbauer import zonal_series, zonal_table
-from spherelab.features import greedy_directions
-
-
-def _sphere(rng, n, d):
-    X = rng.standard_normal((n, d))
-    return X / np.linalg.norm(X, axis=1, keepdims=True)
-
-
-@pytest.mark.parametrize("dim,L,P", [(3, 6, 3), (3, 4, 20), (5, 4, 7)])
-def test_orthonormal_by_exact_quadrature(dim, L, P):
-    # the product rule integrates degree-2L polynomials exactly: an independent check of
-    # <phi_i, phi_j> = delta_ij within and across degrees
-    F = sl.PhaseTruncatedHarmonics(dim, L, P, seed=3)
-    pts, w = sl.product_quadrature(dim, 2 * L)
-    Phi = F(pts)
-    gram = Phi.T @ (Phi * w[:, None])
-    assert np.abs(gram - np.eye(F.num_features)).max() < 1e-11
-
-
-@pytest.mark.parametrize("dim,L,P", [(4, 5, 6), (9, 3, 40), (17, 3, 50)])
-def test_within_reference_harmonic_space(dim, L, P, rng):
-    # each block is Q^T phi_l with Q orthonormal columns: inside H_l, orthonormal
-    F = sl.PhaseTruncatedHarmonics(dim, L, P, seed=1)
-    X = _sphere(rng, 3 * sl.num_harmonics(L, dim) + 200, dim)
-    for ell in range(L + 1):
-        Q = F.projection_check(ell, X)
-        assert np.abs(Q - np.eye(F.phases[ell])).max() < 1e-10, ell
-
-
-def test_all_phases_satisfy_the_addition_theorem(rng):
-    dim, L = 4, 5
-    F = sl.PhaseTruncatedHarmonics(dim, L, 10_000, seed=2)
-    assert F.num_features == sl.cumulative_num_harmonics(L, dim)
-    X, Y = _sphere(rng, 30, dim), _sphere(rng, 20, dim)
-    PX, PY = F(X), F(Y)
-    Z = zonal_table(L, dim, np.clip(X @ Y.T, -1, 1))
-    for ell in range(L + 1):
-        s = F.degree_slice(ell)
-        assert np.allclose(PX[:, s] @ PY[:, s].T, Z[..., ell], atol=1e-10), ell
-
-
-def test_high_dimension_counts_and_speed():
-    F = sl.PhaseTruncatedHarmonics(17, 10, 100)
-    assert F.phases[:3] == [1, 17, 100] and F.num_features == 918
-    assert np.array_equal(F.degrees[:19], [0] + [1] * 17 + [2])
-
-
-def test_vjp_directions_against_finite_differences(rng):
-    F = sl.PhaseTruncatedHarmonics(4, 4, 5, seed=0)
-    F.set_params(F.get_params() * rng.uniform(0.5, 2.0, F.get_params().size))  # unnormalised rows
-    X = _sphere(rng, 9, 4)
-    G = rng.standard_normal((9, F.num_features))
-    gp, _ = F.vjp(X, G)
-    p, h = F.get_params(), 1e-6
-    for i in range(p.size):
-        q = p.copy()
-        q[i] += h
-        F.set_params(q)
-        fp = np.sum(G * F(X))
-        q[i] -= 2 * h
-        F.set_params(q)
-        fm = np.sum(G * F(X))
-        assert np.isclose(gp[i], (fp - fm) / (2 * h), rtol=1e-6, atol=1e-7), i
-    F.set_params(p)
-
-
-def test_vjp_points_along_tangents(rng):
-    F = sl.PhaseTruncatedHarmonics(3, 5, 4, seed=4)
-    X = _sphere(rng, 6, 3)
-    G = rng.standard_normal((6, F.num_features))
-    _, dX = F.vjp(X, G)
-    h = 1e-6
-    for n in range(6):
-        t = rng.standard_normal(3)
-        t -= (t @ X[n]) * X[n]
-        def f(e):
-            Y = X.copy()
-            Y[n] = (X[n] + e * t) / np.linalg.norm(X[n] + e * t)
-            return np.sum(G * F(Y))
-        assert np.isclose(dX[n] @ t, (f(h) - f(-h)) / (2 * h), rtol=1e-6, atol=1e-7)
-
-
-def test_as_inducing_features():
-    F = sl.PhaseTruncatedHarmonics(3, 4, 3)
-    k = K.Matern(1.5, 0.8, bias=0.7)
-    assert np.allclose(F.Kuu_inverse_diag(k), k.spectrum(3, 4)[F.degrees])
-    X = np.random.default_rng(0).standard_normal((5, 2))
-    r, Xh = k.lift(X)
-    assert np.allclose(F.Kuf(k, X), (F(Xh) * r[:, None]).T)
-
-
-def test_greedy_directions_are_well_conditioned(rng):
-    V = greedy_directions(5, 3, 11, rng)  # N(5, 3) = 11: a full fundamental system
-    G = zonal_table(5, 3, np.clip(V @ V.T, -1, 1))[..., 5]
-    assert np.linalg.cond(G) < 1e3
-
-
-def test_bad_input(rng):
-    F = sl.PhaseTruncatedHarmonics(3, 2, 3)
-    with pytest.raises(ValueError, match="unit vectors"):
-        F(np.ones((2, 3)))
-    with pytest.raises(ValueError, match="3 columns"):
-        F(_sphere(rng, 2, 4))
-    with pytest.raises(ValueError, match="directions\\[1\\] must have shape"):
-        F.set_directions([np.ones((1, 3)), np.ones((2, 3)), np.ones((3, 3))])
-    bad = [V.copy() for V in F.directions]
-    bad[2][1] = 0.0
-    with pytest.raises(ValueError, match="zero row"):
-        F.set_directions(bad)
-    bad = [V.copy() for V in F.directions]
-    bad[2][1] = -bad[2][0]  # antipodal: the same even zonal function
-    F.set_directions(bad)
-    with pytest.raises(np.linalg.LinAlgError, match="degree-2 Gram matrix"):
-        F(_sphere(rng, 2, 3))
-    with pytest.raises(ValueError, match="max_phases"):
-        sl.PhaseTruncatedHarmonics(3, 2, 0)
-    with pytest.raises(ValueError, match="G must have shape"):
-        sl.PhaseTruncatedHarmonics(3, 2, 3).vjp(_sphere(rng, 2, 3), np.ones((2, 2)))
-
-
-# ---- in VISH ---------------------------------------------------------------------------------
-from spherelab.models.vish import harmonic_statistics  # noqa: E402
+from spherelab.models.vish import harmonic_statistics
 
 
 def _data(rng, n=60, D=2):
     X = rng.normal(size=(n, D))
     y = np.sin(2 * X[:, 0]) + 0.3 * X[:, 1] ** 2 + 0.1 * rng.normal(size=n)
     return X, y
+
+
+def _exact_lml(Kxx, y, noise):
+    C = Kxx + noise * np.eye(len(y))
+    L = np.linalg.cholesky(C)
+    a = np.linalg.solve(C, y)
+    return -0.5 * y @ a - np.log(np.diag(L)).sum() - 0.5 * len(y) * np.log(2 * np.pi), C
 
 
 def test_vish_with_all_phases_equals_full_harmonics(rng):
@@ -193,15 +77,6 @@ def test_vish_phase_gradients_against_finite_differences(rng):
     dn = elbo_now()
     kern.bias = b
     assert np.isclose(g["bias"], (up - dn) / (2 * h), rtol=1e-5, atol=1e-6)
-
-
-# ---- the prior matched to the features (prior="features") ----------------------------------
-
-def _exact_lml(Kxx, y, noise):
-    C = Kxx + noise * np.eye(len(y))
-    L = np.linalg.cholesky(C)
-    a = np.linalg.solve(C, y)
-    return -0.5 * y @ a - np.log(np.diag(L)).sum() - 0.5 * len(y) * np.log(2 * np.pi), C
 
 
 @pytest.mark.parametrize("phases", [None, 2], ids=["all harmonics", "2 phases"])
@@ -306,6 +181,7 @@ def test_prior_argument_is_checked():
         sl.VISH(K.Matern(1.5, 1.0), 3, prior="truncated")
 
 
+@pytest.mark.slow
 def test_vish_fit_trains_the_phases(rng):
     X, y = _data(rng, n=150)
     F = sl.PhaseTruncatedHarmonics(3, 8, 2, seed=0)
@@ -320,6 +196,7 @@ def test_vish_fit_trains_the_phases(rng):
     assert np.all(np.isfinite(mean)) and np.all(var > 0)
 
 
+@pytest.mark.slow
 def test_vish_phases_in_high_dimension(rng):
     # d = 17, degree 10, 100 phases per degree: 918 features (full harmonics: 7.4 million)
     X = rng.normal(size=(300, 16))
@@ -339,6 +216,7 @@ def test_vish_features_dimension_mismatch(rng):
         model.fit(X, y)
 
 
+@pytest.mark.slow
 def test_vish_svi_classification_with_phases(rng):
     X = rng.normal(size=(400, 3))
     y = (X[:, 0] * X[:, 1] + 0.3 * X[:, 2] > 0).astype(float)
@@ -351,26 +229,7 @@ def test_vish_svi_classification_with_phases(rng):
         assert model.features is F
 
 
-# ---- continuous depth (seed 004 eq. 15) ------------------------------------------------------
-def test_truncated_polynomial_decay_spectrum_and_gradient():
-    k = K.PolynomialDecay(10, 3.0, variance=2.0, max_degree=15)  # beta < d - 1: finite series only
-    lam = k.spectrum(10, 20)
-    counts = np.array([sl.num_harmonics(ell, 10) for ell in range(21)], dtype=float)
-    assert np.isclose(lam @ counts, 2.0, rtol=1e-13) and np.all(lam[16:] == 0.0)
-    assert np.allclose(lam[2:16] / lam[1], np.arange(2, 16) ** -3.0, rtol=1e-12)
-    assert np.isclose(lam[0], lam[1])
-    t = np.linspace(-1, 1, 7)
-    assert np.allclose(k.shape(t), zonal_series(lam[:16], 10, t), rtol=1e-12)
-    g, h = k.spectrum_gradients(10, 15)["beta"], 1e-6
-    k.beta = 3.0 + h
-    up = k.spectrum(10, 15)
-    k.beta = 3.0 - h
-    dn = k.spectrum(10, 15)
-    assert np.allclose(g, (up - dn) / (2 * h), rtol=1e-6, atol=1e-12)
-    with pytest.raises(ValueError, match="max_degree"):
-        K.PolynomialDecay(10, 3.0)
-
-
+@pytest.mark.slow
 @pytest.mark.parametrize("beta0", [1.5, 5.0])
 def test_depth_is_learned_by_the_elbo(beta0):
     # data drawn from the continuous-depth prior: the collapsed bound recovers beta
@@ -383,58 +242,7 @@ def test_depth_is_learned_by_the_elbo(beta0):
     assert abs(k.beta - beta0) < 0.1 * beta0
 
 
-# ---- SUSY-like classification data and the AUC -------------------------------------------------
-def test_roc_auc_against_pairwise_definition(rng):
-    y = (rng.uniform(size=60) < 0.4).astype(float)
-    score = np.round(rng.standard_normal(60) + y, 1)  # rounding makes ties
-    pos, neg = score[y == 1], score[y == 0]
-    pairwise = np.mean((pos[:, None] > neg[None, :]) + 0.5 * (pos[:, None] == neg[None, :]))
-    assert np.isclose(sl.metrics.roc_auc(y, score), pairwise, rtol=0, atol=1e-14)
-    assert sl.metrics.roc_auc(y, y) == 1.0
-    with pytest.raises(ValueError, match="both classes"):
-        sl.metrics.roc_auc(np.ones(3), np.arange(3.0))
-    with pytest.raises(ValueError, match="only 0 and 1"):
-        sl.metrics.roc_auc(np.array([0, 2.0]), np.arange(2.0))
-
-
-def test_susy_like():
-    X, y = sl.datasets.susy_like(20_000, seed=3)
-    assert X.shape == (20_000, 8) and set(np.unique(y)) == {0.0, 1.0}
-    assert abs(y.mean() - 0.46) < 0.02 and np.all(np.isfinite(X))
-    # informative but not separable: a linear score ranks well, not perfectly
-    auc = sl.metrics.roc_auc(y, X[:, 4] + 0.5 * X[:, 0])
-    assert 0.7 < auc < 0.95
-    X2, y2 = sl.datasets.susy_like(20_000, seed=3)
-    assert np.array_equal(X, X2) and np.array_equal(y, y2)
-
-
-@pytest.mark.parametrize("residual", [True, False])
-def test_uncollapsed_phi_gradients_against_finite_differences(residual, rng):
-    from spherelab.bounds import uncollapsed_bound, uncollapsed_bound_general
-
-    n, M = 12, 5
-    Phi = rng.normal(size=(n, M))
-    y = rng.normal(size=n)
-    yb = (y > 0).astype(float)
-    r2 = 1.0 + rng.random(n)
-    lam = np.exp(rng.normal(size=M))
-    m = rng.normal(size=M)
-    L = np.tril(0.3 * rng.normal(size=(M, M))) + np.diag(0.5 + rng.random(M))
-    cases = [
-        lambda P, g=False: uncollapsed_bound(lam, 1.7, 0.3, m, L, P, y, r2, 30, residual, phi_gradient=g),
-        lambda P, g=False: uncollapsed_bound_general(lam, 1.7, sl.likelihoods.Bernoulli(), m, L, P, yb, r2, 30,
-                                                     residual, phi_gradient=g),
-    ]
-    h = 1e-6
-    for f in cases:
-        dPhi = f(Phi, True).dPhi
-        for i, j in [(0, 0), (3, 2), (11, 4), (7, 1)]:
-            E = np.zeros_like(Phi)
-            E[i, j] = h
-            num = (f(Phi + E).value - f(Phi - E).value) / (2 * h)
-            assert dPhi[i, j] == pytest.approx(num, rel=1e-6, abs=1e-7)
-
-
+@pytest.mark.slow
 @pytest.mark.parametrize("lik", ["gauss", "bernoulli"])
 def test_fit_svi_trains_the_directions(lik, rng):
     X, y = _data(rng, n=300)

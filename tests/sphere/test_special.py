@@ -7,7 +7,6 @@ import math
 import mpmath
 import numpy as np
 import pytest
-
 import spherelab as sl
 from spherelab.sphere.special import alpha_of_dim
 

@@ -9,11 +9,10 @@ import textwrap
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 import spherelab as sl
 from conftest import reference_zonal, unit_rows
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 # (dim, max_degree): every level up to max_degree is checked
 ADDITION_CASES = [(2, 40), (3, 30), (4, 12), (5, 9), (9, 5), (17, 4)]
@@ -247,6 +246,7 @@ def test_output_too_large_names_size():
         Y(X)
 
 
+@pytest.mark.slow
 def test_works_with_read_only_cache_locations(tmp_path):
     """Import and evaluate when Numba can write no cache (read-only package, home, cache dir)."""
     code = textwrap.dedent(

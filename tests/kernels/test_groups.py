@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 import spherelab as sl
 from spherelab import kernels as K
 from spherelab.groups import Product, Reflection, Rotation

@@ -1,4 +1,4 @@
-"""Activated / inducing-point features and the orthogonally-decoupled SVGP (seed 003)."""
+"""OrthogonalSVGP / ActivatedSVGP: gradients, exact limits, fitting, bad input."""
 
 from __future__ import annotations
 
@@ -6,12 +6,11 @@ import copy
 
 import numpy as np
 import pytest
-
 import spherelab as sl
 from conftest import check_collapsed_gradient
+from spherelab import OrthogonalSVGP
 from spherelab import activations as A
 from spherelab import kernels as K
-from spherelab import OrthogonalSVGP
 from spherelab.features import ActivatedFeatures, HarmonicFeatures, InducingPoints
 
 
@@ -27,114 +26,12 @@ FEATURES = {
     "points": lambda rng: InducingPoints(rng.standard_normal((4, 2))),
     "harmonics": lambda rng: HarmonicFeatures(3),
 }
+
+
 KERNELS = {
     "arccos": lambda: K.ArcCosine(1, 1.3, bias=0.8, input_scale=np.array([1.2, 0.7])),
     "matern52": lambda: K.Matern(2.5, 0.9, 1.1, bias=1.2, input_scale=0.8),
 }
-
-
-# ---------------------------------------------------------------------------------------------
-# features: Kuu, Kuf and their chain rules
-# ---------------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("kname", KERNELS)
-@pytest.mark.parametrize("fname", FEATURES)
-def test_feature_gradients_against_finite_differences(kname, fname, rng):
-    kern, feat = KERNELS[kname](), FEATURES[fname](rng)
-    X = rng.standard_normal((6, 2))
-    feat.initialise(3, rng)
-    if isinstance(feat, HarmonicFeatures):
-        feat.bind(kern)  # the model does this; arc-cosine drops the odd level 3
-    M = feat.num_features
-    Gu, Gf = rng.standard_normal((M, M)), rng.standard_normal((M, 6))
-
-    def f():
-        return np.sum(Gu * feat.Kuu(kern)) + np.sum(Gf * feat.Kuf(kern, X))
-
-    gu, gf = feat.Kuu_gradients(kern, Gu), feat.Kuf_gradients(kern, Gf, X)
-    h = 1e-6
-    p = feat.get_params()
-    g = feat.param_gradient(gu) + feat.param_gradient(gf)
-    for i in range(p.size):
-        q = p.copy()
-        q[i] += h
-        feat.set_params(q)
-        fp = f()
-        q[i] -= 2 * h
-        feat.set_params(q)
-        fm = f()
-        assert np.isclose(g[i], (fp - fm) / (2 * h), rtol=1e-6, atol=1e-7)
-    feat.set_params(p)
-    for i in np.ndindex(X.shape):
-        X[i] += h
-        fp = f()
-        X[i] -= 2 * h
-        fm = f()
-        X[i] += h
-        assert np.isclose(gf["X"][i], (fp - fm) / (2 * h), rtol=1e-6, atol=1e-7)
-    for name in ["variance", *kern.shape_params, "bias", "input_scale"]:
-        an = np.atleast_1d(np.asarray(gu.get(name, 0.0)) + np.asarray(gf.get(name, 0.0)))
-        v0 = copy.deepcopy(getattr(kern, name))
-        for j in range(np.size(v0)):
-            v = np.array(v0, dtype=float).reshape(-1)
-            v[j] += h
-            setattr(kern, name, v if np.ndim(v0) else float(v[0]))
-            fp = f()
-            v[j] -= 2 * h
-            setattr(kern, name, v if np.ndim(v0) else float(v[0]))
-            fm = f()
-            setattr(kern, name, v0)
-            assert np.isclose(an[j], (fp - fm) / (2 * h), rtol=1e-6, atol=1e-7), name
-
-
-def test_activated_features_match_their_definition(rng):
-    """Kuf is the truncated homogeneous unit ||w|| r sigma_L(w^T x / (||w|| r)); Kuu is the
-    RKHS inner product sum sigma_l^2 / lambda_l Z_l, evaluated independently by quadrature of
-    the Funk-Hecke coefficients."""
-    kern = K.Matern(2.5, 0.7, bias=1.0)
-    act = A.Softplus(3.0)
-    L, d = 6, 3
-    feat = ActivatedFeatures(act, 3, L, weights=rng.standard_normal((3, d)))
-    X = rng.standard_normal((5, d - 1))
-    Xt = np.column_stack([X, np.ones(5)])
-    lam = kern.spectrum(d, L)
-    sig = act.coefficients(d, L)
-    W = feat.weights
-    for m in range(3):
-        for n in range(5):
-            rw, rx = np.linalg.norm(W[m]), np.linalg.norm(Xt[n])
-            t = W[m] @ Xt[n] / (rw * rx)
-            Z = sl.zonal_table(L, d, np.array([t]))[0]
-            assert np.isclose(feat.Kuf(kern, X)[m, n], rw * rx * np.sum(sig * Z))
-    Kuu = feat.Kuu(kern)
-    for m in range(3):
-        for k in range(3):
-            t = W[m] @ W[k] / np.linalg.norm(W[m]) / np.linalg.norm(W[k])
-            Z = sl.zonal_table(L, d, np.array([t]))[0]
-            ref = np.linalg.norm(W[m]) * np.linalg.norm(W[k]) * np.sum(sig**2 / lam * Z)
-            assert np.isclose(Kuu[m, k], ref)
-    # joint prior of (u, f) is PSD (same truncation on both sides)
-    Kff = sl.kernels.Truncated(kern, d, L).K(X)
-    Kuf = feat.Kuf(kern, X)
-    joint = np.block([[Kuu, Kuf], [Kuf.T, Kff]])
-    assert np.linalg.eigvalsh(joint).min() > -1e-10 * np.abs(joint).max()
-
-
-def test_levels_with_zero_eigenvalue_are_dropped(rng):
-    """Arc-cosine order 1 has lambda_l = 0 at odd l >= 3: softplus (whose odd coefficients
-    beyond 1 are also zero) is fine, but a feature with such levels must drop them."""
-    kern = K.ArcCosine(1)
-    feat = ActivatedFeatures(A.Swish(), 3, 7, weights=rng.standard_normal((3, 3)))
-    Kuu = feat.Kuu(kern)
-    assert np.all(np.isfinite(Kuu))
-    lam = kern.spectrum(3, 7)
-    assert np.any(lam == 0)
-
-
-# ---------------------------------------------------------------------------------------------
-# orthogonally-decoupled bound
-# ---------------------------------------------------------------------------------------------
 
 
 def _check_objective_gradient(model, X, y, num_data, h=1e-6):
@@ -158,6 +55,15 @@ def _randomise_q(model, rng):
     model.L_v = model.L_v + 0.1 * np.tril(rng.standard_normal(model.L_v.shape))
 
 
+def _titsias(kern, feat, X, y, noise):
+    Kuu, Kuf, Kff = feat.Kuu(kern), feat.Kuf(kern, X), kern.K(X)
+    Q = Kuf.T @ np.linalg.solve(Kuu, Kuf)
+    C = Q + noise * np.eye(len(y))
+    sign, logdet = np.linalg.slogdet(C)
+    return (-0.5 * y @ np.linalg.solve(C, y) - 0.5 * logdet - 0.5 * len(y) * np.log(2 * np.pi)
+            - 0.5 * np.trace(Kff - Q) / noise)
+
+
 @pytest.mark.parametrize("whiten", [True, False])
 @pytest.mark.parametrize("lik", ["gaussian", "bernoulli"])
 @pytest.mark.parametrize("fname", ["softplus", "points", "harmonics"])
@@ -171,89 +77,6 @@ def test_every_parameter_gradient_against_finite_differences(whiten, lik, fname,
     model = OrthogonalSVGP(kern, FEATURES[fname](rng), num_orth, likelihood, whiten=whiten).fit(X, y, optimize=False)
     _randomise_q(model, rng)
     _check_objective_gradient(model, X, y, 40)  # minibatch scaling N / B = 40 / 12
-
-
-def _stats_model(fname, num_orth, rng, n=70):
-    X, y = data(rng, n=n)
-    kern = K.Matern(2.5, 0.9, 1.1, bias=1.2, input_scale=np.array([0.8, 1.3]))
-    model = OrthogonalSVGP(kern, FEATURES[fname](rng), num_orth, sl.likelihoods.Gaussian(0.3)).fit(X, y, optimize=False)
-    _randomise_q(model, rng)
-    assert model._use_stats(n)
-    return model, X, y
-
-
-@pytest.mark.parametrize("fname", ["softplus", "relu", "points", "harmonics"])
-@pytest.mark.parametrize("num_orth", [0, 3])
-def test_sufficient_statistics_path_equals_the_per_row_bound(fname, num_orth, rng, monkeypatch):
-    """Gaussian + whitened: the ELBO from (Phi, beta) streamed over chunks (cache off, 7-row
-    chunks) equals the per-row whitened bound, value and every gradient, full data and minibatch."""
-    model, X, y = _stats_model(fname, num_orth, rng)
-    monkeypatch.setattr(model, "chunk_entries", 7 * model.num_inducing)
-    monkeypatch.setattr(OrthogonalSVGP, "keep_entries", 0)
-    for num_data in (None, 400):
-        v1, g1 = model.elbo_and_gradient(X, y, num_data)
-        model.sufficient_statistics = False
-        v0, g0 = model.elbo_and_gradient(X, y, num_data)
-        model.sufficient_statistics = True
-        assert np.isclose(v1, v0, rtol=1e-12, atol=1e-9)
-        assert g1.keys() == g0.keys()
-        for k in g0:
-            a, b = np.asarray(g1[k], dtype=float), np.asarray(g0[k], dtype=float)
-            assert np.allclose(a, b, rtol=1e-9, atol=1e-9 * (1 + np.abs(b).max(initial=0))), k
-
-
-@pytest.mark.parametrize("variance, noise", [(1.0, 1e-2), (50.0, 1e-4)])
-def test_sufficient_statistics_keep_their_precision_on_ill_conditioned_kuu(variance, noise):
-    """kappa(Kuu) 2e6-4e7, small noise, q at its optimum: the streamed bound equals the per-row
-    bound to 1e-10 (whitening K_pf before the product; forming K_pf K_fp first lost kappa
-    digits: 1e-8 and 6e-5 relative in these two cases)."""
-    rng = np.random.default_rng(1)
-    X = rng.standard_normal((300, 2))
-    y = np.sin(1.5 * X[:, 0]) + 0.3 * X[:, 1] + 1e-3 * rng.standard_normal(300)
-    kern = K.Matern(2.5, variance, 1.0 if variance == 1.0 else 2.0, bias=1.0)
-    model = OrthogonalSVGP(kern, InducingPoints(X[:40].copy()), 20, sl.likelihoods.Gaussian(noise))
-    model.fit(X, y, optimize=False)
-    assert np.linalg.cond(model._inducing_matrices()[0]) > 1e6
-    v_stats = model.elbo()
-    model.sufficient_statistics = False
-    assert model.elbo() == pytest.approx(v_stats, rel=1e-10)
-
-
-@pytest.mark.parametrize("fname", ["softplus", "points"])
-@pytest.mark.parametrize("num_orth", [0, 3])
-def test_sufficient_statistics_gradients_against_finite_differences(fname, num_orth, rng, monkeypatch):
-    model, X, y = _stats_model(fname, num_orth, rng, n=30)
-    monkeypatch.setattr(model, "chunk_entries", 11 * model.num_inducing)
-    _check_objective_gradient(model, X, y, 90)
-
-
-def test_sufficient_statistics_memory_does_not_grow_with_n(rng, monkeypatch):
-    """Peak memory of an ELBO + gradient evaluation with K_pf recomputed (not kept) is the same
-    for N and 4N rows: nothing of shape (M + K, N) is formed."""
-    import tracemalloc
-
-    monkeypatch.setattr(OrthogonalSVGP, "keep_entries", 0)
-    monkeypatch.setattr(OrthogonalSVGP, "chunk_entries", 500 * 16)
-    peaks = []
-    for n in (4000, 16000):
-        X, y = data(np.random.default_rng(0), n=n)
-        model = OrthogonalSVGP(K.Matern(2.5, 1.0), ActivatedFeatures(A.Softplus(1.0), 8, 4), 8).fit(X, y, optimize=False)
-        model.elbo_and_gradient(X, y)
-        tracemalloc.start()
-        model.elbo_and_gradient(X, y)
-        peaks.append(tracemalloc.get_traced_memory()[1])
-        tracemalloc.stop()
-    assert peaks[1] < 1.5 * peaks[0], peaks
-    assert peaks[1] < 16 * 16000 * 8  # well below one (M + K, N) array
-
-
-def _titsias(kern, feat, X, y, noise):
-    Kuu, Kuf, Kff = feat.Kuu(kern), feat.Kuf(kern, X), kern.K(X)
-    Q = Kuf.T @ np.linalg.solve(Kuu, Kuf)
-    C = Q + noise * np.eye(len(y))
-    sign, logdet = np.linalg.slogdet(C)
-    return (-0.5 * y @ np.linalg.solve(C, y) - 0.5 * logdet - 0.5 * len(y) * np.log(2 * np.pi)
-            - 0.5 * np.trace(Kff - Q) / noise)
 
 
 @pytest.mark.parametrize("fname", ["softplus", "points", "harmonics"])
@@ -343,6 +166,7 @@ def test_harmonic_features_at_the_optimal_q_equal_collapsed_vish(rng):
             assert set(feat.degrees) == {0, 1, 2, 4}
 
 
+@pytest.mark.slow
 def test_harmonics_with_orthogonal_points_raise_the_elbo(rng):
     # VISH's features miss the high frequencies of a rough target; K orthogonal points add them
     X = rng.uniform(-2, 2, size=(150, 1))
@@ -358,7 +182,9 @@ def test_cv_equal_svv_recovers_odvgp(rng):
     X, y = data(rng, n=20)
     kern = K.Matern(2.5, 0.9, 1.1, bias=1.2)
     feat = ActivatedFeatures(A.Softplus(2.0), 4, 4)
-    model = OrthogonalSVGP(kern, feat, 3, sl.likelihoods.Gaussian(0.2), whiten=False, jitter=0.0).fit(X, y, optimize=False)
+    model = OrthogonalSVGP(kern, feat, 3, sl.likelihoods.Gaussian(0.2), whiten=False, jitter=0.0).fit(
+        X, y, optimize=False
+    )
     _randomise_q(model, rng)
     Kuu = feat.Kuu(kern)
     Kvu = feat.Kuf(kern, model.W).T
@@ -382,46 +208,7 @@ def test_cv_equal_svv_recovers_odvgp(rng):
     assert np.isclose(res.value - res0.value, data_diff - kl_v, rtol=1e-8)
 
 
-@pytest.mark.parametrize("num_orth", [0, 3])
-def test_whitened_bound_equals_the_plain_bound_at_the_mapped_q(num_orth, rng):
-    """m = L_uu m~, C = L_uu C~ L_uu^T (and likewise with L_vv for v'): same ELBO, same
-    predictions, same five variance terms."""
-    X, y = data(rng, n=15)
-    kern = K.Matern(2.5, 0.9, 1.1, bias=1.2)
-    feat = ActivatedFeatures(A.Softplus(2.0), 4, 4)
-    white = OrthogonalSVGP(kern, feat, num_orth, sl.likelihoods.Gaussian(0.3), jitter=0.0).fit(X, y, optimize=False)
-    _randomise_q(white, rng)
-    plain = OrthogonalSVGP(kern, feat, num_orth, sl.likelihoods.Gaussian(0.3), whiten=False, jitter=0.0,
-                           orthogonal_inputs=white.W if num_orth else None).fit(X, y, optimize=False)
-    Kuu = feat.Kuu(kern)
-    Lk = np.linalg.cholesky(Kuu)
-    plain.m_u, plain.L_u = Lk @ white.m_u, Lk @ np.tril(white.L_u)
-    if num_orth:
-        Kvu = feat.Kuf(kern, white.W).T
-        Ls = np.linalg.cholesky(kern.K(white.W) - Kvu @ np.linalg.solve(Kuu, Kvu.T))
-        plain.m_v, plain.L_v = Ls @ white.m_v, Ls @ np.tril(white.L_v)
-    assert np.isclose(white.elbo(), plain.elbo(), rtol=1e-10)
-    Xs = rng.standard_normal((6, 2))
-    for a, b in zip(white.predict_f(Xs), plain.predict_f(Xs)):
-        assert np.allclose(a, b, rtol=1e-9, atol=1e-12)
-    ta, tb = white.variance_terms(Xs), plain.variance_terms(Xs)
-    assert all(np.allclose(ta[k], tb[k], rtol=1e-9, atol=1e-12) for k in ta)
-
-
-def test_cholesky_backward_against_finite_differences(rng):
-    from spherelab.linalg import cholesky_backward
-
-    A0 = rng.standard_normal((5, 5))
-    S = A0 @ A0.T + 5 * np.eye(5)
-    G = np.tril(rng.standard_normal((5, 5)))
-    dS = cholesky_backward(np.linalg.cholesky(S), G)
-    E = rng.standard_normal((5, 5))
-    E = E + E.T
-    h = 1e-6
-    num = (np.sum(G * np.linalg.cholesky(S + h * E)) - np.sum(G * np.linalg.cholesky(S - h * E))) / (2 * h)
-    assert np.isclose(np.sum(dS * E), num, rtol=1e-7)
-
-
+@pytest.mark.slow
 def test_whitening_trains_ill_conditioned_softplus_features():
     """Softplus coefficients decay geometrically, so 10 units on the circle span ~5 effective
     dimensions (cond(Kuu) ~ 1e14): the whitened parameterisation still trains."""
@@ -457,7 +244,9 @@ def test_orthogonal_inputs_at_the_data_give_the_exact_posterior_mean(rng):
     kern = K.Matern(2.5, 0.8, 1.0, bias=1.0)
     noise = 0.1
     feat = ActivatedFeatures(A.Softplus(2.0), 3, 4)
-    model = OrthogonalSVGP(kern, feat, X.shape[0], sl.likelihoods.Gaussian(noise), orthogonal_inputs=X, whiten=False, jitter=0.0)
+    model = OrthogonalSVGP(
+        kern, feat, X.shape[0], sl.likelihoods.Gaussian(noise), orthogonal_inputs=X, whiten=False, jitter=0.0
+    )
     model.fit(X, y, optimize=False)
     Kuu, Kuf = feat.Kuu(kern), feat.Kuf(kern, X)
     Amat = np.linalg.solve(Kuu, Kuf)
@@ -488,6 +277,7 @@ def test_orthogonal_inputs_at_the_data_give_the_exact_posterior_mean(rng):
     assert model.elbo() < lml
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("collapsed", [False, True])
 def test_fit_raises_the_elbo_and_stays_below_the_exact_lml(collapsed, rng):
     X, y = data(rng, n=40)
@@ -516,6 +306,7 @@ def test_fit_raises_the_elbo_and_stays_below_the_exact_lml(collapsed, rng):
     assert np.mean((mean - y) ** 2) < 0.1 and np.all(var > 0)
 
 
+@pytest.mark.slow
 def test_adam_minibatches_and_bernoulli(rng):
     X = rng.uniform(-2, 2, size=(200, 2))
     y = (X[:, 1] > np.sin(1.5 * X[:, 0])).astype(float)

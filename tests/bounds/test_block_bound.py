@@ -1,0 +1,48 @@
+"""HVGP's block-diagonal bound equals the dense bound."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.linalg import block_diag
+from spherelab import HarmonicSVGP
+from spherelab import kernels as K
+from spherelab.bounds import block_bound_whitened, orthogonal_bound_whitened
+from spherelab.groups import Reflection
+from spherelab.likelihoods import Gaussian
+
+
+def _data(rng, n=40, D=2, classify=False):
+    X = rng.normal(size=(n, D))
+    f = np.sin(2.0 * X[:, 0]) + 0.4 * X[:, -1] ** 2 + 0.3 * X[:, 0] * X[:, -1]
+    if classify:
+        return X, (f > np.median(f)).astype(float)
+    return X, f + 0.1 * rng.normal(size=n)
+
+
+def _randomise_q(model, rng):
+    for c, m in enumerate(model.sizes):
+        model.ms[c] = rng.normal(size=m)
+        model.Ls[c] = np.eye(m) + 0.3 * np.tril(rng.normal(size=(m, m)))
+
+
+def test_block_bound_equals_the_dense_bound(rng):
+    X, y = _data(rng, 35)
+    model = HarmonicSVGP(K.Matern(1.5, 0.7, bias=0.9), Reflection(2), [3, 4, 2, 5], likelihood=Gaussian(0.25))
+    model.fit(X, y, optimize=False)
+    _randomise_q(model, rng)
+    Kuus, Kufs, kff = model._matrices(X)
+    blk = block_bound_whitened(Kuus, Kufs, kff, model.ms, model.Ls, y, model.likelihood, 100)
+    dense = orthogonal_bound_whitened(block_diag(*Kuus), np.concatenate(Kufs), kff, np.concatenate(model.ms),
+                                      block_diag(*model.Ls), np.zeros((0, 0)), np.zeros((0, 14)), np.zeros((0, 35)),
+                                      np.zeros(0), np.zeros((0, 0)), y, model.likelihood, 100)
+    assert blk.value == pytest.approx(dense.value, rel=1e-12)
+    assert np.allclose(blk.mean, dense.mean, atol=1e-12) and np.allclose(blk.var, dense.var, atol=1e-12)
+    offs = np.cumsum([0, *model.sizes])
+    for c in range(model.num_blocks):  # the off-diagonal blocks are fixed at 0 in the block model
+        blkc = slice(offs[c], offs[c + 1])
+        assert np.allclose(blk.dKuu[c], dense.dKuu[blkc, blkc], atol=1e-10)
+        assert np.allclose(blk.dL[c], dense.dL_u[blkc, blkc], atol=1e-10)
+        assert np.allclose(blk.dm[c], dense.dm_u[blkc], atol=1e-10)
+    assert np.allclose(np.concatenate(blk.dKuf), dense.dKuf, atol=1e-10)
+    assert blk.dnoise == pytest.approx(dense.dnoise, rel=1e-10)

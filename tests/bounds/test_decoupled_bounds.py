@@ -1,0 +1,148 @@
+"""The orthogonally-decoupled bounds: whitened = plain, the statistics path = the per-row bound, precision, memory."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import spherelab as sl
+from spherelab import OrthogonalSVGP
+from spherelab import activations as A
+from spherelab import kernels as K
+from spherelab.features import ActivatedFeatures, HarmonicFeatures, InducingPoints
+
+
+def data(rng, n=15, D=2):
+    X = rng.standard_normal((n, D))
+    y = np.sin(1.5 * X[:, 0]) + 0.3 * X[:, -1] + 0.1 * rng.standard_normal(n)
+    return X, y
+
+
+FEATURES = {
+    "softplus": lambda rng: ActivatedFeatures(A.Softplus(2.0), 4, 4),
+    "relu": lambda rng: ActivatedFeatures(A.ReLU(), 4, 5),
+    "points": lambda rng: InducingPoints(rng.standard_normal((4, 2))),
+    "harmonics": lambda rng: HarmonicFeatures(3),
+}
+
+
+def _check_objective_gradient(model, X, y, num_data, h=1e-6):
+    """Every entry of the flat gradient against central differences of the objective."""
+    theta = model.parameter_vector()
+    _, g = model.objective(theta, X, y, num_data=num_data)
+    for i in range(theta.size):
+        t = theta.copy()
+        t[i] += h
+        fp = model.objective(t, X, y, num_data=num_data)[0]
+        t[i] -= 2 * h
+        fm = model.objective(t, X, y, num_data=num_data)[0]
+        num = (fp - fm) / (2 * h)
+        assert np.isclose(g[i], num, rtol=1e-4, atol=1e-6), (i, g[i], num)
+
+
+def _randomise_q(model, rng):
+    model.m_u = rng.standard_normal(model.m_u.size)
+    model.m_v = rng.standard_normal(model.m_v.size)
+    model.L_u = model.L_u + 0.1 * np.tril(rng.standard_normal(model.L_u.shape))
+    model.L_v = model.L_v + 0.1 * np.tril(rng.standard_normal(model.L_v.shape))
+
+
+def _stats_model(fname, num_orth, rng, n=70):
+    X, y = data(rng, n=n)
+    kern = K.Matern(2.5, 0.9, 1.1, bias=1.2, input_scale=np.array([0.8, 1.3]))
+    model = OrthogonalSVGP(kern, FEATURES[fname](rng), num_orth, sl.likelihoods.Gaussian(0.3)).fit(X, y, optimize=False)
+    _randomise_q(model, rng)
+    assert model._use_stats(n)
+    return model, X, y
+
+
+@pytest.mark.parametrize("num_orth", [0, 3])
+def test_whitened_bound_equals_the_plain_bound_at_the_mapped_q(num_orth, rng):
+    """m = L_uu m~, C = L_uu C~ L_uu^T (and likewise with L_vv for v'): same ELBO, same
+    predictions, same five variance terms."""
+    X, y = data(rng, n=15)
+    kern = K.Matern(2.5, 0.9, 1.1, bias=1.2)
+    feat = ActivatedFeatures(A.Softplus(2.0), 4, 4)
+    white = OrthogonalSVGP(kern, feat, num_orth, sl.likelihoods.Gaussian(0.3), jitter=0.0).fit(X, y, optimize=False)
+    _randomise_q(white, rng)
+    plain = OrthogonalSVGP(kern, feat, num_orth, sl.likelihoods.Gaussian(0.3), whiten=False, jitter=0.0,
+                           orthogonal_inputs=white.W if num_orth else None).fit(X, y, optimize=False)
+    Kuu = feat.Kuu(kern)
+    Lk = np.linalg.cholesky(Kuu)
+    plain.m_u, plain.L_u = Lk @ white.m_u, Lk @ np.tril(white.L_u)
+    if num_orth:
+        Kvu = feat.Kuf(kern, white.W).T
+        Ls = np.linalg.cholesky(kern.K(white.W) - Kvu @ np.linalg.solve(Kuu, Kvu.T))
+        plain.m_v, plain.L_v = Ls @ white.m_v, Ls @ np.tril(white.L_v)
+    assert np.isclose(white.elbo(), plain.elbo(), rtol=1e-10)
+    Xs = rng.standard_normal((6, 2))
+    for a, b in zip(white.predict_f(Xs), plain.predict_f(Xs)):
+        assert np.allclose(a, b, rtol=1e-9, atol=1e-12)
+    ta, tb = white.variance_terms(Xs), plain.variance_terms(Xs)
+    assert all(np.allclose(ta[k], tb[k], rtol=1e-9, atol=1e-12) for k in ta)
+
+
+@pytest.mark.parametrize("fname", ["softplus", "relu", "points", "harmonics"])
+@pytest.mark.parametrize("num_orth", [0, 3])
+def test_sufficient_statistics_path_equals_the_per_row_bound(fname, num_orth, rng, monkeypatch):
+    """Gaussian + whitened: the ELBO from (Phi, beta) streamed over chunks (cache off, 7-row
+    chunks) equals the per-row whitened bound, value and every gradient, full data and minibatch."""
+    model, X, y = _stats_model(fname, num_orth, rng)
+    monkeypatch.setattr(model, "chunk_entries", 7 * model.num_inducing)
+    monkeypatch.setattr(OrthogonalSVGP, "keep_entries", 0)
+    for num_data in (None, 400):
+        v1, g1 = model.elbo_and_gradient(X, y, num_data)
+        model.sufficient_statistics = False
+        v0, g0 = model.elbo_and_gradient(X, y, num_data)
+        model.sufficient_statistics = True
+        assert np.isclose(v1, v0, rtol=1e-12, atol=1e-9)
+        assert g1.keys() == g0.keys()
+        for k in g0:
+            a, b = np.asarray(g1[k], dtype=float), np.asarray(g0[k], dtype=float)
+            assert np.allclose(a, b, rtol=1e-9, atol=1e-9 * (1 + np.abs(b).max(initial=0))), k
+
+
+@pytest.mark.parametrize("variance, noise", [(1.0, 1e-2), (50.0, 1e-4)])
+def test_sufficient_statistics_keep_their_precision_on_ill_conditioned_kuu(variance, noise):
+    """kappa(Kuu) 2e6-4e7, small noise, q at its optimum: the streamed bound equals the per-row
+    bound to 1e-10 (whitening K_pf before the product; forming K_pf K_fp first lost kappa
+    digits: 1e-8 and 6e-5 relative in these two cases)."""
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((300, 2))
+    y = np.sin(1.5 * X[:, 0]) + 0.3 * X[:, 1] + 1e-3 * rng.standard_normal(300)
+    kern = K.Matern(2.5, variance, 1.0 if variance == 1.0 else 2.0, bias=1.0)
+    model = OrthogonalSVGP(kern, InducingPoints(X[:40].copy()), 20, sl.likelihoods.Gaussian(noise))
+    model.fit(X, y, optimize=False)
+    assert np.linalg.cond(model._inducing_matrices()[0]) > 1e6
+    v_stats = model.elbo()
+    model.sufficient_statistics = False
+    assert model.elbo() == pytest.approx(v_stats, rel=1e-10)
+
+
+@pytest.mark.parametrize("fname", ["softplus", "points"])
+@pytest.mark.parametrize("num_orth", [0, 3])
+def test_sufficient_statistics_gradients_against_finite_differences(fname, num_orth, rng, monkeypatch):
+    model, X, y = _stats_model(fname, num_orth, rng, n=30)
+    monkeypatch.setattr(model, "chunk_entries", 11 * model.num_inducing)
+    _check_objective_gradient(model, X, y, 90)
+
+
+def test_sufficient_statistics_memory_does_not_grow_with_n(rng, monkeypatch):
+    """Peak memory of an ELBO + gradient evaluation with K_pf recomputed (not kept) is the same
+    for N and 4N rows: nothing of shape (M + K, N) is formed."""
+    import tracemalloc
+
+    monkeypatch.setattr(OrthogonalSVGP, "keep_entries", 0)
+    monkeypatch.setattr(OrthogonalSVGP, "chunk_entries", 500 * 16)
+    peaks = []
+    for n in (4000, 16000):
+        X, y = data(np.random.default_rng(0), n=n)
+        model = OrthogonalSVGP(K.Matern(2.5, 1.0), ActivatedFeatures(A.Softplus(1.0), 8, 4), 8).fit(
+            X, y, optimize=False
+        )
+        model.elbo_and_gradient(X, y)
+        tracemalloc.start()
+        model.elbo_and_gradient(X, y)
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+    assert peaks[1] < 1.5 * peaks[0], peaks
+    assert peaks[1] < 16 * 16000 * 8  # well below one (M + K, N) array

@@ -1,0 +1,205 @@
+"""VISH's bounds: collapsed and uncollapsed, their matrix gradients, the streamed statistics."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import spherelab as sl
+from spherelab import kernels as K
+from spherelab.bounds import Statistics, collapsed_bound, uncollapsed_bound
+from spherelab.features import HarmonicFeatures
+from spherelab.models.vish import harmonic_statistics
+
+
+def data(rng, n=60, D=2):
+    X = rng.normal(size=(n, D))
+    y = np.sin(2 * X[:, 0]) + 0.3 * X[:, -1] + 0.1 * rng.normal(size=n)
+    return X, y
+
+
+def _svgp_problem(rng, n=40, M=6):
+    Phi = rng.normal(size=(n, M))
+    y = rng.normal(size=n)
+    r2 = 1.0 + rng.random(n)
+    lam = np.exp(rng.normal(size=M))
+    m = rng.normal(size=M)
+    L = np.tril(rng.normal(size=(M, M)) * 0.3) + np.diag(0.5 + rng.random(M))
+    return Phi, y, r2, lam, m, L
+
+
+def test_bound_matrix_gradients(rng):
+    """dL/dG, dL/dc, dL/dsum_diag, dL/dv, dL/dlam against finite differences (GPy contract)."""
+    M, n = 7, 30
+    Phi = rng.normal(size=(n, M))
+    y = rng.normal(size=n)
+    stats = Statistics(Phi.T @ Phi, Phi.T @ y, float(y @ y), 41.0, n)
+    lam = np.exp(rng.normal(size=M)) * np.logspace(0, -6, M)
+    v, noise = 3.0, 0.3
+    res = collapsed_bound(lam, v, noise, stats)
+
+    def value(**kw):
+        s = Statistics(kw.get("G", stats.G), kw.get("c", stats.c), stats.yy,
+                               kw.get("sum_diag", stats.sum_diag), n)
+        return collapsed_bound(kw.get("lam", lam), kw.get("v", v), noise, s, gradients=False)
+
+    E = np.zeros((M, M))
+    E[2, 4] = E[4, 2] = 1.0
+    h = 1e-6
+    fd = (value(G=stats.G + h * E) - value(G=stats.G - h * E)) / (2 * h)
+    assert np.isclose(res.dG[2, 4] + res.dG[4, 2], fd, rtol=1e-6)
+    e = np.zeros(M)
+    e[3] = 1.0
+    assert np.isclose(res.dc[3], (value(c=stats.c + h * e) - value(c=stats.c - h * e)) / (2 * h), rtol=1e-6)
+    assert np.isclose(res.dsum_r2, (value(sum_diag=41.0 + h) - value(sum_diag=41.0 - h)) / (2 * h), rtol=1e-6)
+    assert np.isclose(res.dv, (value(v=v + h) - value(v=v - h)) / (2 * h), rtol=1e-6)
+    for m in [0, M - 1]:  # largest and smallest (1e-6) eigenvalue
+        hm = 1e-4 * lam[m]  # finite-difference noise ~ eps |L| / h must stay small
+        fd = (value(lam=lam + hm * np.eye(M)[m]) - value(lam=lam - hm * np.eye(M)[m])) / (2 * hm)
+        assert np.isclose(res.dlam[m], fd, rtol=1e-5), m
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 64, 10_000])
+def test_streaming_statistics_are_chunk_independent(chunk, rng):
+    kernel = K.Matern(1.5, 1.0, bias=0.6, input_scale=np.array([1.0, 0.5, 2.0]))
+    feats = HarmonicFeatures(3, dim=4)
+    X = rng.normal(size=(301, 3))
+    y = rng.normal(size=301)
+    st = harmonic_statistics(kernel, feats, X, y, chunk_size=chunk)
+    Phi = feats.Kuf(kernel, X).T
+    assert np.allclose(st.G, Phi.T @ Phi, atol=1e-10)
+    assert np.allclose(st.c, Phi.T @ y, atol=1e-11)
+    assert np.isclose(st.sum_diag, np.sum(kernel.lift(X)[0] ** 2))
+    assert st.n == 301 and np.isclose(st.yy, y @ y)
+
+
+def test_uncollapsed_gradients(rng):
+    Phi, y, r2, lam, m, L = _svgp_problem(rng)
+    v, noise, N = 2.5, 0.4, 100
+    res = uncollapsed_bound(lam, v, noise, m, L, Phi, y, r2, N)
+    f = lambda **kw: uncollapsed_bound(  # noqa: E731
+        kw.get("lam", lam), kw.get("v", v), kw.get("noise", noise), kw.get("m", m), kw.get("L", L),
+        Phi, y, r2, N).value
+    h = 1e-6
+    for k in range(len(m)):
+        e = np.eye(len(m))[k]
+        assert np.isclose(res.dm[k], (f(m=m + h * e) - f(m=m - h * e)) / (2 * h), rtol=1e-6, atol=1e-7)
+        hl = 1e-6 * lam[k]
+        assert np.isclose(res.dlam[k], (f(lam=lam + hl * e) - f(lam=lam - hl * e)) / (2 * hl), rtol=1e-5, atol=1e-6)
+    for i, j in [(0, 0), (3, 1), (5, 5), (4, 2)]:
+        E = np.zeros_like(L)
+        E[i, j] = 1.0
+        assert np.isclose(res.dL[i, j], (f(L=L + h * E) - f(L=L - h * E)) / (2 * h), rtol=1e-6, atol=1e-6)
+    assert np.isclose(res.dv, (f(v=v + h) - f(v=v - h)) / (2 * h), rtol=1e-6)
+    assert np.isclose(res.dnoise, (f(noise=noise + h) - f(noise=noise - h)) / (2 * h), rtol=1e-6)
+
+
+def test_uncollapsed_equals_collapsed_at_the_optimal_q(rng):
+    X, y = data(rng, n=50)
+    kernel = K.Matern(1.5, 0.9, bias=0.8)
+    model = sl.VISH(kernel, 4, sl.likelihoods.Gaussian(0.07)).fit(X, y, optimize=False)
+    lam = model.features.Kuu_inverse_diag(kernel)
+    Phi = model.features.Kuf(kernel, X).T
+    noise = 0.07
+    A = np.diag(1 / lam) + Phi.T @ Phi / noise
+    Ainv = np.linalg.inv(A)
+    m_opt = (Ainv @ (Phi.T @ y) / noise) / lam  # Lambda^-1 A^-1 c / noise
+    S_opt = Ainv / np.outer(lam, lam)  # Lambda^-1 A^-1 Lambda^-1
+    r2 = kernel.lift(X)[0] ** 2
+    res = uncollapsed_bound(lam, kernel.at_one(), noise, m_opt, np.linalg.cholesky(S_opt), Phi, y, r2, len(y))
+    assert np.isclose(res.value, model.elbo(), rtol=1e-10)
+    assert np.allclose(res.dm, 0.0, atol=1e-6 * np.abs(m_opt).max())
+
+
+def test_minibatch_estimate_is_unbiased(rng):
+    """E over uniformly drawn minibatches of the N/B-scaled bound equals the full-data bound."""
+    Phi, y, r2, lam, m, L = _svgp_problem(rng, n=24, M=4)
+    full = uncollapsed_bound(lam, 1.5, 0.3, m, L, Phi, y, r2, 24).value
+    from itertools import combinations
+
+    # exhaustive over every batch of size 3: the expectation exactly
+    values = [uncollapsed_bound(lam, 1.5, 0.3, m, L, Phi[list(b)], y[list(b)], r2[list(b)], 24).value
+              for b in combinations(range(24), 3)]
+    assert np.isclose(np.mean(values), full, rtol=1e-12)
+    # and a plain Monte Carlo average over random batches, within 4 standard errors
+    draws = [uncollapsed_bound(lam, 1.5, 0.3, m, L, Phi[idx], y[idx], r2[idx], 24).value
+             for idx in (rng.choice(24, 6, replace=False) for _ in range(4000))]
+    assert abs(np.mean(draws) - full) < 4 * np.std(draws) / np.sqrt(len(draws))
+
+
+def test_whitened_uncollapsed_gradients(rng):
+    from spherelab.bounds import uncollapsed_bound_whitened as ubw
+
+    Phi, y, r2, lam, m, L = _svgp_problem(rng)
+    lam = lam * np.logspace(0, -4, lam.size)  # decaying spectrum
+    args = dict(v=2.0, noise=0.3)
+    res = ubw(lam, args["v"], args["noise"], m, L, Phi, y, r2, 80)
+    f = lambda **kw: (
+        ubw(kw.get("lam", lam), args["v"], args["noise"], kw.get("m", m), kw.get("L", L), Phi, y, r2, 80).value
+    )  # noqa: E731
+    h = 1e-6
+    for k in range(len(m)):
+        e = np.eye(len(m))[k]
+        assert np.isclose(res.dm[k], (f(m=m + h * e) - f(m=m - h * e)) / (2 * h), rtol=1e-6, atol=1e-7)
+        hl = 1e-5 * lam[k]
+        assert np.isclose(res.dlam[k], (f(lam=lam + hl * e) - f(lam=lam - hl * e)) / (2 * hl), rtol=1e-5, atol=1e-5)
+    for i, j in [(0, 0), (3, 1), (5, 5)]:
+        E = np.zeros_like(L)
+        E[i, j] = 1.0
+        assert np.isclose(res.dL[i, j], (f(L=L + h * E) - f(L=L - h * E)) / (2 * h), rtol=1e-6, atol=1e-6)
+
+
+def test_general_bound_matches_gaussian_and_bernoulli_gradients(rng):
+    from spherelab.bounds import uncollapsed_bound_general as ubg
+
+    Phi, y, r2, lam, m, L = _svgp_problem(rng)
+    gauss = sl.likelihoods.Gaussian(0.3)
+    v = 50.0  # large enough that every marginal variance is positive, as for real features
+    a = uncollapsed_bound(lam, v, 0.3, m, L, Phi, y, r2, 90)
+    b = ubg(lam, v, gauss, m, L, Phi, y, r2, 90)
+    assert np.isclose(a.value, b.value, rtol=1e-13)
+    for x, z in [(a.dm, b.dm), (a.dL, b.dL), (a.dlam, b.dlam)]:
+        assert np.allclose(x, z, rtol=1e-12, atol=1e-12)
+    # Bernoulli: finite differences through the Gauss-Hermite expectations
+    yb = (y > 0).astype(float)
+    bern = sl.likelihoods.Bernoulli()
+    res = ubg(lam, v, bern, m, L, Phi, yb, r2, 90)
+    f = lambda **kw: (
+        ubg(kw.get("lam", lam), kw.get("v", v), bern, kw.get("m", m), kw.get("L", L), Phi, yb, r2, 90).value
+    )  # noqa: E731
+    h = 1e-6
+    for k in range(len(m)):
+        e = np.eye(len(m))[k]
+        assert np.isclose(res.dm[k], (f(m=m + h * e) - f(m=m - h * e)) / (2 * h), rtol=1e-5, atol=1e-7)
+        hl = 1e-6 * lam[k]
+        assert np.isclose(res.dlam[k], (f(lam=lam + hl * e) - f(lam=lam - hl * e)) / (2 * hl), rtol=1e-5, atol=1e-6)
+    E = np.zeros_like(L)
+    E[3, 1] = 1.0
+    assert np.isclose(res.dL[3, 1], (f(L=L + h * E) - f(L=L - h * E)) / (2 * h), rtol=1e-5, atol=1e-6)
+    assert np.isclose(res.dv, (f(v=v + h) - f(v=v - h)) / (2 * h), rtol=1e-5)
+
+
+@pytest.mark.parametrize("residual", [True, False])
+def test_uncollapsed_phi_gradients_against_finite_differences(residual, rng):
+    from spherelab.bounds import uncollapsed_bound, uncollapsed_bound_general
+
+    n, M = 12, 5
+    Phi = rng.normal(size=(n, M))
+    y = rng.normal(size=n)
+    yb = (y > 0).astype(float)
+    r2 = 1.0 + rng.random(n)
+    lam = np.exp(rng.normal(size=M))
+    m = rng.normal(size=M)
+    L = np.tril(0.3 * rng.normal(size=(M, M))) + np.diag(0.5 + rng.random(M))
+    cases = [
+        lambda P, g=False: uncollapsed_bound(lam, 1.7, 0.3, m, L, P, y, r2, 30, residual, phi_gradient=g),
+        lambda P, g=False: uncollapsed_bound_general(lam, 1.7, sl.likelihoods.Bernoulli(), m, L, P, yb, r2, 30,
+                                                     residual, phi_gradient=g),
+    ]
+    h = 1e-6
+    for f in cases:
+        dPhi = f(Phi, True).dPhi
+        for i, j in [(0, 0), (3, 2), (11, 4), (7, 1)]:
+            E = np.zeros_like(Phi)
+            E[i, j] = h
+            num = (f(Phi + E).value - f(Phi - E).value) / (2 * h)
+            assert dPhi[i, j] == pytest.approx(num, rel=1e-6, abs=1e-7)

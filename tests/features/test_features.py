@@ -1,0 +1,119 @@
+"""Activated, inducing-point and harmonic features: Kuu, Kuf and their chain rules."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import spherelab as sl
+from spherelab import activations as A
+from spherelab import kernels as K
+from spherelab.features import ActivatedFeatures, HarmonicFeatures, InducingPoints
+
+FEATURES = {
+    "softplus": lambda rng: ActivatedFeatures(A.Softplus(2.0), 4, 4),
+    "relu": lambda rng: ActivatedFeatures(A.ReLU(), 4, 5),
+    "points": lambda rng: InducingPoints(rng.standard_normal((4, 2))),
+    "harmonics": lambda rng: HarmonicFeatures(3),
+}
+
+
+KERNELS = {
+    "arccos": lambda: K.ArcCosine(1, 1.3, bias=0.8, input_scale=np.array([1.2, 0.7])),
+    "matern52": lambda: K.Matern(2.5, 0.9, 1.1, bias=1.2, input_scale=0.8),
+}
+
+
+@pytest.mark.parametrize("kname", KERNELS)
+@pytest.mark.parametrize("fname", FEATURES)
+def test_feature_gradients_against_finite_differences(kname, fname, rng):
+    kern, feat = KERNELS[kname](), FEATURES[fname](rng)
+    X = rng.standard_normal((6, 2))
+    feat.initialise(3, rng)
+    if isinstance(feat, HarmonicFeatures):
+        feat.bind(kern)  # the model does this; arc-cosine drops the odd level 3
+    M = feat.num_features
+    Gu, Gf = rng.standard_normal((M, M)), rng.standard_normal((M, 6))
+
+    def f():
+        return np.sum(Gu * feat.Kuu(kern)) + np.sum(Gf * feat.Kuf(kern, X))
+
+    gu, gf = feat.Kuu_gradients(kern, Gu), feat.Kuf_gradients(kern, Gf, X)
+    h = 1e-6
+    p = feat.get_params()
+    g = feat.param_gradient(gu) + feat.param_gradient(gf)
+    for i in range(p.size):
+        q = p.copy()
+        q[i] += h
+        feat.set_params(q)
+        fp = f()
+        q[i] -= 2 * h
+        feat.set_params(q)
+        fm = f()
+        assert np.isclose(g[i], (fp - fm) / (2 * h), rtol=1e-6, atol=1e-7)
+    feat.set_params(p)
+    for i in np.ndindex(X.shape):
+        X[i] += h
+        fp = f()
+        X[i] -= 2 * h
+        fm = f()
+        X[i] += h
+        assert np.isclose(gf["X"][i], (fp - fm) / (2 * h), rtol=1e-6, atol=1e-7)
+    for name in ["variance", *kern.shape_params, "bias", "input_scale"]:
+        an = np.atleast_1d(np.asarray(gu.get(name, 0.0)) + np.asarray(gf.get(name, 0.0)))
+        v0 = copy.deepcopy(getattr(kern, name))
+        for j in range(np.size(v0)):
+            v = np.array(v0, dtype=float).reshape(-1)
+            v[j] += h
+            setattr(kern, name, v if np.ndim(v0) else float(v[0]))
+            fp = f()
+            v[j] -= 2 * h
+            setattr(kern, name, v if np.ndim(v0) else float(v[0]))
+            fm = f()
+            setattr(kern, name, v0)
+            assert np.isclose(an[j], (fp - fm) / (2 * h), rtol=1e-6, atol=1e-7), name
+
+
+def test_activated_features_match_their_definition(rng):
+    """Kuf is the truncated homogeneous unit ||w|| r sigma_L(w^T x / (||w|| r)); Kuu is the
+    RKHS inner product sum sigma_l^2 / lambda_l Z_l, evaluated independently by quadrature of
+    the Funk-Hecke coefficients."""
+    kern = K.Matern(2.5, 0.7, bias=1.0)
+    act = A.Softplus(3.0)
+    L, d = 6, 3
+    feat = ActivatedFeatures(act, 3, L, weights=rng.standard_normal((3, d)))
+    X = rng.standard_normal((5, d - 1))
+    Xt = np.column_stack([X, np.ones(5)])
+    lam = kern.spectrum(d, L)
+    sig = act.coefficients(d, L)
+    W = feat.weights
+    for m in range(3):
+        for n in range(5):
+            rw, rx = np.linalg.norm(W[m]), np.linalg.norm(Xt[n])
+            t = W[m] @ Xt[n] / (rw * rx)
+            Z = sl.zonal_table(L, d, np.array([t]))[0]
+            assert np.isclose(feat.Kuf(kern, X)[m, n], rw * rx * np.sum(sig * Z))
+    Kuu = feat.Kuu(kern)
+    for m in range(3):
+        for k in range(3):
+            t = W[m] @ W[k] / np.linalg.norm(W[m]) / np.linalg.norm(W[k])
+            Z = sl.zonal_table(L, d, np.array([t]))[0]
+            ref = np.linalg.norm(W[m]) * np.linalg.norm(W[k]) * np.sum(sig**2 / lam * Z)
+            assert np.isclose(Kuu[m, k], ref)
+    # joint prior of (u, f) is PSD (same truncation on both sides)
+    Kff = sl.kernels.Truncated(kern, d, L).K(X)
+    Kuf = feat.Kuf(kern, X)
+    joint = np.block([[Kuu, Kuf], [Kuf.T, Kff]])
+    assert np.linalg.eigvalsh(joint).min() > -1e-10 * np.abs(joint).max()
+
+
+def test_levels_with_zero_eigenvalue_are_dropped(rng):
+    """Arc-cosine order 1 has lambda_l = 0 at odd l >= 3: softplus (whose odd coefficients
+    beyond 1 are also zero) is fine, but a feature with such levels must drop them."""
+    kern = K.ArcCosine(1)
+    feat = ActivatedFeatures(A.Swish(), 3, 7, weights=rng.standard_normal((3, 3)))
+    Kuu = feat.Kuu(kern)
+    assert np.all(np.isfinite(Kuu))
+    lam = kern.spectrum(3, 7)
+    assert np.any(lam == 0)

@@ -1,0 +1,226 @@
+"""VISH: exact limit, bound properties, gradients, fitting, bad input."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import spherelab as sl
+from spherelab import kernels as K
+from spherelab.models.vish import harmonic_statistics
+
+
+def data(rng, n=60, D=2):
+    X = rng.normal(size=(n, D))
+    y = np.sin(2 * X[:, 0]) + 0.3 * X[:, -1] + 0.1 * rng.normal(size=n)
+    return X, y
+
+
+def exact_gp(kernel, X, y, Xs, noise):
+    Kxx = kernel.K(X) + noise * np.eye(len(y))
+    Ksx = kernel.K(Xs, X)
+    mean = Ksx @ np.linalg.solve(Kxx, y)
+    var = kernel.diag(Xs) - np.einsum("ij,ji->i", Ksx, np.linalg.solve(Kxx, Ksx.T))
+    _, logdet = np.linalg.slogdet(Kxx)
+    lml = -0.5 * (y @ np.linalg.solve(Kxx, y) + logdet + len(y) * np.log(2 * np.pi))
+    return mean, var, lml
+
+
+@pytest.mark.parametrize(
+    "base, D, L",
+    [
+        (K.Matern(1.5, 0.8, variance=1.3, bias=0.7, input_scale=1.2), 2, 5),
+        (K.ArcCosine(1, variance=0.9, bias=1.1), 1, 12),  # d = 2: the circle
+        (K.NTK(2, bias=0.5, input_scale=np.array([1.0, 2.0, 0.5])), 3, 4),
+        (K.IntrinsicMatern(4, 2.5, 0.9, bias=1.0), 3, 4),
+    ],
+    ids=["matern-d3", "arccos-d2", "ntk-d4", "intrinsic-d4"],
+)
+def test_all_harmonics_equal_exact_gp_with_truncated_kernel(base, D, L, rng):
+    X, y = data(rng, D=D)
+    Xs = rng.normal(size=(9, D))
+    kernel = K.Truncated(base, D + 1, L)
+    model = sl.VISH(kernel, L, sl.likelihoods.Gaussian(0.05)).fit(X, y, optimize=False)
+    mean, var = model.predict_f(Xs)
+    mean_ex, var_ex, lml = exact_gp(kernel, X, y, Xs, 0.05)
+    assert np.allclose(mean, mean_ex, atol=1e-8)
+    assert np.allclose(var, var_ex, atol=1e-8)
+    assert abs(model.elbo() - lml) < 1e-8 * abs(lml)
+
+
+def test_elbo_increases_with_degree_and_stays_below_exact(rng):
+    X, y = data(rng, n=80)
+    kernel = K.Matern(2.5, 1.0, bias=1.0)
+    _, _, lml = exact_gp(kernel, X, y, X[:1], 0.05)
+    elbos = [
+        sl.VISH(copy.copy(kernel), L, sl.likelihoods.Gaussian(0.05)).fit(X, y, optimize=False).elbo()
+        for L in range(0, 9)
+    ]
+    assert all(b > a for a, b in zip(elbos, elbos[1:])), elbos
+    assert elbos[-1] < lml
+    assert lml - elbos[-1] < 0.2 * (lml - elbos[2])  # the gap closes as features are added
+
+
+@pytest.mark.parametrize(
+    "kernel",
+    [K.Matern(1.5, 0.7, variance=1.4, bias=0.8), K.ArcCosine(1, variance=2.0),
+     K.IntrinsicMatern(3, 1.5, 0.9), K.PolynomialDecay(3, 4.5, variance=0.8), K.Matern(np.inf, 0.5)],
+    ids=repr,
+)
+def test_model_gradients_against_finite_differences(kernel, rng):
+    X, y = data(rng)
+    model = sl.VISH(kernel, 6, sl.likelihoods.Gaussian(0.1)).fit(X, y, optimize=False)
+    grads = model.elbo_gradient()
+    for name in ["variance", *kernel.shape_params]:
+        v = getattr(kernel, name)
+        h = 1e-6 * v
+        setattr(kernel, name, v + h)
+        up = model.elbo()
+        setattr(kernel, name, v - h)
+        dn = model.elbo()
+        setattr(kernel, name, v)
+        assert np.isclose(grads[name], (up - dn) / (2 * h), rtol=1e-5, atol=1e-6), name
+    n = model.likelihood.variance
+    h = 1e-7
+    model.likelihood.variance = n + h
+    up = model.elbo()
+    model.likelihood.variance = n - h
+    dn = model.elbo()
+    model.likelihood.variance = n
+    assert np.isclose(grads["noise"], (up - dn) / (2 * h), rtol=1e-5)
+
+
+def test_arccos_zero_levels_are_dropped(rng):
+    X, y = data(rng)
+    model = sl.VISH(K.ArcCosine(1), 7).fit(X, y, optimize=False)
+    degrees = model.features.degrees
+    assert not np.any((degrees % 2 == 1) & (degrees >= 3))
+    assert np.isfinite(model.elbo())
+
+
+@pytest.mark.slow
+def test_fit_optimises_and_returns_self(rng):
+    X, y = data(rng, n=120)
+    model = sl.VISH(K.Matern(1.5, 1.0), 6, sl.likelihoods.Gaussian(1.0))
+    before = sl.VISH(K.Matern(1.5, 1.0), 6, sl.likelihoods.Gaussian(1.0)).fit(X, y, optimize=False).elbo()
+    assert model.fit(X, y) is model
+    assert model.optimizer_result.success
+    assert model.elbo() > before + 10
+    mean, var = model.predict_y(X[:5])
+    assert mean.shape == (5,) and np.all(var > model.likelihood.variance * 0.999)
+
+
+@pytest.mark.parametrize(
+    "X, y, match",
+    [
+        (np.array([[np.nan, 1.0]]), np.ones(1), "X contains"),
+        (np.ones((3, 2)), np.array([1.0, np.inf, 0.0]), "y contains"),
+        (np.ones((3, 2)), np.ones(4), "3 rows but y has 4"),
+        (np.ones((0, 2)), np.ones(0), "empty"),
+        (np.ones(3), np.ones(3), "2-d array"),
+    ],
+)
+def test_bad_input(X, y, match):
+    with pytest.raises(ValueError, match=match):
+        sl.VISH(K.Matern(1.5, 1.0), 3).fit(X, y)
+
+
+def test_bad_construction_and_use():
+    with pytest.raises(TypeError, match="kernel"):
+        sl.VISH("matern", 3)
+    with pytest.raises(ValueError, match="max_degree"):
+        sl.VISH(K.Matern(1.5, 1.0), -1)
+    with pytest.raises(ValueError, match="noise"):
+        sl.likelihoods.Gaussian(0.0)
+    with pytest.raises(RuntimeError, match="fit"):
+        sl.VISH(K.Matern(1.5, 1.0), 3).elbo()
+    with pytest.raises(ValueError, match="vanishes"):
+        sl.VISH(K.Matern(1.5, 1.0, bias=0.0), 3).fit(np.zeros((2, 2)), np.ones(2))
+
+
+@pytest.mark.parametrize(
+    "kernel",
+    [K.Matern(1.5, 0.8, variance=1.3, bias=0.7, input_scale=1.2),
+     K.ArcCosine(1, bias=0.9, input_scale=np.array([0.7, 1.4])),
+     K.NTK(2, bias=1.3, input_scale=np.array([1.1, 0.6]))],
+    ids=repr,
+)
+def test_lift_gradients_against_finite_differences(kernel, rng):
+    """bias and input_scale change the features: FD recomputes the statistics."""
+    X, y = data(rng)
+    model = sl.VISH(kernel, 5, sl.likelihoods.Gaussian(0.05)).fit(X, y, optimize=False)
+    grads = model.elbo_gradient()
+
+    def elbo_now():
+        model.stats = harmonic_statistics(kernel, model.features, X, y)
+        model._posterior = None
+        return model.elbo()
+
+    h = 1e-6
+    b = kernel.bias
+    kernel.bias = b + h
+    up = elbo_now()
+    kernel.bias = b - h
+    dn = elbo_now()
+    kernel.bias = b
+    assert np.isclose(grads["bias"], (up - dn) / (2 * h), rtol=1e-6, atol=1e-6)
+    s = np.atleast_1d(kernel.input_scale).astype(float)
+    fd = []
+    for j in range(s.size):
+        for sign in (+1, -1):
+            v = s.copy()
+            v[j] += sign * h
+            kernel.input_scale = v if s.size > 1 else float(v[0])
+            fd.append(elbo_now())
+    kernel.input_scale = s if s.size > 1 else float(s[0])
+    fd = [(fd[2 * j] - fd[2 * j + 1]) / (2 * h) for j in range(s.size)]
+    assert np.allclose(np.atleast_1d(grads["input_scale"]), fd, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_lift_training_on_a_subsample_counts_passes(rng):
+    X, y = data(rng, n=400)
+    X[:, 1] *= 5.0  # a badly scaled input the lift should learn to shrink
+    kernel = K.Matern(1.5, 1.0, input_scale=np.array([1.0, 1.0]))
+    model = sl.VISH(kernel, 5).fit(X, y, lift_subsample=150)
+    assert model.passes == 1  # the lift was fitted on the subsample; one full pass after
+    assert model.lift_result.success or model.lift_result.nit > 5
+    assert kernel.input_scale[1] > kernel.input_scale[0]
+    full = sl.VISH(K.Matern(1.5, 1.0, input_scale=np.array([1.0, 1.0])), 5).fit(X, y)
+    assert full.passes > 1  # subsample = all rows: every lift step was a full pass
+
+
+@pytest.mark.slow
+def test_svi_minibatch_fit_approaches_the_collapsed_optimum(rng):
+    X, y = data(rng, n=400)
+    collapsed = sl.VISH(K.Matern(1.5, 1.0, bias=1.0), 5, sl.likelihoods.Gaussian(0.5)).fit(X, y, train_lift=False)
+    svi = sl.VISH(K.Matern(1.5, 1.0, bias=1.0), 5, sl.likelihoods.Gaussian(0.5))
+    svi.fit_svi(X, y, batch_size=64, iterations=1500, lr=0.05)
+    assert svi.elbo() > collapsed.elbo() - 25.0  # prior q: about -600 here
+    assert svi.elbo() < collapsed.elbo()  # a bound can only be lower
+    assert abs(np.log(svi.likelihood.variance / collapsed.likelihood.variance)) < 0.3
+    Xs = rng.normal(size=(200, 2))
+    ys = np.sin(2 * Xs[:, 0]) + 0.3 * Xs[:, -1]
+    mse_svi = np.mean((svi.predict_f(Xs)[0] - ys) ** 2)
+    mse_col = np.mean((collapsed.predict_f(Xs)[0] - ys) ** 2)
+    assert mse_svi < 1.5 * mse_col + 0.01
+
+
+@pytest.mark.slow
+def test_bernoulli_classification_with_svi(rng):
+    X = rng.uniform(-2, 2, size=(300, 2))
+    y = (X[:, 1] > np.sin(1.5 * X[:, 0])).astype(float)
+    model = sl.VISH(K.Matern(1.5, 1.0, bias=1.0), 6, sl.likelihoods.Bernoulli())
+    model.fit_svi(X, y, batch_size=100, iterations=800, lr=0.03)
+    p, var = model.predict_y(X)
+    assert np.all((p >= 0) & (p <= 1)) and np.allclose(var, p * (1 - p))
+    assert np.mean((p > 0.5) == y) > 0.9
+    untrained = sl.VISH(K.Matern(1.5, 1.0, bias=1.0), 6, sl.likelihoods.Bernoulli())
+    untrained.fit_svi(X, y, iterations=0)
+    prior_elbo = untrained.elbo()
+    assert model.elbo() > prior_elbo + 50
+    with pytest.raises(ValueError, match="y in"):
+        sl.VISH(K.Matern(1.5, 1.0), 3, sl.likelihoods.Bernoulli()).fit_svi(X, y + 1.0)
+    with pytest.raises(TypeError, match="fit_svi"):
+        sl.VISH(K.Matern(1.5, 1.0), 3, sl.likelihoods.Bernoulli()).fit(X, y)

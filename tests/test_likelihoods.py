@@ -1,0 +1,25 @@
+"""Likelihoods: Gauss-Hermite expectations against quadrature."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import spherelab as sl
+
+
+def test_bernoulli_expectations_against_quadrature():
+    from scipy.integrate import quad
+    from scipy.stats import norm
+
+    lik = sl.likelihoods.Bernoulli()
+    mu, var = np.array([0.3, -1.2, 2.0]), np.array([0.5, 2.0, 0.1])
+    y = np.array([1.0, 0.0, 1.0])
+    e, _, _ = lik.variational_expectations(y, mu, var)
+    for i in range(3):
+        s = 2 * y[i] - 1
+        ref = quad(lambda f: norm.logcdf(s * f) * norm.pdf(f, mu[i], np.sqrt(var[i])), -30, 30)[0]
+        assert abs(e[i] - ref) < 1e-6 * abs(ref)
+    p, _ = lik.predict_y(mu, var)
+    assert np.allclose(p, norm.cdf(mu / np.sqrt(1 + var)))
+    with pytest.raises(ValueError, match="y in"):
+        lik.check_targets(np.array([0.0, 2.0]))
