@@ -5,8 +5,8 @@ evaluations per second, full batch, on a UCI training split, for
 * activated SVGP with 256 units; SVGP with 256 inducing points (both spherelab);
 * GPflow SVGP with M + K = 256 inducing points (its compiled loss and gradient), if importable.
 
-Ours run under the BLAS thread limit that ``fit``/``fit_adam`` apply (``blas_threads="auto"``:
-one thread for these sizes). One L-BFGS-B iteration costs about one evaluation, so this is the iterations-per-second figure
+Ours run under the package's thread policy (``spherelab.threads``), as inside ``fit``. One
+L-BFGS-B iteration costs about one evaluation, so this is the iterations-per-second figure
 of seed 003 Figs. 3.9-3.11. Run in an environment with GPflow for the peer column:
 
     .venv-bench/bin/python benchmarks/decoupled_throughput.py [--dataset kin8nm] [--repeats 5]
@@ -60,9 +60,8 @@ def main() -> None:
     def ours(features, num_orth):
         model = sl.OrthogonalSVGP(K.Matern(2.5, 1.0), features, num_orth, sl.likelihoods.Gaussian(1.0))
         model.initialise(Xfull, seed=0)
-        theta = model._pack()
-        with model._threads():  # the BLAS thread setting fit / fit_adam run under
-            return timed(lambda: model._objective(theta, X, y, N), args.repeats)
+        theta = model.parameter_vector()
+        return timed(lambda: model.objective(theta, X, y, num_data=N), args.repeats)
 
     rows["ours: 128 softplus units (L = 6) + 128 orthogonal"] = ours(sl.ActivatedFeatures(A.Softplus(1.0), 128, 6), 128)
     rows["activated SVGP: 256 softplus units (L = 6)"] = ours(sl.ActivatedFeatures(A.Softplus(1.0), 256, 6), 0)

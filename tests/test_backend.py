@@ -79,3 +79,37 @@ def test_gpu_round_trip():
     assert backend.array_module(x) is cupy
     assert backend.resolve_device(None, x) == "gpu"
     assert np.array_equal(backend.to_numpy(x), np.arange(5.0))
+
+
+def test_operation_table_cpu_is_complete_and_correct(rng):
+    ops = backend.resolve("cpu")
+    assert backend.ops.implemented("cpu") == set(backend.OPERATIONS)
+    A, y = rng.standard_normal((5, 40)), rng.standard_normal(40)
+    G, c = np.zeros((5, 5)), np.zeros(5)
+    ops.gram_update(G, c, A, y)
+    assert np.allclose(G, A @ A.T, rtol=1e-14) and np.allclose(c, A @ y, rtol=1e-14)
+    L = np.linalg.cholesky(A @ A.T)
+    assert np.allclose(ops.solve_triangular(L, A), np.linalg.solve(L, A))
+    assert np.allclose(ops.cholesky(A @ A.T, "G", "hint"), L)
+
+
+def test_gpu_device_without_a_gpu_says_why(monkeypatch, fresh_probe):
+    monkeypatch.setitem(sys.modules, "cupy", None)
+    with pytest.raises(RuntimeError, match='device="gpu" is not available: no usable GPU'):
+        backend.resolve("gpu")
+    with pytest.raises(RuntimeError, match="not available"):
+        import spherelab as sl
+
+        sl.VISH(sl.kernels.Matern(1.5, 1.0), 3, device="gpu")
+    monkeypatch.setattr(backend.ops, "_warned", set())
+    with pytest.warns(RuntimeWarning, match='device="auto" runs on the CPU'):
+        assert backend.resolve("auto").device == "cpu"
+    with pytest.raises(ValueError, match="device must be"):
+        backend.resolve("tpu")
+
+
+def test_register_checks_names():
+    with pytest.raises(ValueError, match="unknown operation"):
+        backend.register("cpu", "no_such_operation")
+    with pytest.raises(ValueError, match="device must be"):
+        backend.register("tpu", "harmonics")

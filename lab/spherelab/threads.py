@@ -12,18 +12,25 @@ machine (``benchmarks/threads.py``, RESULTS.md "Threads"), median times:
   harmonics on two Numba threads were erratic below ~8 000 points (4-16 ms where one thread
   takes 1.4-9 ms) and 1.2-1.5x faster above.
 
-So the policy decides per call from an estimate of its floating-point work given by the caller:
-Numba kernels run on every core from :data:`NUMBA_MIN_WORK`, BLAS from :data:`BLAS_MIN_WORK`
-and only while the machine is not busy (1-minute load average above the core count + 1/4,
-i.e. other processes occupy the cores: read at most once a second). Everything smaller —
-every tiny model, every slider redraw, every test — is single-threaded, which is never more than
-2x slower and never 20x.
+A model's step mixes many BLAS calls on P x P and P x chunk blocks (Cholesky, triangular
+solves, products), and those lose from threads at the sizes of these models: a full-batch ELBO
+evaluation of 128 + 128 inducing variables on 7 373 rows was 2.4x slower with two BLAS threads,
+a minibatch step at M = 64 5x slower. So:
 
-Every public entry point (model ``fit``/``elbo``/``predict_f``, the statistics pass, the
-harmonics and their VJP, the Gegenbauer tables and series) runs inside :func:`policy`; an inner
-call inherits the decision of the outermost one. Users override it with :func:`set_threads`
-(process-wide, also via the environment variable ``SPHERELAB_THREADS``) or :func:`thread_limit`
-(a ``with`` block).
+* Numba kernels (harmonics, Gegenbauer tables and series) decide for themselves at every call:
+  every core from :data:`NUMBA_MIN_WORK` flops (an estimate given by the caller);
+* BLAS is decided once, by the outermost entry point: every core only for a model with more than
+  :data:`BLAS_MIN_DIM` inducing variables, or (:func:`gram_policy`) for one large Gram product
+  of at least :data:`BLAS_MIN_WORK` flops in a streamed pass — and never while the machine is
+  busy (1-minute load average above the core count + 1/4: other processes occupy the cores;
+  read at most once a second).
+
+Everything small — every tiny model, every slider redraw, every test — is single-threaded, which
+costs at most 2x on an idle machine and avoids 20x on a busy one. Every public entry point
+(model ``fit``/``elbo``/``predict_f``/``objective``, the statistics pass, kernel Gram matrices,
+the harmonics and their VJP, the Gegenbauer tables and series) runs inside :func:`policy`.
+Users override it with :func:`set_threads` (process-wide, also via the environment variable
+``SPHERELAB_THREADS``) or :func:`thread_limit` (a ``with`` block).
 """
 
 from __future__ import annotations
@@ -45,20 +52,28 @@ except ImportError:  # pragma: no cover - threadpoolctl is a dependency
 __all__ = [
     "NUMBA_MIN_WORK",
     "BLAS_MIN_WORK",
+    "BLAS_MIN_DIM",
     "machine_busy",
     "set_threads",
     "get_threads",
     "thread_limit",
     "policy",
-    "threads_for",
+    "gram_policy",
+    "numba_threads_for",
+    "blas_threads_for",
     "entry_point",
 ]
 
 #: Numba kernels use every core from this much work (flops, the caller's estimate): the
-#: harmonics of 660 features at ~19 000 points; measured, see the module docstring
-NUMBA_MIN_WORK = 5e7
-#: BLAS uses every core from this much work, and only on a machine that is not busy
+#: harmonics of 660 features at ~3 800 points; measured, see the module docstring
+NUMBA_MIN_WORK = 1e7
+#: one large BLAS product (the Gram product of a streamed pass) uses every core from this much
+#: work, and only on a machine that is not busy
 BLAS_MIN_WORK = 5e8
+#: a model's dense algebra (Cholesky, triangular solves, products of P x P and P x chunk blocks)
+#: uses every core only above this inducing count: measured 5x slower minibatch steps at M = 64
+#: and 2.4x slower full-batch ELBO evaluations at M + K = 256 with two threads
+BLAS_MIN_DIM = 1024
 #: seconds a load-average reading is reused
 _LOAD_TTL = 1.0
 
@@ -137,46 +152,78 @@ def machine_busy() -> bool:
     return _load[1]
 
 
-def threads_for(work: float) -> tuple[int, int]:
-    """``(blas, numba)`` thread counts the policy gives a call of about ``work`` flops."""
-    if getattr(_state, "fixed", None) is not None:
-        return _state.fixed, _state.fixed
-    if _override is not None:
-        return _override, _override
-    numba_n = 1 if work < NUMBA_MIN_WORK else _max_threads()
-    blas_n = 1 if work < BLAS_MIN_WORK or machine_busy() else _max_threads()
-    return blas_n, numba_n
+def _fixed() -> int | None:
+    f = getattr(_state, "fixed", None)
+    return f if f is not None else _override
+
+
+def numba_threads_for(work: float) -> int:
+    """Numba threads for a compiled kernel doing about ``work`` flops."""
+    f = _fixed()
+    if f is not None:
+        return f
+    return 1 if work < NUMBA_MIN_WORK else _max_threads()
+
+
+def blas_threads_for(work: float = 0.0, dim: int | None = None) -> int:
+    """BLAS threads for dense algebra on matrices of dimension ``dim`` (the inducing count of a
+    model: threads pay only above :data:`BLAS_MIN_DIM`), or, without ``dim``, for one large
+    product of about ``work`` flops; always one on a busy machine."""
+    f = _fixed()
+    if f is not None:
+        return f
+    big = dim > BLAS_MIN_DIM if dim is not None else work >= BLAS_MIN_WORK
+    return _max_threads() if big and not machine_busy() else 1
 
 
 @contextlib.contextmanager
-def _apply(counts: tuple[int, int]) -> Iterator[None]:
-    n_blas, n_numba = counts
-    depth = getattr(_state, "active", 0)
-    previous_numba = numba.get_num_threads()
+def _blas(n: int) -> Iterator[None]:
+    previous = getattr(_state, "blas", None)
     ctl = _blas_controller()
-    blas = None
-    if ctl is not None and getattr(_state, "blas", None) != n_blas:
-        blas = ctl.limit(limits=n_blas, user_api="blas")
-    previous_blas = getattr(_state, "blas", None)
-    _state.active, _state.blas = depth + 1, n_blas
-    numba.set_num_threads(n_numba)
+    limiter = ctl.limit(limits=n, user_api="blas") if ctl is not None and previous != n else None
+    _state.blas = n
     try:
         yield
     finally:
-        numba.set_num_threads(previous_numba)
-        _state.active, _state.blas = depth, previous_blas
-        if blas is not None:
-            blas.restore_original_limits()
+        _state.blas = previous
+        if limiter is not None:
+            limiter.restore_original_limits()
 
 
 @contextlib.contextmanager
-def policy(work: float) -> Iterator[None]:
-    """Run the enclosed code on :func:`threads_for` ``(work)`` threads of both pools; inside
-    another :func:`policy` (or :func:`thread_limit`) block the outer decision stands."""
-    if getattr(_state, "active", 0):
+def _numba(n: int) -> Iterator[None]:
+    previous = numba.get_num_threads()
+    numba.set_num_threads(n)
+    try:
         yield
-        return
-    with _apply(threads_for(work)):
+    finally:
+        numba.set_num_threads(previous)
+
+
+@contextlib.contextmanager
+def policy(work: float, dim: int | None = None) -> Iterator[None]:
+    """Run the enclosed code under the policy for about ``work`` flops on matrices of dimension
+    ``dim``. Numba is set for ``work`` at every level (a compiled kernel knows its own size
+    best); BLAS is decided by the outermost :func:`policy` only (:func:`blas_threads_for`) and
+    inherited inside it, except by :func:`gram_policy`."""
+    outer = not getattr(_state, "active", 0)
+    _state.active = getattr(_state, "active", 0) + 1
+    try:
+        with contextlib.ExitStack() as stack:
+            if outer:
+                stack.enter_context(_blas(blas_threads_for(work, dim)))
+            stack.enter_context(_numba(numba_threads_for(work)))
+            yield
+    finally:
+        _state.active -= 1
+
+
+@contextlib.contextmanager
+def gram_policy(work: float) -> Iterator[None]:
+    """BLAS threads for one large matrix product of about ``work`` flops (a Gram product
+    :math:`AA^\top` of a streamed pass), decided here even inside another :func:`policy`:
+    dgemm is the one BLAS call measured to gain from threads on an idle machine."""
+    with _blas(blas_threads_for(work)):
         yield
 
 
@@ -194,27 +241,27 @@ def thread_limit(n: int) -> Iterator[None]:
     previous = getattr(_state, "fixed", None)
     _state.fixed = n
     try:
-        with _apply((n, n)):
+        with _blas(n), _numba(n):
             yield
     finally:
         _state.fixed = previous
 
 
-def entry_point(work: Callable[..., float]) -> Callable[[Callable], Callable]:
+def entry_point(work: Callable[..., float], dim: Callable[..., int | None] | None = None):
     """Decorator: run the function under :func:`policy` with the work ``work(*args, **kwargs)``
-    estimates (called with the function's own arguments; it must be cheap and must not fail:
-    errors in it count as large work, and the function then reports them itself)."""
+    and matrix dimension ``dim(*args, **kwargs)`` estimate (called with the function's own
+    arguments; they must be cheap; if they fail, the function reports the bad arguments itself
+    and the call runs single-threaded)."""
 
     def decorate(func: Callable) -> Callable:
         @functools.wraps(func)
         def wrapper(*args, **kwargs):
-            if getattr(_state, "active", 0):
-                return func(*args, **kwargs)
             try:
                 w = float(work(*args, **kwargs))
+                d = None if dim is None else dim(*args, **kwargs)
             except Exception:  # the function validates its arguments itself
-                w = float("inf")
-            with _apply(threads_for(w)):
+                w, d = 0.0, None
+            with policy(w, d):
                 return func(*args, **kwargs)
 
         return wrapper

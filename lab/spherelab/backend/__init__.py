@@ -5,8 +5,9 @@ out — and models take an explicit ``device="cpu" | "gpu"``. GPU availability i
 lazily and safely: importing spherelab never imports CuPy, and a machine with CuPy but no usable
 GPU (no driver, no device, a broken CUDA install) reports *why* instead of failing at import.
 
-Only the probing, the dispatch and the transfers live here; the GPU kernels themselves are
-tracked in issue 6 (blocked: no GPU was available to verify them).
+The probing, the dispatch and the transfers live here; :mod:`.ops` declares the device-specific
+operations once and resolves a device's table (the CPU implementations are the package's Numba
+code; the GPU kernels are not written yet).
 """
 
 from __future__ import annotations
@@ -17,7 +18,18 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["gpu_available", "gpu_unavailable_reason", "array_module", "resolve_device", "to_numpy", "is_device_array"]
+__all__ = [
+    "gpu_available",
+    "gpu_unavailable_reason",
+    "array_module",
+    "resolve_device",
+    "to_numpy",
+    "is_device_array",
+    "OPERATIONS",
+    "Operations",
+    "register",
+    "resolve",
+]
 
 
 @functools.lru_cache(maxsize=1)
@@ -98,3 +110,6 @@ def to_numpy(x: Any) -> np.ndarray:
     if is_device_array(x):
         return x.get()
     return np.asarray(x)
+
+
+from .ops import OPERATIONS, Operations, register, resolve  # noqa: E402  (after the probe it uses)

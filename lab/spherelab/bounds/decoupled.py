@@ -42,6 +42,9 @@ from .whitened import (
 )
 
 __all__ = [
+    "TERMS",
+    "Predictive",
+    "decoupled_predictive",
     "HINT_UU",
     "HINT_VV",
     "OrthogonalBound",
@@ -80,6 +83,78 @@ class OrthogonalBound:
     dnoise: float = 0.0
 
 
+#: the five terms of the predictive variance (Tiao, thesis eq. 3.12), in summation order
+TERMS = ("Kff", "-Qff", "+QCuQ", "-SfvSvv^-1Svf", "+SfvSvv^-1CvSvv^-1Svf")
+
+
+@dataclass
+class Predictive:
+    """The decoupled predictive at a batch: ``mean`` ``(B,)``, the five variance ``terms``
+    (:data:`TERMS`, each ``(B,)``) and what the bound's backward pass reuses (``cache``)."""
+
+    mean: np.ndarray
+    terms: dict
+    cache: dict
+
+    @property
+    def var(self) -> np.ndarray:
+        """The predictive variance of f, the terms' sum (not clipped)."""
+        return sum(self.terms[k] for k in TERMS)
+
+
+def decoupled_predictive(Kuu, Kuf, kff, m_u, L_u, Kvv, Kvu, Kvf, m_v, L_v, *, whiten: bool) -> Predictive:
+    r"""The one predictive of the orthogonally-decoupled posterior, used by the bounds and by
+    ``predict_f`` / ``variance_terms`` alike (Tiao, thesis eqs. 3.11-3.12): with
+    :math:`A = K_{uu}^{-1}K_{uf}`, :math:`B = S_{vv}^{-1}S_{vf}`,
+    :math:`\mu = A^	op m_u + B^	op m_v` and :math:`
+u = k_{ff} - \mathrm{diag}(K_{fu}A)
+    + \mathrm{diag}(A^	op C_uA) - \mathrm{diag}(S_{fv}B) + \mathrm{diag}(B^	op C_vB)`; whitened
+    (:math:`u = L_{uu}	ilde u`, :math:`v' = L_{vv}	ilde v`), :math:`A_t = L_k^{-1}K_{uf}`,
+    :math:`B_t = L_s^{-1}S_{vf}` and the terms are column norms. Shapes as in
+    :func:`orthogonal_bound`; K = 0 gives zero orthogonal terms."""
+    B = Kuf.shape[1]
+    K = Kvv.shape[0]
+    L_u, L_v = np.tril(L_u), np.tril(L_v)
+    zero = np.zeros(B)
+    if whiten:
+        Lk, At, LtA = whitened_forward(Kuu, Kuf, L_u, "Kuu", HINT_UU)
+        cache = {"Lk": Lk, "At": At, "LtA": LtA, "L_u": L_u, "L_v": L_v}
+        mean = At.T @ m_u
+        terms = {"Kff": kff, "-Qff": -np.einsum("mn,mn->n", At, At), "+QCuQ": np.einsum("mn,mn->n", LtA, LtA)}
+        if K:
+            Pt = solve_triangular(Lk, Kvu.T, lower=True)  # Lk^-1 Kuv (M, K)
+            Svv = Kvv - Pt.T @ Pt
+            Svf = Kvf - Pt.T @ At
+            Ls, Bt, LtB = whitened_forward(0.5 * (Svv + Svv.T), Svf, L_v, "S_vv", HINT_VV)
+            cache.update(Pt=Pt, Ls=Ls, Bt=Bt, LtB=LtB)
+            mean = mean + Bt.T @ m_v
+            terms["-SfvSvv^-1Svf"] = -np.einsum("kn,kn->n", Bt, Bt)
+            terms["+SfvSvv^-1CvSvv^-1Svf"] = np.einsum("kn,kn->n", LtB, LtB)
+    else:
+        Lk = cholesky_or_explain(Kuu, "Kuu", HINT_UU)
+        A = cho_solve((Lk, True), Kuf)
+        Su = L_u @ L_u.T
+        SuA = Su @ A
+        cache = {"Lk": Lk, "A": A, "Su": Su, "SuA": SuA, "L_u": L_u, "L_v": L_v}
+        mean = A.T @ m_u
+        terms = {"Kff": kff, "-Qff": -np.einsum("mn,mn->n", A, Kuf), "+QCuQ": np.einsum("mn,mn->n", A, SuA)}
+        if K:
+            P = cho_solve((Lk, True), Kvu.T)  # Kuu^-1 Kuv (M, K)
+            Svv = Kvv - Kvu @ P
+            Svf = Kvf - Kvu @ A
+            Ls = cholesky_or_explain(0.5 * (Svv + Svv.T), "S_vv", HINT_VV)
+            Bm = cho_solve((Ls, True), Svf)
+            Cv = L_v @ L_v.T
+            CvB = Cv @ Bm
+            cache.update(P=P, Svf=Svf, Ls=Ls, Bm=Bm, Cv=Cv, CvB=CvB)
+            mean = mean + Bm.T @ m_v
+            terms["-SfvSvv^-1Svf"] = -np.einsum("kn,kn->n", Bm, Svf)
+            terms["+SfvSvv^-1CvSvv^-1Svf"] = np.einsum("kn,kn->n", Bm, CvB)
+    terms.setdefault("-SfvSvv^-1Svf", zero)
+    terms.setdefault("+SfvSvv^-1CvSvv^-1Svf", zero)
+    return Predictive(mean, terms, cache)
+
+
 def orthogonal_bound(
     Kuu, Kuf, kff, m_u, L_u, Kvv, Kvu, Kvf, m_v, L_v, y, likelihood, num_data: int
 ) -> OrthogonalBound:
@@ -102,27 +177,13 @@ def orthogonal_bound(
     M, B = Kuf.shape
     K = Kvv.shape[0]
     scale = num_data / B
-    L_u = np.tril(L_u)
-    L_v = np.tril(L_v)
-    Lk = cholesky_or_explain(Kuu, "Kuu", HINT_UU)
+    pred = decoupled_predictive(Kuu, Kuf, kff, m_u, L_u, Kvv, Kvu, Kvf, m_v, L_v, whiten=False)
+    mean, var, c = pred.mean, pred.var, pred.cache
+    L_u, L_v, Lk, A, Su, SuA = c["L_u"], c["L_v"], c["Lk"], c["A"], c["Su"], c["SuA"]
     Kuu_inv = chol_inverse(Lk)
-    A = cho_solve((Lk, True), Kuf)
-    Su = L_u @ L_u.T
-    SuA = Su @ A
-    mean = A.T @ m_u
-    var = kff - np.einsum("mn,mn->n", A, Kuf) + np.einsum("mn,mn->n", A, SuA)
     if K:
-        P = cho_solve((Lk, True), Kvu.T)  # Kuu^-1 Kuv (M, K)
-        Svv = Kvv - Kvu @ P
-        Svv = 0.5 * (Svv + Svv.T)
-        Svf = Kvf - Kvu @ A
-        Ls = cholesky_or_explain(Svv, "S_vv", HINT_VV)
+        P, Svf, Ls, Bm, Cv, CvB = c["P"], c["Svf"], c["Ls"], c["Bm"], c["Cv"], c["CvB"]
         Svv_inv = chol_inverse(Ls)
-        Bm = cho_solve((Ls, True), Svf)
-        Cv = L_v @ L_v.T
-        CvB = Cv @ Bm
-        mean = mean + Bm.T @ m_v
-        var = var - np.einsum("kn,kn->n", Bm, Svf) + np.einsum("kn,kn->n", Bm, CvB)
     e, gmu, gvar = likelihood.variational_expectations(y, mean, np.maximum(var, 1e-300))
 
     def logdet_tri(L):
@@ -190,18 +251,11 @@ def orthogonal_bound_whitened(
     M, B = Kuf.shape
     K = Kvv.shape[0]
     scale = num_data / B
-    L_u = np.tril(L_u)
-    L_v = np.tril(L_v)
-    Lk, At, LtA = whitened_forward(Kuu, Kuf, L_u, "Kuu", HINT_UU)
-    mean = At.T @ m_u
-    var = kff - np.einsum("mn,mn->n", At, At) + np.einsum("mn,mn->n", LtA, LtA)
+    pred = decoupled_predictive(Kuu, Kuf, kff, m_u, L_u, Kvv, Kvu, Kvf, m_v, L_v, whiten=True)
+    mean, var, c = pred.mean, pred.var, pred.cache
+    L_u, L_v, Lk, At, LtA = c["L_u"], c["L_v"], c["Lk"], c["At"], c["LtA"]
     if K:
-        Pt = solve_triangular(Lk, Kvu.T, lower=True)  # Lk^-1 Kuv (M, K)
-        Svv = Kvv - Pt.T @ Pt
-        Svf = Kvf - Pt.T @ At
-        Ls, Bt, LtB = whitened_forward(0.5 * (Svv + Svv.T), Svf, L_v, "S_vv", HINT_VV)
-        mean = mean + Bt.T @ m_v
-        var = var - np.einsum("kn,kn->n", Bt, Bt) + np.einsum("kn,kn->n", LtB, LtB)
+        Pt, Ls, Bt, LtB = c["Pt"], c["Ls"], c["Bt"], c["LtB"]
     e, gmu, gvar = likelihood.variational_expectations(y, mean, np.maximum(var, 1e-300))
     value = scale * float(e.sum()) - kl_whitened(m_u, L_u)
     gmu = scale * gmu

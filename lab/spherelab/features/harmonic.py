@@ -1,4 +1,5 @@
-r"""Spherical inducing features with a diagonal :math:`K_{uu}` (VISH, Dutordoir et al. 2020 §3; Eleftheriadis et al. §5):
+r"""Spherical inducing features with a diagonal :math:`K_{uu}` (VISH, Dutordoir et al. 2020 §3;
+Eleftheriadis et al. §5):
 :math:`u_m = \langle f, \psi_m\rangle_{\mathcal H}` for functions :math:`\psi_m` on
 :math:`S^{d-1}`, orthonormal in :math:`L^2` and each of a single degree :math:`\ell(m)`, so that
 

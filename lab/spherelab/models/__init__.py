@@ -2,7 +2,8 @@ r"""Models, one module each, on one base (:mod:`.base`): VISH (Dutordoir et al. 
 SVGP with inter-domain features and the activated SVGP (Tiao, thesis), and HVGP (Sun et al. 2021)."""
 
 from .decoupled import ActivatedSVGP, OrthogonalSVGP
+from .exact import ExactGP
 from .hvgp import HarmonicSVGP
 from .vish import VISH
 
-__all__ = ["VISH", "OrthogonalSVGP", "ActivatedSVGP", "HarmonicSVGP"]
+__all__ = ["VISH", "OrthogonalSVGP", "ActivatedSVGP", "HarmonicSVGP", "ExactGP"]

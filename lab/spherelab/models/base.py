@@ -122,8 +122,14 @@ def _work(model, X=None, *args, **kwargs) -> float:
     return 2.0 * rows * P * P + float(P) ** 3
 
 
+def _dim(model, *args, **kwargs) -> int:
+    return model._num_inducing() if model._initialised() else 1
+
+
 #: decorator of the models' public methods taking (X, ...): the thread policy for their size
-threaded = entry_point(_work)
+threaded = entry_point(_work, _dim)
+#: the same for methods taking (theta, X, ...)
+threaded_objective = entry_point(lambda model, theta, X, *args, **kwargs: _work(model, X), _dim)
 
 
 class Model:
@@ -138,6 +144,13 @@ class Model:
     jitter: float = 0.0
     #: the likelihoods the model supports
     likelihoods: tuple = (Gaussian, Bernoulli)
+
+    def _set_device(self, device: str) -> None:
+        """Resolve the device's operations once (:func:`spherelab.backend.resolve`)."""
+        from ..backend import resolve
+
+        self.ops = resolve(device)
+        self.device = self.ops.device
 
     def _set_likelihood(self, likelihood) -> None:
         self.likelihood = likelihood if likelihood is not None else Gaussian(1.0)
@@ -234,6 +247,7 @@ class Model:
             return 1e300, np.zeros(size)
         return -value, -grad
 
+    @threaded_objective
     def objective(self, theta: np.ndarray, X: Any, y: Any, *, names: Sequence[str] | None = None,
                   num_data: int | None = None) -> tuple[float, np.ndarray]:
         """The negated ELBO and its gradient over the flat vector ``theta`` of ``names``
@@ -278,7 +292,7 @@ class Model:
     def _threads(self, rows: int):
         # one objective evaluation: O(rows P^2 + P^3) flops for P inducing variables
         P = self._num_inducing()
-        return policy(2.0 * rows * P * P + float(P) ** 3)
+        return policy(2.0 * rows * P * P + float(P) ** 3, P)
 
     def _check_fitted(self) -> None:
         if not self._initialised():
@@ -321,6 +335,7 @@ class SparseModel(Model):
         self.optimal_q(X, y)
         return self.elbo_and_gradient(X, y)
 
+    @threaded_objective
     def collapsed_objective(self, theta: np.ndarray, X: Any, y: Any) -> tuple[float, np.ndarray]:
         """The negated collapsed bound :math:`\\max_q` ELBO and its gradient over every
         parameter except q (flat, registry order), with q re-solved in closed form."""

@@ -15,13 +15,14 @@ from ..bounds.decoupled import (
     HINT_UU,
     HINT_VV,
     OrthogonalBound,
+    decoupled_predictive,
     gaussian_stats_bound_whitened,
     joint_cholesky,
-    joint_factors,
     orthogonal_bound,
     orthogonal_bound_whitened,
     whitened_optimum,
 )
+from ..bounds.statistics import Statistics, streamed_statistics
 from ..features import Features
 from ..kernels import ZonalKernel
 from ..likelihoods import Gaussian
@@ -64,6 +65,8 @@ class OrthogonalSVGP(SparseModel):
         O((M + K)^2 N) products instead of about eight; used for batches of at least
         3(M + K) rows. ``False``: always the per-row bound (:func:`orthogonal_bound_whitened`,
         same value); Bernoulli always uses it.
+    device
+        ``"cpu"`` (default), ``"gpu"`` or ``"auto"`` (:func:`spherelab.backend.resolve`).
 
     Trainable: ``m_u``, ``L_u`` (:math:`C_u = L_uL_u^\top`), ``m_v``, ``L_v``, ``W``, the feature
     parameters (unit weights or inducing inputs), the kernel's variance, shape parameters, bias
@@ -82,10 +85,12 @@ class OrthogonalSVGP(SparseModel):
         features,
         num_orthogonal: int = 0,
         likelihood=None,
+        *,
         orthogonal_inputs: Any = None,
         whiten: bool = True,
         jitter: float = 1e-6,
         sufficient_statistics: bool = True,
+        device: str = "cpu",
     ) -> None:
         if not isinstance(kernel, ZonalKernel):
             raise TypeError(f"kernel must be a spherelab ZonalKernel, got {kernel!r}")
@@ -96,6 +101,7 @@ class OrthogonalSVGP(SparseModel):
         self.features = features
         self.num_orthogonal = check_int(num_orthogonal, "num_orthogonal", minimum=0)
         self._set_likelihood(likelihood)
+        self._set_device(device)
         self.W = (
             None
             if orthogonal_inputs is None
@@ -179,32 +185,20 @@ class OrthogonalSVGP(SparseModel):
         return (self.whiten and self.sufficient_statistics and isinstance(self.likelihood, Gaussian)
                 and n >= 3 * self._num_inducing())
 
-    def _row_chunks(self, X, y):
-        step = max(1, self.chunk_entries // max(self._num_inducing(), 1))
-        for s in range(0, X.shape[0], step):
-            yield X[s : s + step], y[s : s + step]
+    def _chunk_rows(self) -> int:
+        return max(1, self.chunk_entries // max(self._num_inducing(), 1))
 
     def _features_at(self, X):
         """:math:`K_{pf} = [K_{uf}; K_{vf}]`, ``(M + K, n)``."""
         Kuf = self.features.Kuf(self.kernel, X)
         return np.vstack([Kuf, self.kernel.K(self.W, X)]) if self.num_orthogonal else Kuf
 
-    def _statistics(self, X, y, LJ, keep: bool = False):
+    def _statistics(self, X, y, LJ, keep: bool = False) -> Statistics:
         r""":math:`\Phi = AA^\top`, :math:`\beta = Ay` (:math:`A = L_J^{-1}K_{pf}`) and
-        :math:`\sum_n k(x_n, x_n)` over row chunks; with ``keep``, also the list of the chunks'
-        A."""
-        P = self._num_inducing()
-        Phi, beta = np.zeros((P, P)), np.zeros(P)
-        sum_kff, cache = 0.0, []
-        for Xc, yc in self._row_chunks(X, y):
-            Kpf = self._features_at(Xc)
-            A = forward_solve(LJ, Kpf)
-            Phi += A @ A.T
-            beta += A @ yc
-            sum_kff += float(self.kernel.diag(Xc).sum())
-            if keep:
-                cache.append(A)
-        return Phi, beta, sum_kff, cache
+        :math:`\sum_n k(x_n, x_n)` in one streamed pass (:func:`~spherelab.bounds.streamed_statistics`);
+        with ``keep``, the chunks' A are kept for the backward pass."""
+        return streamed_statistics(lambda Xc: (forward_solve(LJ, self._features_at(Xc)), self.kernel.diag(Xc)),
+                                   X, y, chunk_size=self._chunk_rows(), keep=keep, ops=self.ops)
 
     @threaded
     def optimal_q(self, X: Any, y: Any) -> "OrthogonalSVGP":
@@ -227,8 +221,8 @@ class OrthogonalSVGP(SparseModel):
             self.initialise(X)
         M = self.features.num_features
         LJ = joint_cholesky(*self._inducing_matrices())
-        Phi, beta, _, _ = self._statistics(X, y, LJ)
-        m, L_u, L_v = whitened_optimum(Phi, beta, self.likelihood.variance, M)
+        st = self._statistics(X, y, LJ)
+        m, L_u, L_v = whitened_optimum(st.G, st.c, self.likelihood.variance, M)
         Lk, Ls = LJ[:M, :M], LJ[M:, M:]
         if self.whiten:
             self.m_u, self.L_u, self.m_v, self.L_v = m[:M], L_u, m[M:], L_v
@@ -241,20 +235,22 @@ class OrthogonalSVGP(SparseModel):
         keep = X.shape[0] * self._num_inducing() <= self.keep_entries  # else the second pass recomputes A
         M = self.features.num_features
         LJ = joint_cholesky(*self._inducing_matrices())
-        Phi, beta, sum_kff, cache = self._statistics(X, y, LJ, keep)
+        st = self._statistics(X, y, LJ, keep)
         q = (self.m_u, self.L_u, self.m_v, self.L_v)
         if collapsed:
-            m, L_u, L_v = whitened_optimum(Phi, beta, self.likelihood.variance, M)
+            m, L_u, L_v = whitened_optimum(st.G, st.c, self.likelihood.variance, M)
             q = (m[:M], L_u, m[M:], L_v)
-        res = gaussian_stats_bound_whitened(LJ, M, Phi, beta, sum_kff, float(y @ y), X.shape[0],
+        res = gaussian_stats_bound_whitened(LJ, M, st.G, st.c, st.sum_diag, st.yy, X.shape[0],
                                             *q, self.likelihood.variance, num_data)
         grads = _Gradients(self)
         grads.inducing(res.dKuu, res.dKvv, res.dKvu)
         # dK_pf = L_J^-T (2 dPhi A + dbeta y^T): the P x P solve once, then one product per chunk
         Q = 2.0 * solve_triangular(LJ, res.dPhi, lower=True, trans=1)
         qb = solve_triangular(LJ, res.dbeta, lower=True, trans=1)
-        for i, (Xc, yc) in enumerate(self._row_chunks(X, y)):
-            A = cache[i] if keep else forward_solve(LJ, self._features_at(Xc))
+        step = self._chunk_rows()
+        for i, s in enumerate(range(0, X.shape[0], step)):
+            Xc, yc = X[s:s + step], y[s:s + step]
+            A = st.chunks[i] if keep else forward_solve(LJ, self._features_at(Xc))
             dKpf = Q @ A + np.outer(qb, yc)
             grads.rows(Xc, dKpf[:M], dKpf[M:], np.full(Xc.shape[0], res.dkff))
         return res.value, grads.result(res.dm_u, res.dL_u, res.dm_v, res.dL_v, res.dnoise)
@@ -303,47 +299,11 @@ class OrthogonalSVGP(SparseModel):
         return self.bound(X, y).value
 
     # ---- prediction -----------------------------------------------------------------------
-    def _predictive(self, X: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        if self.whiten:
-            return self._predictive_whitened(X)
+    def _predictive(self, X: np.ndarray):
+        """The one predictive (:func:`~spherelab.bounds.decoupled_predictive`) at X."""
         Kuu, Kuf, kff, Kvv, Kvu, Kvf = self._matrices(X)
-        Lk = cholesky_or_explain(Kuu, "Kuu", HINT_UU)
-        A = cho_solve((Lk, True), Kuf)
-        Su = np.tril(self.L_u) @ np.tril(self.L_u).T
-        mean = A.T @ self.m_u
-        terms = {"Kff": kff, "-Qff": -np.einsum("mn,mn->n", A, Kuf), "+QCuQ": np.einsum("mn,mn->n", A, Su @ A)}
-        if self.num_orthogonal:
-            Svv = Kvv - Kvu @ cho_solve((Lk, True), Kvu.T)
-            Svf = Kvf - Kvu @ A
-            Ls = cholesky_or_explain(0.5 * (Svv + Svv.T), "S_vv", HINT_VV)
-            Bm = cho_solve((Ls, True), Svf)
-            Cv = np.tril(self.L_v) @ np.tril(self.L_v).T
-            mean = mean + Bm.T @ self.m_v
-            terms["-SfvSvv^-1Svf"] = -np.einsum("kn,kn->n", Bm, Svf)
-            terms["+SfvSvv^-1CvSvv^-1Svf"] = np.einsum("kn,kn->n", Bm, Cv @ Bm)
-        else:
-            terms["-SfvSvv^-1Svf"] = np.zeros(X.shape[0])
-            terms["+SfvSvv^-1CvSvv^-1Svf"] = np.zeros(X.shape[0])
-        return mean, terms
-
-    def _predictive_whitened(self, X: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        Kuu, Kuf, kff, Kvv, Kvu, Kvf = self._matrices(X)
-        Lk, Pt, Ls = joint_factors(Kuu, Kvv, Kvu)
-        At = solve_triangular(Lk, Kuf, lower=True)
-        Lu = np.tril(self.L_u)
-        LA = Lu.T @ At
-        mean = At.T @ self.m_u
-        terms = {"Kff": kff, "-Qff": -np.einsum("mn,mn->n", At, At), "+QCuQ": np.einsum("mn,mn->n", LA, LA)}
-        if self.num_orthogonal:
-            Bt = solve_triangular(Ls, Kvf - Pt.T @ At, lower=True)
-            LB = np.tril(self.L_v).T @ Bt
-            mean = mean + Bt.T @ self.m_v
-            terms["-SfvSvv^-1Svf"] = -np.einsum("kn,kn->n", Bt, Bt)
-            terms["+SfvSvv^-1CvSvv^-1Svf"] = np.einsum("kn,kn->n", LB, LB)
-        else:
-            terms["-SfvSvv^-1Svf"] = np.zeros(X.shape[0])
-            terms["+SfvSvv^-1CvSvv^-1Svf"] = np.zeros(X.shape[0])
-        return mean, terms
+        return decoupled_predictive(Kuu, Kuf, kff, self.m_u, self.L_u, Kvv, Kvu, Kvf, self.m_v, self.L_v,
+                                    whiten=self.whiten)
 
     @threaded
     def variance_terms(self, X: Any) -> dict[str, np.ndarray]:
@@ -351,7 +311,7 @@ class OrthogonalSVGP(SparseModel):
         ``Kff``, ``-Qff``, ``+QCuQ``, ``-SfvSvv^-1Svf``, ``+SfvSvv^-1CvSvv^-1Svf``; they sum to
         the variance of :meth:`predict_f` (before its clipping at 0)."""
         self._check_fitted()
-        return self._predictive(self._check_inputs(X))[1]
+        return self._predictive(self._check_inputs(X)).terms
 
     @threaded
     def predict_f(self, X: Any, chunk_size: int = 4096) -> tuple[np.ndarray, np.ndarray]:
@@ -360,9 +320,9 @@ class OrthogonalSVGP(SparseModel):
         X = self._check_inputs(X)
         means, varis = [], []
         for s in range(0, X.shape[0], chunk_size):
-            mean, terms = self._predictive(X[s : s + chunk_size])
-            means.append(mean)
-            varis.append(np.maximum(sum(terms.values()), 0.0))
+            pred = self._predictive(X[s : s + chunk_size])
+            means.append(pred.mean)
+            varis.append(np.maximum(pred.var, 0.0))
         return np.concatenate(means), np.concatenate(varis)
 
 
@@ -418,5 +378,5 @@ class ActivatedSVGP(OrthogonalSVGP):
     """The activated SVGP (Dutordoir et al. 2021; Tiao, thesis §3.2.2): :class:`OrthogonalSVGP` with
     ``num_orthogonal = 0``."""
 
-    def __init__(self, kernel: ZonalKernel, features, likelihood=None) -> None:
-        super().__init__(kernel, features, 0, likelihood)
+    def __init__(self, kernel: ZonalKernel, features, likelihood=None, **options: Any) -> None:
+        super().__init__(kernel, features, 0, likelihood, **options)

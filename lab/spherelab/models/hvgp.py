@@ -31,6 +31,7 @@ import numpy as np
 from scipy.linalg import solve_triangular
 
 from .._validation import check_finite_array, check_int
+from ..bounds.statistics import streamed_statistics
 from ..bounds.whitened import HINT_BLOCK, BlockBound, block_bound_whitened
 from ..groups import Antipodal, Group, harmonic_decomposition
 from ..kernels import ZonalKernel
@@ -110,6 +111,8 @@ class HarmonicSVGP(SparseModel):
         per block, chosen in :meth:`fit`.
     jitter
         Added to each :math:`k_c(Z_c, Z_c)` as ``jitter * mean(diag)``.
+    device
+        ``"cpu"`` (default), ``"gpu"`` or ``"auto"`` (:func:`spherelab.backend.resolve`).
 
     Trainable (analytic gradients, :meth:`elbo_and_gradient`): ``ms``, ``Ls`` (per block),
     ``Z`` (per block), the kernel's variance, shape parameters, bias and input scale, and the
@@ -122,7 +125,8 @@ class HarmonicSVGP(SparseModel):
     """
 
     def __init__(self, kernel: ZonalKernel, group, num_inducing_per_block: int | Sequence[int] = 64,
-                 likelihood=None, inducing_inputs: Sequence[Any] | None = None, jitter: float = 1e-6) -> None:
+                 likelihood=None, *, inducing_inputs: Sequence[Any] | None = None, jitter: float = 1e-6,
+                 device: str = "cpu") -> None:
         if not isinstance(kernel, ZonalKernel):
             raise TypeError(f"kernel must be a spherelab ZonalKernel, got {kernel!r}")
         if not isinstance(group, (Group, Antipodal)):
@@ -143,6 +147,7 @@ class HarmonicSVGP(SparseModel):
                 raise ValueError(f"num_inducing_per_block must have one entry per block ({C}), got {len(sizes)}")
         self.sizes = sizes
         self._set_likelihood(likelihood)
+        self._set_device(device)
         self.Z = None
         if inducing_inputs is not None:
             Z = [check_finite_array(z, f"inducing_inputs[{c}]", ndim=2).copy() for c, z in enumerate(inducing_inputs)]
@@ -207,14 +212,13 @@ class HarmonicSVGP(SparseModel):
         Lks = self._factors()
         offs = np.cumsum([0, *self.sizes])
         M = int(offs[-1])
-        AAt = np.zeros((M, M))
-        Ay = np.zeros(M)
-        for s in range(0, X.shape[0], chunk_size):
-            Xc = X[s : s + chunk_size]
-            A = np.concatenate([solve_triangular(Lk, comp.K(Z, Xc), lower=True)
-                                for comp, Z, Lk in zip(self.components, self.Z, Lks)], axis=0)
-            AAt += A @ A.T
-            Ay += A @ y[s : s + chunk_size]
+
+        def columns(Xc):
+            return np.concatenate([solve_triangular(Lk, comp.K(Z, Xc), lower=True)
+                                   for comp, Z, Lk in zip(self.components, self.Z, Lks)], axis=0)
+
+        st = streamed_statistics(columns, X, y, chunk_size=chunk_size, ops=self.ops)
+        AAt, Ay = st.G, st.c
         s2 = self.likelihood.variance
         P = np.eye(M) + AAt / s2
         mu = np.linalg.solve(P, Ay / s2)

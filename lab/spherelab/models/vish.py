@@ -42,7 +42,7 @@ _LAMBDA_FLOOR = 1e-250
 
 
 def harmonic_statistics(kernel: ZonalKernel, features: SphericalFeatures, X: Any, y: Any, *,
-                        chunk_size: int = 16384, progress: bool | None = None) -> Statistics:
+                        chunk_size: int = 16384, progress: bool | None = None, ops=None) -> Statistics:
     r"""VISH's sufficient statistics in one streamed pass (:func:`~spherelab.bounds.streamed_statistics`):
     :math:`G = K_{uf}K_{fu}`, :math:`c = K_{uf}y`, :math:`y^\top y` and ``sum_diag`` =
     :math:`\sum_n r_n^2`, over the features kept by ``features.bind``. Memory
@@ -54,7 +54,7 @@ def harmonic_statistics(kernel: ZonalKernel, features: SphericalFeatures, X: Any
         return features.Kuf_from(ev), ev.r * ev.r
 
     return streamed_statistics(columns, X, y, chunk_size=chunk_size, progress=progress,
-                               desc="harmonic statistics")
+                               desc="harmonic statistics", ops=ops)
 
 
 class VISH(Model):
@@ -86,6 +86,8 @@ class VISH(Model):
         :math:`k(x, x') = r r'\sum_m\lambda_m\phi_m(\hat x)\phi_m(\hat x')`: the collapsed bound is
         that model's exact log marginal likelihood and the predictive variance has no residual
         term (Eleftheriadis et al.'s choice for phase-truncated features).
+    device
+        ``"cpu"`` (default), ``"gpu"`` or ``"auto"`` (:func:`spherelab.backend.resolve`).
 
     Examples
     --------
@@ -96,7 +98,8 @@ class VISH(Model):
     """
 
     def __init__(self, kernel: ZonalKernel, max_degree: int | None = None, likelihood=None, *,
-                 chunk_size: int = 16384, features: SphericalFeatures | None = None, prior: str = "kernel") -> None:
+                 chunk_size: int = 16384, features: SphericalFeatures | None = None, prior: str = "kernel",
+                 device: str = "cpu") -> None:
         if not isinstance(kernel, ZonalKernel):
             raise TypeError(f"kernel must be a spherelab kernel, got {kernel!r}")
         self.kernel = kernel
@@ -107,6 +110,7 @@ class VISH(Model):
         self._given_features = features
         self.max_degree = check_int(max_degree, "max_degree", minimum=0)
         self._set_likelihood(likelihood)
+        self._set_device(device)
         self.chunk_size = check_int(chunk_size, "chunk_size", minimum=1)
         if prior not in ("kernel", "features"):
             raise ValueError(f"prior must be 'kernel' or 'features', got {prior!r}")
@@ -201,9 +205,9 @@ class VISH(Model):
 
     def _statistics(self, X, y, ev=None) -> Statistics:
         if ev is None:
-            return harmonic_statistics(self.kernel, self.features, X, y, chunk_size=self.chunk_size)
+            return harmonic_statistics(self.kernel, self.features, X, y, chunk_size=self.chunk_size, ops=self.ops)
         return streamed_statistics(lambda _: (self.features.Kuf_from(ev), ev.r * ev.r), X, y,
-                                   chunk_size=X.shape[0])
+                                   chunk_size=X.shape[0], ops=self.ops)
 
     @threaded
     def elbo_and_gradient(self, X: Any, y: Any, num_data: int | None = None) -> tuple[float, dict[str, Any]]:
@@ -271,7 +275,8 @@ class VISH(Model):
         self._X, self._y = X, y
         self.q_mu = self.q_sqrt = None
         self.passes = 0
-        with policy(float(X.shape[0]) * self.features.num_features ** 2):
+        M = self.features.num_features
+        with policy(float(X.shape[0]) * M * M, M):
             if optimize and train_lift:
                 n = X.shape[0]
                 Xs, ys = X, y
@@ -321,7 +326,8 @@ class VISH(Model):
         self._setup(X)
         self._X, self._y = X, y
         self.stats = None
-        with policy(float(min(B, X.shape[0])) * self.features.num_features ** 2):
+        M = self.features.num_features
+        with policy(float(min(B, X.shape[0])) * M * M, M):
             if isinstance(self.likelihood, Gaussian):
                 vish_svi.natural_gradient_fit(self, X, y, B, int(iterations), lr, gamma, seed, train_directions)
             else:
@@ -374,7 +380,7 @@ class VISH(Model):
         weights, C, lam = self._cache()
         v = self.kernel.at_one()
         means, variances = [], []
-        with policy(float(X.shape[0]) * lam.size ** 2):
+        with policy(float(X.shape[0]) * lam.size ** 2, lam.size):
             for s in range(0, X.shape[0], self.chunk_size):
                 ev = self.features.evaluate(self.kernel, X[s:s + self.chunk_size])
                 Phi = self.features.Kuf_from(ev).T

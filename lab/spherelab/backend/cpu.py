@@ -1,0 +1,53 @@
+"""The CPU implementations of the device seam (:mod:`.ops`): the package's NumPy / Numba code."""
+
+from __future__ import annotations
+
+from scipy.linalg import solve_triangular as _solve
+
+from ..features.zonal import zonal_pair
+from ..kernels.matern_jit import matern_backward, matern_values
+from ..linalg import cholesky_or_explain
+from ..sphere.gegenbauer import gegenbauer_series, normalized_gegenbauer_table
+from ..sphere.harmonics import SphericalHarmonics
+from .ops import register
+
+__all__: list[str] = []
+
+
+@register("cpu", "harmonics")
+def harmonics(X, dim, L):
+    return SphericalHarmonics(dim, L)(X)
+
+
+@register("cpu", "harmonics_vjp")
+def harmonics_vjp(X, W, dim, L):
+    return SphericalHarmonics(dim, L).solid_vjp(X, W)
+
+
+@register("cpu", "gegenbauer_table")
+def gegenbauer_table(L, alpha, t):
+    return normalized_gegenbauer_table(L, alpha, t)
+
+
+@register("cpu", "clenshaw")
+def clenshaw(coeffs, alpha, t, derivative=False):
+    return gegenbauer_series(coeffs, alpha, t, normalized=True, derivative=derivative)
+
+
+register("cpu", "matern_values")(matern_values)
+register("cpu", "matern_backward")(matern_backward)
+register("cpu", "zonal_pair")(zonal_pair)
+register("cpu", "cholesky")(cholesky_or_explain)
+
+
+@register("cpu", "gram_update")
+def gram_update(G, c, A, y):
+    # G += A A^T by NumPy's dgemm: measured 4x faster here than SciPy's dsyrk (a different
+    # OpenBLAS build), despite computing both triangles
+    G += A @ A.T
+    c += A @ y
+
+
+@register("cpu", "solve_triangular")
+def solve_triangular(L, B, trans=0):
+    return _solve(L, B, lower=True, trans=trans)

@@ -1,0 +1,92 @@
+r"""The device seam: the operations whose implementation depends on the device, declared once
+(GeometricKernels' habit) and implemented per backend.
+
+A model resolves its :class:`Operations` once, in ``__init__`` (``device="cpu" | "gpu" |
+"auto"``), and calls ``self.ops.<name>`` without ever branching on the device. The CPU
+implementations are the package's NumPy/Numba code (:mod:`.cpu`); a GPU backend registers its
+own with :func:`register` (CuPy arrays in, CuPy arrays out) and is usable once every operation
+has one.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Callable
+
+__all__ = ["OPERATIONS", "Operations", "register", "resolve", "implemented"]
+
+#: every device-specific operation: name -> what it computes (shapes; the CPU docstrings say more)
+OPERATIONS: dict[str, str] = {
+    "harmonics": "harmonics(X (N, d) unit rows, dim, L) -> (N, M): every real harmonic of degree <= L",
+    "harmonics_vjp": "harmonics_vjp(X (N, d), W (N, M), dim, L) -> (N, d): VJP of the solid harmonics",
+    "gegenbauer_table": "gegenbauer_table(L, alpha, t) -> t.shape + (L + 1,): normalised P_0..P_L",
+    "clenshaw": "clenshaw(coeffs, alpha, t, derivative) -> sum_n c_n P_n(t) (and its t-derivative)",
+    "matern_values": "matern_values(T, r1, r2, code, lengthscale, variance, same) -> Gram matrix",
+    "matern_backward": "matern_backward(T, G, r1, r2, code, lengthscale, variance, same) -> (A, B, dvar, dlen)",
+    "zonal_pair": "zonal_pair(A (P, d), B (Q, d), shape) -> (P, Q): |a||b| s(a^ b^)",
+    "gram_update": "gram_update(G (P, P), c (P,), A (P, n), y (n,)) -> None: G += A A^T, c += A y in place",
+    "cholesky": "cholesky(A, name, hint) -> lower factor, or NumericalFailure naming the matrix",
+    "solve_triangular": "solve_triangular(L, B, trans) -> L^-1 B (trans=0) or L^-T B (trans=1), L lower",
+}
+
+_IMPLEMENTATIONS: dict[str, dict[str, Callable]] = {"cpu": {}, "gpu": {}}
+_warned: set[str] = set()
+
+
+def register(device: str, name: str) -> Callable[[Callable], Callable]:
+    """Decorator: register ``func`` as the ``device`` implementation of operation ``name``."""
+    if device not in _IMPLEMENTATIONS:
+        raise ValueError(f'device must be "cpu" or "gpu", got {device!r}')
+    if name not in OPERATIONS:
+        raise ValueError(f"unknown operation {name!r}; the table declares {sorted(OPERATIONS)}")
+
+    def decorate(func: Callable) -> Callable:
+        _IMPLEMENTATIONS[device][name] = func
+        return func
+
+    return decorate
+
+
+def implemented(device: str) -> set[str]:
+    """The operations that ``device`` implements."""
+    if device == "cpu" and not _IMPLEMENTATIONS["cpu"]:
+        from . import cpu  # noqa: F401  (registers the CPU implementations)
+    return set(_IMPLEMENTATIONS[device])
+
+
+class Operations:
+    """The resolved table of one device: an attribute per operation of :data:`OPERATIONS`."""
+
+    def __init__(self, device: str, table: dict[str, Callable]) -> None:
+        self.device = device
+        for name, func in table.items():
+            setattr(self, name, func)
+
+    def __repr__(self) -> str:
+        return f"Operations(device={self.device!r})"
+
+
+def resolve(device: str = "cpu") -> Operations:
+    """The operations of ``device``: ``"cpu"``; ``"gpu"`` (a usable GPU and a complete GPU table, or
+    a ``RuntimeError`` that says which is missing); ``"auto"`` (the GPU when it is usable and
+    complete, else the CPU — saying why once per process)."""
+    from . import gpu_available, gpu_unavailable_reason
+
+    if device not in ("cpu", "gpu", "auto"):
+        raise ValueError(f'device must be "cpu", "gpu" or "auto", got {device!r}')
+    missing = sorted(set(OPERATIONS) - implemented("gpu"))
+    if device in ("gpu", "auto"):
+        why = None
+        if not gpu_available():
+            why = f"no usable GPU: {gpu_unavailable_reason()}"
+        elif missing:
+            why = f"the GPU backend lacks {', '.join(missing)}"
+        if why is None:
+            return Operations("gpu", dict(_IMPLEMENTATIONS["gpu"]))
+        if device == "gpu":
+            raise RuntimeError(f'device="gpu" is not available: {why}')
+        if why not in _warned:
+            _warned.add(why)
+            warnings.warn(f'device="auto" runs on the CPU: {why}', RuntimeWarning, stacklevel=2)
+    implemented("cpu")
+    return Operations("cpu", dict(_IMPLEMENTATIONS["cpu"]))

@@ -1,0 +1,87 @@
+r"""The exact GP regression every sparse model of the package approaches (Rasmussen & Williams
+2006, Alg. 2.1): dense :math:`K + \sigma^2 I`, for small N only — the reference of the notebooks
+and of a sparse model's bound (collapsed bound :math:`\le` log marginal likelihood)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from scipy.linalg import cho_solve, solve_triangular
+
+from .._validation import check_data, check_finite_array, check_positive
+from ..kernels import ZonalKernel
+from ..linalg import cholesky_or_explain
+from ..threads import policy
+
+__all__ = ["ExactGP"]
+
+#: largest N accepted: the N x N Gram matrix of 20 000 rows is 3.2 GB
+MAX_ROWS = 20_000
+
+
+class ExactGP:
+    r"""Dense GP regression with a spherelab kernel and Gaussian noise.
+
+    Parameters
+    ----------
+    kernel
+        A :class:`~spherelab.kernels.ZonalKernel` (shared, not copied).
+    noise
+        The noise variance :math:`\sigma^2`.
+
+    Examples
+    --------
+    >>> import numpy as np, spherelab as sl
+    >>> X = np.linspace(-2, 2, 30)[:, None]; y = np.sin(2 * X[:, 0])
+    >>> gp = sl.models.ExactGP(sl.kernels.Matern(1.5, 1.0), 0.01).fit(X, y)
+    >>> mean, var = gp.predict_f(X[:3]); lml = gp.log_marginal_likelihood()
+    """
+
+    def __init__(self, kernel: ZonalKernel, noise: float) -> None:
+        if not isinstance(kernel, ZonalKernel):
+            raise TypeError(f"kernel must be a spherelab kernel, got {kernel!r}")
+        self.kernel = kernel
+        self.noise = check_positive(noise, "noise")
+        self._L = None
+
+    def fit(self, X: Any, y: Any) -> "ExactGP":
+        r"""Factorise :math:`K + \sigma^2 I` (:math:`O(N^3)`)."""
+        X, y = check_data(X, y)
+        if X.shape[0] > MAX_ROWS:
+            raise ValueError(f"ExactGP is a dense reference for at most {MAX_ROWS:,} rows (the Gram matrix of "
+                             f"{X.shape[0]:,} rows would take {8 * X.shape[0] ** 2 / 2**30:.1f} GiB); use VISH or "
+                             "OrthogonalSVGP")
+        with policy(float(X.shape[0]) ** 3 / 3, X.shape[0]):
+            Kxx = self.kernel.K(X)
+            Kxx[np.diag_indices_from(Kxx)] += self.noise
+            self._L = cholesky_or_explain(Kxx, "K + noise I", "increase the noise variance or standardise X")
+            self._alpha = cho_solve((self._L, True), y)
+        self._X, self._y = X, y
+        return self
+
+    def _check_fitted(self) -> None:
+        if self._L is None:
+            raise RuntimeError("ExactGP is not fitted: call fit(X, y) first")
+
+    def log_marginal_likelihood(self) -> float:
+        r"""The log marginal likelihood :math:`-\tfrac12 y^\top(K + \sigma^2I)^{-1}y
+        - \tfrac12\log|K + \sigma^2I| - \tfrac N2\log 2\pi`."""
+        self._check_fitted()
+        n = self._y.size
+        return float(-0.5 * self._y @ self._alpha - np.log(np.diag(self._L)).sum() - 0.5 * n * np.log(2 * np.pi))
+
+    def predict_f(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Posterior mean and variance of f at ``X``, ``(N*,)`` each."""
+        self._check_fitted()
+        X = check_finite_array(X, "X", ndim=2)
+        if X.shape[1] != self._X.shape[1]:
+            raise ValueError(f"X must have {self._X.shape[1]} columns (as the training inputs), got shape {X.shape}")
+        Ksx = self.kernel.K(X, self._X)
+        V = solve_triangular(self._L, Ksx.T, lower=True)
+        return Ksx @ self._alpha, np.maximum(self.kernel.diag(X) - np.einsum("ij,ij->j", V, V), 0.0)
+
+    def predict_y(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Predictive mean and variance of y (noise added)."""
+        mean, var = self.predict_f(X)
+        return mean, var + self.noise

@@ -1,0 +1,104 @@
+"""The thread policy: size thresholds, the BLAS rule, overrides, nesting, validation."""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+import pytest
+import spherelab as sl
+from spherelab import threads
+from threadpoolctl import threadpool_info
+
+
+def blas_counts() -> set[int]:
+    return {lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
+
+
+@pytest.fixture
+def auto(monkeypatch):
+    """The size-based policy on an idle machine (the suite itself runs with set_threads(1))."""
+    previous = sl.get_threads()
+    sl.set_threads("auto")
+    monkeypatch.setattr(threads, "machine_busy", lambda: False)
+    yield
+    sl.set_threads(previous if previous is not None else "auto")
+
+
+def test_numba_threads_follow_the_work(auto):
+    full = numba.config.NUMBA_NUM_THREADS
+    assert threads.numba_threads_for(threads.NUMBA_MIN_WORK / 10) == 1
+    assert threads.numba_threads_for(threads.NUMBA_MIN_WORK * 10) == full
+    with threads.policy(threads.NUMBA_MIN_WORK * 10):
+        assert numba.get_num_threads() == full
+        with threads.policy(1.0):  # an inner kernel decides for itself
+            assert numba.get_num_threads() == 1
+        assert numba.get_num_threads() == full
+
+
+def test_blas_is_decided_by_the_inducing_count_and_inherited(auto):
+    full = numba.config.NUMBA_NUM_THREADS
+    assert threads.blas_threads_for(1e12, dim=threads.BLAS_MIN_DIM) == 1
+    assert threads.blas_threads_for(0.0, dim=threads.BLAS_MIN_DIM + 1) == full
+    with threads.policy(1e12, dim=256):
+        assert blas_counts() == {1}
+        with threads.policy(1e12, dim=4096):  # inner policies inherit BLAS
+            assert blas_counts() == {1}
+        if full > 1:
+            with threads.gram_policy(threads.BLAS_MIN_WORK * 2):  # the Gram product decides itself
+                assert blas_counts() == {full}
+        assert blas_counts() == {1}
+
+
+def test_busy_machine_keeps_blas_single_threaded(monkeypatch):
+    previous = sl.get_threads()
+    sl.set_threads("auto")
+    try:
+        monkeypatch.setattr(threads, "machine_busy", lambda: True)
+        assert threads.blas_threads_for(1e15) == 1
+        assert threads.blas_threads_for(0.0, dim=10_000) == 1
+    finally:
+        sl.set_threads(previous if previous is not None else "auto")
+
+
+def test_overrides(auto):
+    with sl.thread_limit(1):
+        assert threads.numba_threads_for(1e15) == 1 and threads.blas_threads_for(1e15) == 1
+        with threads.policy(1e15, dim=10_000):
+            assert numba.get_num_threads() == 1 and blas_counts() == {1}
+    sl.set_threads(1)
+    assert sl.get_threads() == 1 and threads.numba_threads_for(1e15) == 1
+    sl.set_threads("auto")
+    assert sl.get_threads() is None
+
+
+@pytest.mark.parametrize("bad, error", [(0, ValueError), (-2, ValueError), ("two", TypeError), (True, TypeError),
+                                        (1.5, TypeError)])
+def test_bad_counts_are_named(bad, error):
+    with pytest.raises(error, match="n must be"):
+        sl.set_threads(bad)
+    with pytest.raises(error, match="n must be"):
+        with sl.thread_limit(bad):
+            pass
+
+
+def test_entry_points_run_single_threaded_for_small_work(auto):
+    seen = []
+    kernel = sl.kernels.Matern(2.5, 1.0)
+    original = kernel._fused_code
+
+    def spy():
+        seen.append((numba.get_num_threads(), blas_counts()))
+        return original()
+
+    kernel._fused_code = spy
+    kernel.K(np.ones((3, 2)))
+    assert seen and seen[0][0] == 1 and seen[0][1] == {1}
+
+
+def test_machine_busy_reads_the_load_average(monkeypatch):
+    monkeypatch.setattr(threads, "_load", [0.0, False])
+    monkeypatch.setattr(threads.os, "getloadavg", lambda: (100.0, 0.0, 0.0))
+    assert threads.machine_busy() is True
+    monkeypatch.setattr(threads, "_load", [0.0, False])
+    monkeypatch.setattr(threads.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    assert threads.machine_busy() is False
