@@ -270,7 +270,7 @@ def test_works_with_read_only_cache_locations(tmp_path):
         assert abs(Z[0, 2] - (4 * 0.25 - 1) / 3) < 1e-15
         G = Phi[:, 1:5]
         assert np.allclose(G @ G.T, 4 * X @ X.T)
-        print("cache:", caching_enabled("spherelab.sphere.harmonics"))
+        print("cache:", caching_enabled("spherelab.sphere.harmonics_jit"))
         """
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA")}

@@ -22,13 +22,14 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from scipy.special import expit
 
-from .._validation import check_data, check_finite_array, check_int
+from .._validation import check_data, check_finite_array
 from ..likelihoods import Bernoulli, Gaussian
 from ..linalg import NumericalFailure, add_jitter, jitter_backward
-from ..optim import Adam, minimize_lbfgsb
+from ..optim import minimize_lbfgsb
 from ..threads import entry_point, policy
 
-__all__ = ["softplus", "softplus_inverse", "Param", "Model"]
+__all__ = ["softplus", "softplus_inverse", "Param", "Model", "kernel_params", "likelihood_params", "threaded",
+           "threaded_objective"]
 
 
 def softplus(u):
@@ -316,123 +317,3 @@ class Model:
         """Predictive mean and variance of y (for Bernoulli: the probability of 1 and its
         Bernoulli variance)."""
         return self.likelihood.predict_y(*self.predict_f(X))
-
-
-class SparseModel(Model):
-    """``fit`` (L-BFGS-B, jointly or on the collapsed bound) and ``fit_svi`` (Adam on minibatches)
-    for the inducing-point models (:class:`~spherelab.OrthogonalSVGP`,
-    :class:`~spherelab.HarmonicSVGP`), whose variational parameters are registered as
-    ``q_*`` entries."""
-
-    @property
-    def collapsed_names(self) -> list[str]:
-        """The parameters of the collapsed bound: every registered name but q's."""
-        return [p.name for p in self._entries(None) if not p.name.startswith("q_")]
-
-    def _collapsed_elbo_and_gradient(self, X, y):
-        """The ELBO at the optimal q for the current other parameters, with its gradient (generic:
-        :meth:`optimal_q`, then the bound; a model may fuse the two passes)."""
-        self.optimal_q(X, y)
-        return self.elbo_and_gradient(X, y)
-
-    @threaded_objective
-    def collapsed_objective(self, theta: np.ndarray, X: Any, y: Any) -> tuple[float, np.ndarray]:
-        """The negated collapsed bound :math:`\\max_q` ELBO and its gradient over every
-        parameter except q (flat, registry order), with q re-solved in closed form."""
-        names = self.collapsed_names
-        entries = self._entries(names)
-        theta = np.asarray(theta, dtype=np.float64)
-        self.set_parameter_vector(theta, names)
-
-        def evaluate():
-            # envelope theorem: at the optimal q the gradient in q vanishes, so the partial
-            # gradient in the other parameters is the gradient of the collapsed bound
-            value, g = self._collapsed_elbo_and_gradient(X, y)
-            return value, self._chain(g, theta, entries)
-
-        return self.negated(evaluate, theta.size)
-
-    def _start(self, X, y, seed: int, init_q: str) -> None:
-        # q at the prior (m = 0) lets the first steps shrink the kernel variance before the mean
-        # has learnt anything, a basin where all signal is noise (measured: 2 of 5 kin8nm splits,
-        # SE kernel, ReLU units); the optimal q for the initial hyper-parameters avoids it
-        if init_q not in ("optimal", "prior"):
-            raise ValueError(f"init_q must be 'optimal' or 'prior', got {init_q!r}")
-        if self._initialised():
-            return
-        self.initialise(X, seed)
-        if init_q == "optimal" and isinstance(self.likelihood, Gaussian):
-            self.optimal_q(X, y)
-
-    def fit(self, X: Any, y: Any, *, optimize: bool = True, maxiter: int = 1000, seed: int = 0,
-            init_q: str = "optimal", collapsed: bool | None = None):
-        """Full-batch fit of every parameter by L-BFGS-B (``optimize=False``: initialise only).
-
-        A model not yet initialised is initialised first (``seed``), with q at its optimum for
-        the initial hyper-parameters when the likelihood is Gaussian (``init_q="optimal"``, one
-        streamed pass over the rows) or at the prior (``init_q="prior"``; always for Bernoulli).
-
-        ``collapsed`` (default: True for a Gaussian likelihood) optimises the collapsed bound
-        (the ELBO maximised over q) over the other parameters (features, inducing or orthogonal
-        inputs, kernel, noise), q being re-solved in closed form at every evaluation
-        (:meth:`optimal_q`): L-BFGS-B then works in far fewer dimensions, and no step can leave
-        q stale while the hyper-parameters move (far better optima in a fixed budget:
-        ``benchmarks/RESULTS.md``, "The collapsed bound"). ``collapsed=False`` optimises q
-        jointly with the rest.
-
-        Returns
-        -------
-        self
-        """
-        X, y = self._check_data(X, y)
-        gaussian = isinstance(self.likelihood, Gaussian)
-        if collapsed is None:
-            collapsed = gaussian
-        if collapsed and not gaussian:
-            raise TypeError(f"collapsed=True needs a Gaussian likelihood, got {type(self.likelihood).__name__}")
-        self._start(X, y, seed, init_q)
-        if optimize:
-            with self._threads(X.shape[0]):
-                if collapsed:
-                    names = self.collapsed_names
-                    res = minimize_lbfgsb(self.collapsed_objective, self.parameter_vector(names), maxiter,
-                                          args=(X, y))
-                    self.set_parameter_vector(res.x, names)
-                    self.optimal_q(X, y)
-                else:
-                    res = minimize_lbfgsb(self.objective, self.parameter_vector(), maxiter, args=(X, y))
-                    self.set_parameter_vector(res.x)
-            self.optimizer_result = res
-        self._X, self._y = X, y
-        return self
-
-    def fit_svi(self, X: Any, y: Any, *, batch_size: int = 256, iterations: int = 1000, lr: float = 0.01,
-                seed: int = 0, init_q: str = "optimal"):
-        """Minibatch fit of every parameter by Adam on the unbiased ELBO estimate; the ELBO
-        estimate of every step is kept in ``trace``. Initialisation as in :meth:`fit`.
-
-        Returns
-        -------
-        self
-        """
-        X, y = self._check_data(X, y)
-        self._start(X, y, seed, init_q)
-        rng = np.random.default_rng(seed)
-        B = min(check_int(batch_size, "batch_size", minimum=1), X.shape[0])
-        theta = self.parameter_vector()
-        opt = Adam(theta, lr)
-        self.trace = []
-        with self._threads(B):
-            for _ in range(int(iterations)):
-                idx = rng.choice(X.shape[0], B, replace=False)
-                value, grad = self.objective(theta, X[idx], y[idx], num_data=X.shape[0])
-                if value >= 1e300:
-                    raise NumericalFailure("a minibatch step left the usable range (Cholesky failed); lower lr")
-                theta = opt.step(-grad)  # objective returns the negated ELBO gradient
-                self.trace.append(-value)
-        self.set_parameter_vector(theta)
-        self._X, self._y = X, y
-        return self
-
-    #: the name the inducing-point models had for :meth:`fit_svi`
-    fit_adam = fit_svi

@@ -27,7 +27,8 @@ from ..features import Features
 from ..kernels import ZonalKernel
 from ..likelihoods import Gaussian
 from ..linalg import cholesky_or_explain, forward_solve
-from .base import Param, SparseModel, kernel_params, likelihood_params, threaded
+from .base import Param, kernel_params, likelihood_params, threaded
+from .sparse import SparseModel
 
 __all__ = ["OrthogonalSVGP", "ActivatedSVGP"]
 

@@ -37,7 +37,8 @@ from ..groups import Antipodal, Group, harmonic_decomposition
 from ..kernels import ZonalKernel
 from ..likelihoods import Gaussian
 from ..linalg import cholesky_or_explain, inverse_factor
-from .base import Param, SparseModel, kernel_params, likelihood_params, threaded
+from .base import Param, kernel_params, likelihood_params, threaded
+from .sparse import SparseModel
 
 __all__ = ["HarmonicSVGP"]
 
