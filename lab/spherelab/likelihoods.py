@@ -1,6 +1,8 @@
 r"""Likelihoods p(y | f), with the variational expectations the uncollapsed bound consumes:
 ``variational_expectations(y, mu, var)`` returns :math:`E_{N(f; \mu, v)}[\log p(y|f)]` and its
-derivatives with respect to :math:`\mu` and :math:`v` (GPy's contract)."""
+derivatives with respect to :math:`\mu` and :math:`v` (GPy's contract), and
+``parameter_gradients(y, mu, var)`` the derivatives of their sum with respect to the likelihood's
+own parameters (GPy's ``dF_dtheta``): the bounds chain nothing into a likelihood."""
 
 from __future__ import annotations
 
@@ -32,6 +34,12 @@ class Gaussian:
         e = -0.5 * np.log(2 * np.pi * self.variance) - 0.5 * (r * r + var) / self.variance
         return e, r / self.variance, np.full_like(mu, -0.5 / self.variance)
 
+    def parameter_gradients(self, y, mu, var) -> dict[str, float]:
+        r""":math:`\partial/\partial\sigma^2` of :math:`\sum_n E[\log p(y_n \mid f_n)]`, as ``noise``:
+        :math:`\sum_n -\tfrac1{2\sigma^2} + \tfrac{(y_n - \mu_n)^2 + v_n}{2\sigma^4}`."""
+        s2 = self.variance
+        return {"noise": float(np.sum(-0.5 / s2 + 0.5 * ((y - mu) ** 2 + var) / s2**2))}
+
     def log_predictive_density(self, y: Any, mean: Any, var: Any) -> np.ndarray:
         r""":math:`\log N(y \mid \mu, v + \sigma^2)` elementwise."""
         s2 = np.asarray(var) + self.variance
@@ -58,6 +66,10 @@ class Bernoulli:
         if not np.all((y == 0) | (y == 1)):
             bad = np.unique(y[(y != 0) & (y != 1)])[:5]
             raise ValueError(f"Bernoulli likelihood needs y in {{0, 1}}; got values such as {bad.tolist()}")
+
+    def parameter_gradients(self, y, mu, var) -> dict[str, float]:
+        """No parameters of its own."""
+        return {}
 
     def variational_expectations(self, y, mu, var):
         r"""(E[log Phi(s f)], dE/dmu, dE/dvar) with s = 2y - 1, by Gauss–Hermite.

@@ -11,7 +11,6 @@ from typing import Sequence
 import numpy as np
 from scipy.linalg import solve_triangular
 
-from ..likelihoods import Gaussian
 from ..linalg import cholesky_backward, cholesky_or_explain, inv_tri_T
 
 __all__ = [
@@ -66,11 +65,9 @@ def whitened_kernel_backward(Lk, At, dAt, dLk=None):
 
 
 def gaussian_noise_gradient(likelihood, y, mean, var, scale: float) -> float:
-    r""":math:`\partial/\partial\sigma^2` of the scaled Gaussian expected log-likelihood (0 otherwise)."""
-    if not isinstance(likelihood, Gaussian):
-        return 0.0
-    s2 = likelihood.variance
-    return scale * float(np.sum(-0.5 / s2 + 0.5 * ((y - mean) ** 2 + var) / s2**2))
+    r""":math:`\partial/\partial\sigma^2` of the scaled expected log-likelihood, from the
+    likelihood's own ``parameter_gradients`` (0 for a likelihood without a noise variance)."""
+    return scale * likelihood.parameter_gradients(y, mean, var).get("noise", 0.0)
 
 
 @dataclass
