@@ -6,6 +6,8 @@ import os
 
 import numpy as np
 import pytest
+from spherelab import activations as A
+from spherelab.features import ActivatedFeatures, HarmonicFeatures, InducingPoints
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 # one BLAS and one Numba thread for the whole suite (and the notebook kernels it starts): the
@@ -52,3 +54,54 @@ def check_collapsed_gradient(model, X, y, h=1e-6) -> float:
         assert np.isclose(g[i], num, rtol=1e-4, atol=1e-6), (i, g[i], num)
     model.collapsed_objective(rest, X, y)  # leave the model at the point checked
     return -value
+
+
+# ---- helpers shared by the decoupled-model and HVGP tests ----------------------------------
+
+DECOUPLED_FEATURES = {
+    "softplus": lambda rng: ActivatedFeatures(A.Softplus(2.0), 4, 4),
+    "relu": lambda rng: ActivatedFeatures(A.ReLU(), 4, 5),
+    "points": lambda rng: InducingPoints(rng.standard_normal((4, 2))),
+    "harmonics": lambda rng: HarmonicFeatures(3),
+}
+
+
+def check_objective_gradient(model, X, y, num_data, h=1e-6):
+    """Every entry of the flat gradient against central differences of the objective."""
+    theta = model.parameter_vector()
+    _, g = model.objective(theta, X, y, num_data=num_data)
+    for i in range(theta.size):
+        t = theta.copy()
+        t[i] += h
+        fp = model.objective(t, X, y, num_data=num_data)[0]
+        t[i] -= 2 * h
+        fm = model.objective(t, X, y, num_data=num_data)[0]
+        num = (fp - fm) / (2 * h)
+        assert np.isclose(g[i], num, rtol=1e-4, atol=1e-6), (i, g[i], num)
+
+
+def randomise_decoupled_q(model, rng):
+    model.m_u = rng.standard_normal(model.m_u.size)
+    model.m_v = rng.standard_normal(model.m_v.size)
+    model.L_u = model.L_u + 0.1 * np.tril(rng.standard_normal(model.L_u.shape))
+    model.L_v = model.L_v + 0.1 * np.tril(rng.standard_normal(model.L_v.shape))
+
+
+def decoupled_data(rng, n=15, D=2):
+    X = rng.standard_normal((n, D))
+    y = np.sin(1.5 * X[:, 0]) + 0.3 * X[:, -1] + 0.1 * rng.standard_normal(n)
+    return X, y
+
+
+def hvgp_data(rng, n=40, D=2, classify=False):
+    X = rng.normal(size=(n, D))
+    f = np.sin(2.0 * X[:, 0]) + 0.4 * X[:, -1] ** 2 + 0.3 * X[:, 0] * X[:, -1]
+    if classify:
+        return X, (f > np.median(f)).astype(float)
+    return X, f + 0.1 * rng.normal(size=n)
+
+
+def randomise_block_q(model, rng):
+    for c, m in enumerate(model.sizes):
+        model.ms[c] = rng.normal(size=m)
+        model.Ls[c] = np.eye(m) + 0.3 * np.tril(rng.normal(size=(m, m)))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import hvgp_data, randomise_block_q
 from scipy.linalg import block_diag
 from spherelab import HarmonicSVGP
 from spherelab import kernels as K
@@ -12,25 +13,11 @@ from spherelab.groups import Reflection
 from spherelab.likelihoods import Gaussian
 
 
-def _data(rng, n=40, D=2, classify=False):
-    X = rng.normal(size=(n, D))
-    f = np.sin(2.0 * X[:, 0]) + 0.4 * X[:, -1] ** 2 + 0.3 * X[:, 0] * X[:, -1]
-    if classify:
-        return X, (f > np.median(f)).astype(float)
-    return X, f + 0.1 * rng.normal(size=n)
-
-
-def _randomise_q(model, rng):
-    for c, m in enumerate(model.sizes):
-        model.ms[c] = rng.normal(size=m)
-        model.Ls[c] = np.eye(m) + 0.3 * np.tril(rng.normal(size=(m, m)))
-
-
 def test_block_bound_equals_the_dense_bound(rng):
-    X, y = _data(rng, 35)
+    X, y = hvgp_data(rng, 35)
     model = HarmonicSVGP(K.Matern(1.5, 0.7, bias=0.9), Reflection(2), [3, 4, 2, 5], likelihood=Gaussian(0.25))
     model.fit(X, y, optimize=False)
-    _randomise_q(model, rng)
+    randomise_block_q(model, rng)
     Kuus, Kufs, kff = model._matrices(X)
     blk = block_bound_whitened(Kuus, Kufs, kff, model.ms, model.Ls, y, model.likelihood, 100)
     dense = orthogonal_bound_whitened(block_diag(*Kuus), np.concatenate(Kufs), kff, np.concatenate(model.ms),

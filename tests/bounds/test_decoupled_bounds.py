@@ -5,52 +5,20 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import spherelab as sl
+from conftest import DECOUPLED_FEATURES, check_objective_gradient, decoupled_data, randomise_decoupled_q
 from spherelab import OrthogonalSVGP
 from spherelab import activations as A
 from spherelab import kernels as K
-from spherelab.features import ActivatedFeatures, HarmonicFeatures, InducingPoints
-
-
-def data(rng, n=15, D=2):
-    X = rng.standard_normal((n, D))
-    y = np.sin(1.5 * X[:, 0]) + 0.3 * X[:, -1] + 0.1 * rng.standard_normal(n)
-    return X, y
-
-
-FEATURES = {
-    "softplus": lambda rng: ActivatedFeatures(A.Softplus(2.0), 4, 4),
-    "relu": lambda rng: ActivatedFeatures(A.ReLU(), 4, 5),
-    "points": lambda rng: InducingPoints(rng.standard_normal((4, 2))),
-    "harmonics": lambda rng: HarmonicFeatures(3),
-}
-
-
-def _check_objective_gradient(model, X, y, num_data, h=1e-6):
-    """Every entry of the flat gradient against central differences of the objective."""
-    theta = model.parameter_vector()
-    _, g = model.objective(theta, X, y, num_data=num_data)
-    for i in range(theta.size):
-        t = theta.copy()
-        t[i] += h
-        fp = model.objective(t, X, y, num_data=num_data)[0]
-        t[i] -= 2 * h
-        fm = model.objective(t, X, y, num_data=num_data)[0]
-        num = (fp - fm) / (2 * h)
-        assert np.isclose(g[i], num, rtol=1e-4, atol=1e-6), (i, g[i], num)
-
-
-def _randomise_q(model, rng):
-    model.m_u = rng.standard_normal(model.m_u.size)
-    model.m_v = rng.standard_normal(model.m_v.size)
-    model.L_u = model.L_u + 0.1 * np.tril(rng.standard_normal(model.L_u.shape))
-    model.L_v = model.L_v + 0.1 * np.tril(rng.standard_normal(model.L_v.shape))
+from spherelab.features import ActivatedFeatures, InducingPoints
 
 
 def _stats_model(fname, num_orth, rng, n=70):
-    X, y = data(rng, n=n)
+    X, y = decoupled_data(rng, n=n)
     kern = K.Matern(2.5, 0.9, 1.1, bias=1.2, input_scale=np.array([0.8, 1.3]))
-    model = OrthogonalSVGP(kern, FEATURES[fname](rng), num_orth, sl.likelihoods.Gaussian(0.3)).fit(X, y, optimize=False)
-    _randomise_q(model, rng)
+    model = OrthogonalSVGP(kern, DECOUPLED_FEATURES[fname](rng), num_orth, sl.likelihoods.Gaussian(0.3)).fit(
+        X, y, optimize=False
+    )
+    randomise_decoupled_q(model, rng)
     assert model._use_stats(n)
     return model, X, y
 
@@ -59,11 +27,11 @@ def _stats_model(fname, num_orth, rng, n=70):
 def test_whitened_bound_equals_the_plain_bound_at_the_mapped_q(num_orth, rng):
     """m = L_uu m~, C = L_uu C~ L_uu^T (and likewise with L_vv for v'): same ELBO, same
     predictions, same five variance terms."""
-    X, y = data(rng, n=15)
+    X, y = decoupled_data(rng, n=15)
     kern = K.Matern(2.5, 0.9, 1.1, bias=1.2)
     feat = ActivatedFeatures(A.Softplus(2.0), 4, 4)
     white = OrthogonalSVGP(kern, feat, num_orth, sl.likelihoods.Gaussian(0.3), jitter=0.0).fit(X, y, optimize=False)
-    _randomise_q(white, rng)
+    randomise_decoupled_q(white, rng)
     plain = OrthogonalSVGP(kern, feat, num_orth, sl.likelihoods.Gaussian(0.3), whiten=False, jitter=0.0,
                            orthogonal_inputs=white.W if num_orth else None).fit(X, y, optimize=False)
     Kuu = feat.Kuu(kern)
@@ -85,7 +53,7 @@ def test_whitened_bound_equals_the_plain_bound_at_the_mapped_q(num_orth, rng):
 @pytest.mark.parametrize("num_orth", [0, 3])
 def test_sufficient_statistics_path_equals_the_per_row_bound(fname, num_orth, rng, monkeypatch):
     """Gaussian + whitened: the ELBO from (Phi, beta) streamed over chunks (cache off, 7-row
-    chunks) equals the per-row whitened bound, value and every gradient, full data and minibatch."""
+    chunks) equals the per-row whitened bound, value and every gradient, full decoupled_data and minibatch."""
     model, X, y = _stats_model(fname, num_orth, rng)
     monkeypatch.setattr(model, "chunk_entries", 7 * model.num_inducing)
     monkeypatch.setattr(OrthogonalSVGP, "keep_entries", 0)
@@ -123,7 +91,7 @@ def test_sufficient_statistics_keep_their_precision_on_ill_conditioned_kuu(varia
 def test_sufficient_statistics_gradients_against_finite_differences(fname, num_orth, rng, monkeypatch):
     model, X, y = _stats_model(fname, num_orth, rng, n=30)
     monkeypatch.setattr(model, "chunk_entries", 11 * model.num_inducing)
-    _check_objective_gradient(model, X, y, 90)
+    check_objective_gradient(model, X, y, 90)
 
 
 def test_sufficient_statistics_memory_does_not_grow_with_n(rng, monkeypatch):
@@ -135,7 +103,7 @@ def test_sufficient_statistics_memory_does_not_grow_with_n(rng, monkeypatch):
     monkeypatch.setattr(OrthogonalSVGP, "chunk_entries", 500 * 16)
     peaks = []
     for n in (4000, 16000):
-        X, y = data(np.random.default_rng(0), n=n)
+        X, y = decoupled_data(np.random.default_rng(0), n=n)
         model = OrthogonalSVGP(K.Matern(2.5, 1.0), ActivatedFeatures(A.Softplus(1.0), 8, 4), 8).fit(
             X, y, optimize=False
         )

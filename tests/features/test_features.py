@@ -7,17 +7,10 @@ import copy
 import numpy as np
 import pytest
 import spherelab as sl
+from conftest import DECOUPLED_FEATURES
 from spherelab import activations as A
 from spherelab import kernels as K
-from spherelab.features import ActivatedFeatures, HarmonicFeatures, InducingPoints
-
-FEATURES = {
-    "softplus": lambda rng: ActivatedFeatures(A.Softplus(2.0), 4, 4),
-    "relu": lambda rng: ActivatedFeatures(A.ReLU(), 4, 5),
-    "points": lambda rng: InducingPoints(rng.standard_normal((4, 2))),
-    "harmonics": lambda rng: HarmonicFeatures(3),
-}
-
+from spherelab.features import ActivatedFeatures, HarmonicFeatures
 
 KERNELS = {
     "arccos": lambda: K.ArcCosine(1, 1.3, bias=0.8, input_scale=np.array([1.2, 0.7])),
@@ -26,9 +19,9 @@ KERNELS = {
 
 
 @pytest.mark.parametrize("kname", KERNELS)
-@pytest.mark.parametrize("fname", FEATURES)
+@pytest.mark.parametrize("fname", DECOUPLED_FEATURES)
 def test_feature_gradients_against_finite_differences(kname, fname, rng):
-    kern, feat = KERNELS[kname](), FEATURES[fname](rng)
+    kern, feat = KERNELS[kname](), DECOUPLED_FEATURES[fname](rng)
     X = rng.standard_normal((6, 2))
     feat.initialise(3, rng)
     if isinstance(feat, HarmonicFeatures):

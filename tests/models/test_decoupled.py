@@ -7,26 +7,17 @@ import copy
 import numpy as np
 import pytest
 import spherelab as sl
-from conftest import check_collapsed_gradient
+from conftest import (
+    DECOUPLED_FEATURES,
+    check_collapsed_gradient,
+    check_objective_gradient,
+    decoupled_data,
+    randomise_decoupled_q,
+)
 from spherelab import OrthogonalSVGP
 from spherelab import activations as A
 from spherelab import kernels as K
-from spherelab.features import ActivatedFeatures, HarmonicFeatures, InducingPoints
-
-
-def data(rng, n=15, D=2):
-    X = rng.standard_normal((n, D))
-    y = np.sin(1.5 * X[:, 0]) + 0.3 * X[:, -1] + 0.1 * rng.standard_normal(n)
-    return X, y
-
-
-FEATURES = {
-    "softplus": lambda rng: ActivatedFeatures(A.Softplus(2.0), 4, 4),
-    "relu": lambda rng: ActivatedFeatures(A.ReLU(), 4, 5),
-    "points": lambda rng: InducingPoints(rng.standard_normal((4, 2))),
-    "harmonics": lambda rng: HarmonicFeatures(3),
-}
-
+from spherelab.features import ActivatedFeatures, HarmonicFeatures
 
 KERNELS = {
     "arccos": lambda: K.ArcCosine(1, 1.3, bias=0.8, input_scale=np.array([1.2, 0.7])),
@@ -34,25 +25,8 @@ KERNELS = {
 }
 
 
-def _check_objective_gradient(model, X, y, num_data, h=1e-6):
-    """Every entry of the flat gradient against central differences of the objective."""
-    theta = model.parameter_vector()
-    _, g = model.objective(theta, X, y, num_data=num_data)
-    for i in range(theta.size):
-        t = theta.copy()
-        t[i] += h
-        fp = model.objective(t, X, y, num_data=num_data)[0]
-        t[i] -= 2 * h
-        fm = model.objective(t, X, y, num_data=num_data)[0]
-        num = (fp - fm) / (2 * h)
-        assert np.isclose(g[i], num, rtol=1e-4, atol=1e-6), (i, g[i], num)
 
 
-def _randomise_q(model, rng):
-    model.m_u = rng.standard_normal(model.m_u.size)
-    model.m_v = rng.standard_normal(model.m_v.size)
-    model.L_u = model.L_u + 0.1 * np.tril(rng.standard_normal(model.L_u.shape))
-    model.L_v = model.L_v + 0.1 * np.tril(rng.standard_normal(model.L_v.shape))
 
 
 def _titsias(kern, feat, X, y, noise):
@@ -69,22 +43,26 @@ def _titsias(kern, feat, X, y, noise):
 @pytest.mark.parametrize("fname", ["softplus", "points", "harmonics"])
 @pytest.mark.parametrize("num_orth", [0, 3])
 def test_every_parameter_gradient_against_finite_differences(whiten, lik, fname, num_orth, rng):
-    X, y = data(rng, n=12)
+    X, y = decoupled_data(rng, n=12)
     likelihood = sl.likelihoods.Gaussian(0.3) if lik == "gaussian" else sl.likelihoods.Bernoulli()
     if lik == "bernoulli":
         y = (y > 0).astype(float)
     kern = K.Matern(2.5, 0.9, 1.1, bias=1.2, input_scale=np.array([0.8, 1.3]))
-    model = OrthogonalSVGP(kern, FEATURES[fname](rng), num_orth, likelihood, whiten=whiten).fit(X, y, optimize=False)
-    _randomise_q(model, rng)
-    _check_objective_gradient(model, X, y, 40)  # minibatch scaling N / B = 40 / 12
+    model = OrthogonalSVGP(kern, DECOUPLED_FEATURES[fname](rng), num_orth, likelihood, whiten=whiten).fit(
+        X, y, optimize=False
+    )
+    randomise_decoupled_q(model, rng)
+    check_objective_gradient(model, X, y, 40)  # minibatch scaling N / B = 40 / 12
 
 
 @pytest.mark.parametrize("fname", ["softplus", "points", "harmonics"])
 def test_k0_is_svgp_and_reaches_the_titsias_bound_at_the_optimal_q(fname, rng):
-    X, y = data(rng, n=20)
+    X, y = decoupled_data(rng, n=20)
     kern = K.Matern(2.5, 0.9, 1.1, bias=1.2)
     noise = 0.2
-    model = OrthogonalSVGP(kern, FEATURES[fname](rng), 0, sl.likelihoods.Gaussian(noise), whiten=False, jitter=0.0)
+    model = OrthogonalSVGP(
+        kern, DECOUPLED_FEATURES[fname](rng), 0, sl.likelihoods.Gaussian(noise), whiten=False, jitter=0.0
+    )
     model.fit(X, y, optimize=False)
     feat = model.features
     Kuu, Kuf = feat.Kuu(kern), feat.Kuf(kern, X)
@@ -106,15 +84,17 @@ def test_k0_is_svgp_and_reaches_the_titsias_bound_at_the_optimal_q(fname, rng):
 def test_optimal_q_reaches_the_titsias_bound_and_is_stationary(fname, whiten, rng):
     """K = 0: the ELBO at optimal_q() is the collapsed (Titsias) bound computed independently;
     K = 4: no q-gradient remains and every random q scores lower."""
-    X, y = data(rng, n=25)
+    X, y = decoupled_data(rng, n=25)
     kern = K.Matern(2.5, 0.9, 1.1, bias=1.2)
     noise = 0.2
-    model = OrthogonalSVGP(kern, FEATURES[fname](rng), 0, sl.likelihoods.Gaussian(noise), whiten=whiten, jitter=0.0)
+    model = OrthogonalSVGP(
+        kern, DECOUPLED_FEATURES[fname](rng), 0, sl.likelihoods.Gaussian(noise), whiten=whiten, jitter=0.0
+    )
     model.fit(X, y, optimize=False, init_q="prior")
     assert np.abs(model.m_u).max() == 0.0  # the prior
     model.optimal_q(X, y)
     assert np.isclose(model.elbo(), _titsias(kern, model.features, X, y, noise), rtol=1e-9)
-    model = OrthogonalSVGP(kern, FEATURES[fname](rng), 4, sl.likelihoods.Gaussian(noise), whiten=whiten)
+    model = OrthogonalSVGP(kern, DECOUPLED_FEATURES[fname](rng), 4, sl.likelihoods.Gaussian(noise), whiten=whiten)
     model.fit(X, y, optimize=False)  # init_q="optimal" by default
     best = model.elbo()
     for per_row in (False, True):  # both evaluation paths agree that it is stationary
@@ -123,7 +103,7 @@ def test_optimal_q_reaches_the_titsias_bound_and_is_stationary(fname, whiten, rn
         for k, attr in (("q_mu", "m_u"), ("q_sqrt", "L_u"), ("q_mu_orth", "m_v"), ("q_sqrt_orth", "L_v")):
             assert np.abs(g[k]).max() < 1e-7 * (1 + np.abs(getattr(model, attr)).max()), k
     for _ in range(3):
-        _randomise_q(model, rng)
+        randomise_decoupled_q(model, rng)
         assert model.elbo() < best
 
 
@@ -134,9 +114,9 @@ def test_collapsed_bound_gradient_against_finite_differences(whiten, fname, num_
     """fit(collapsed=True) climbs max_q ELBO: its gradient in every non-q parameter (features,
     W, kernel, noise) from the envelope theorem, against differences of the re-solved bound; the
     value is the ELBO at optimal_q() on either evaluation path, whitened or not."""
-    X, y = data(rng, n=24)
+    X, y = decoupled_data(rng, n=24)
     kern = KERNELS["matern52"]()
-    model = OrthogonalSVGP(kern, FEATURES[fname](rng), num_orth, sl.likelihoods.Gaussian(0.2), whiten=whiten)
+    model = OrthogonalSVGP(kern, DECOUPLED_FEATURES[fname](rng), num_orth, sl.likelihoods.Gaussian(0.2), whiten=whiten)
     model.fit(X, y, optimize=False, init_q="prior")
     value = check_collapsed_gradient(model, X, y)
     model.optimal_q(X, y)
@@ -147,7 +127,7 @@ def test_collapsed_bound_gradient_against_finite_differences(whiten, fname, num_
 
 def test_harmonic_features_at_the_optimal_q_equal_collapsed_vish(rng):
     # an independent implementation of the same bound: VISH's streamed collapsed ELBO
-    X, y = data(rng, n=40)
+    X, y = decoupled_data(rng, n=40)
     noise = 0.15
     for kern in (K.Matern(1.5, 0.8, bias=0.9, input_scale=np.array([1.1, 0.7])), K.ArcCosine(1, bias=0.6)):
         model = OrthogonalSVGP(kern, HarmonicFeatures(5), 0, sl.likelihoods.Gaussian(noise), whiten=False, jitter=0.0)
@@ -179,13 +159,13 @@ def test_harmonics_with_orthogonal_points_raise_the_elbo(rng):
 
 
 def test_cv_equal_svv_recovers_odvgp(rng):
-    X, y = data(rng, n=20)
+    X, y = decoupled_data(rng, n=20)
     kern = K.Matern(2.5, 0.9, 1.1, bias=1.2)
     feat = ActivatedFeatures(A.Softplus(2.0), 4, 4)
     model = OrthogonalSVGP(kern, feat, 3, sl.likelihoods.Gaussian(0.2), whiten=False, jitter=0.0).fit(
         X, y, optimize=False
     )
-    _randomise_q(model, rng)
+    randomise_decoupled_q(model, rng)
     Kuu = feat.Kuu(kern)
     Kvu = feat.Kuf(kern, model.W).T
     Svv = kern.K(model.W) - Kvu @ np.linalg.solve(Kuu, Kvu.T)
@@ -224,7 +204,7 @@ def test_whitening_trains_ill_conditioned_softplus_features():
 
 
 def test_variance_terms_sum_to_the_predictive_variance(rng):
-    X, y = data(rng, n=20)
+    X, y = decoupled_data(rng, n=20)
     kern = K.ArcCosine(1, bias=1.0)
     model = OrthogonalSVGP(kern, ActivatedFeatures(A.ReLU(), 5, 8), 4, sl.likelihoods.Gaussian(0.1))
     model.fit(X, y, maxiter=30)
@@ -237,10 +217,10 @@ def test_variance_terms_sum_to_the_predictive_variance(rng):
 
 
 def test_orthogonal_inputs_at_the_data_give_the_exact_posterior_mean(rng):
-    """W = X: u and v' together span f at the data, and at the optimal q (closed form for the
+    """W = X: u and v' together span f at the decoupled_data, and at the optimal q (closed form for the
     Gaussian likelihood) the predictive mean is the exact GP mean; the ELBO stays below the exact
     log marginal likelihood (q(u) q(v') is factorised, so variances are not exact)."""
-    X, y = data(rng, n=12)
+    X, y = decoupled_data(rng, n=12)
     kern = K.Matern(2.5, 0.8, 1.0, bias=1.0)
     noise = 0.1
     feat = ActivatedFeatures(A.Softplus(2.0), 3, 4)
@@ -280,7 +260,7 @@ def test_orthogonal_inputs_at_the_data_give_the_exact_posterior_mean(rng):
 @pytest.mark.slow
 @pytest.mark.parametrize("collapsed", [False, True])
 def test_fit_raises_the_elbo_and_stays_below_the_exact_lml(collapsed, rng):
-    X, y = data(rng, n=40)
+    X, y = decoupled_data(rng, n=40)
     kern = K.Matern(2.5, 1.0, bias=1.0)
     model = OrthogonalSVGP(kern, ActivatedFeatures(A.Softplus(2.0), 6, 6), 4, sl.likelihoods.Gaussian(0.3))
     model.fit(X, y, optimize=False)
@@ -319,7 +299,7 @@ def test_adam_minibatches_and_bernoulli(rng):
 
 
 def test_bad_input_gives_clear_errors(rng):
-    X, y = data(rng)
+    X, y = decoupled_data(rng)
     kern = K.Matern(2.5, 1.0)
     with pytest.raises(TypeError, match="features must be"):
         OrthogonalSVGP(kern, "relu", 2)

@@ -5,26 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import spherelab as sl
-from conftest import check_collapsed_gradient
+from conftest import check_collapsed_gradient, hvgp_data, randomise_block_q
 from spherelab import HarmonicSVGP, OrthogonalSVGP
 from spherelab import kernels as K
 from spherelab.features import InducingPoints
 from spherelab.groups import Antipodal, Product, Reflection, Rotation
 from spherelab.likelihoods import Bernoulli, Gaussian
-
-
-def _data(rng, n=40, D=2, classify=False):
-    X = rng.normal(size=(n, D))
-    f = np.sin(2.0 * X[:, 0]) + 0.4 * X[:, -1] ** 2 + 0.3 * X[:, 0] * X[:, -1]
-    if classify:
-        return X, (f > np.median(f)).astype(float)
-    return X, f + 0.1 * rng.normal(size=n)
-
-
-def _randomise_q(model, rng):
-    for c, m in enumerate(model.sizes):
-        model.ms[c] = rng.normal(size=m)
-        model.Ls[c] = np.eye(m) + 0.3 * np.tril(rng.normal(size=(m, m)))
 
 
 def _fd_check(model, X, y, rng, h=1e-6):
@@ -62,15 +48,15 @@ CASES = {
 def test_every_gradient_against_finite_differences(case, lik, rng):
     group, kern = (f() for f in CASES[case])
     D = 3 if case == "rotate 3 x reflect" else 2
-    X, y = _data(rng, 30, D, classify=lik == "bernoulli")
+    X, y = hvgp_data(rng, 30, D, classify=lik == "bernoulli")
     likelihood = Gaussian(0.3) if lik == "gauss" else Bernoulli()
     model = HarmonicSVGP(kern, group, 4, likelihood=likelihood).fit(X, y, optimize=False)
-    _randomise_q(model, rng)
+    randomise_block_q(model, rng)
     _fd_check(model, X, y, rng)
 
 
 def test_named_gradients_cover_every_parameter(rng):
-    X, y = _data(rng)
+    X, y = hvgp_data(rng)
     model = HarmonicSVGP(K.Matern(2.5, 0.9), Reflection(2), 3).fit(X, y, optimize=False)
     _, g = model.elbo_and_gradient(X, y)
     assert set(g) == {"q_mu", "q_sqrt", "Z", "variance", "lengthscale", "bias", "input_scale", "noise"}
@@ -79,14 +65,14 @@ def test_named_gradients_cover_every_parameter(rng):
 
 
 def test_trivial_group_is_the_whitened_svgp(rng):
-    X, y = _data(rng, 50)
+    X, y = hvgp_data(rng, 50)
     Z = X[:7].copy() + 0.05
     k1, k2 = K.Matern(2.5, 0.8, bias=0.6), K.Matern(2.5, 0.8, bias=0.6)
     hv = HarmonicSVGP(k1, Rotation(2, 1), 7, likelihood=Gaussian(0.2), inducing_inputs=[Z]).fit(X, y, optimize=False)
     sv = OrthogonalSVGP(k2, InducingPoints(Z.copy()), 0, likelihood=Gaussian(0.2), whiten=True).fit(
         X, y, optimize=False
     )
-    _randomise_q(hv, rng)
+    randomise_block_q(hv, rng)
     sv.m_u, sv.L_u = hv.ms[0].copy(), hv.Ls[0].copy()
     v1, g1 = hv.elbo_and_gradient(X, y)
     v2, g2 = sv.elbo_and_gradient(X, y)
@@ -159,7 +145,7 @@ def test_closed_data_with_orbit_representatives_is_exact(rng):
 
 
 def test_optimal_q_is_a_stationary_point(rng):
-    X, y = _data(rng, 45)
+    X, y = hvgp_data(rng, 45)
     model = HarmonicSVGP(K.Matern(2.5, 0.8), Rotation(2, 4), 4, likelihood=Gaussian(0.1)).fit(X, y, optimize=False)
     model.optimal_q(X, y)
     _, g = model.elbo_and_gradient(X, y)
@@ -170,7 +156,7 @@ def test_optimal_q_is_a_stationary_point(rng):
 
 @pytest.mark.parametrize("group", [Reflection(2), Rotation(2, 4)], ids=["reflect", "rot4"])
 def test_collapsed_bound_gradient_against_finite_differences(group, rng):
-    X, y = _data(rng, 30)
+    X, y = hvgp_data(rng, 30)
     model = HarmonicSVGP(K.Matern(2.5, 0.8, bias=0.7), group, 3, likelihood=Gaussian(0.1)).fit(X, y, optimize=False)
     value = check_collapsed_gradient(model, X, y)
     model.optimal_q(X, y)
@@ -181,9 +167,9 @@ def test_collapsed_bound_gradient_against_finite_differences(group, rng):
 
 
 def test_minibatch_estimate_is_unbiased(rng):
-    X, y = _data(rng, 40)
+    X, y = hvgp_data(rng, 40)
     model = HarmonicSVGP(K.Matern(2.5, 0.8), Reflection(2), 3).fit(X, y, optimize=False)
-    _randomise_q(model, rng)
+    randomise_block_q(model, rng)
     perm = rng.permutation(40)
     parts = [model.bound(X[p], y[p], 40).value for p in perm.reshape(4, 10)]
     assert np.mean(parts) == pytest.approx(model.elbo(), rel=1e-12)
@@ -191,7 +177,7 @@ def test_minibatch_estimate_is_unbiased(rng):
 
 @pytest.mark.slow
 def test_components_add_up_and_fit_improves(rng):
-    X, y = _data(rng, 80)
+    X, y = hvgp_data(rng, 80)
     model = HarmonicSVGP(K.Matern(2.5, 1.0), Reflection(2), 4, likelihood=Gaussian(0.5)).fit(X, y, optimize=False)
     before = model.elbo()
     model.fit(X, y, maxiter=150)
@@ -205,7 +191,7 @@ def test_components_add_up_and_fit_improves(rng):
 
 @pytest.mark.slow
 def test_fit_adam_and_classification(rng):
-    X, y = _data(rng, 120, classify=True)
+    X, y = hvgp_data(rng, 120, classify=True)
     model = HarmonicSVGP(K.Matern(2.5, 1.0), Reflection(2), 4, likelihood=Bernoulli())
     model.fit_adam(X, y, batch_size=40, iterations=150, lr=0.05)
     assert model.trace[-1] > model.trace[0]
@@ -225,7 +211,7 @@ def test_antipodal_hvgp_splits_even_and_odd_functions(rng):
 
 
 def test_bad_input_errors(rng):
-    X, y = _data(rng)
+    X, y = hvgp_data(rng)
     with pytest.raises(ValueError, match="scalar input_scale"):
         HarmonicSVGP(K.Matern(2.5, input_scale=np.array([1.0, 1.0])), Rotation(2, 4))
     with pytest.raises(ValueError, match="input_scale"):
