@@ -16,14 +16,20 @@ RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 def render(lines: list[str]) -> str:
     out, fenced = [], False
     for line in lines:
-        markdown = line.startswith(("|", "#")) or not line.strip()
+        # table rows, blank lines and headings of two or more hashes stay Markdown; a "# ..." line
+        # is a script's comment, not a title
+        markdown = line.startswith(("|", "##")) or not line.strip()
         if markdown and fenced:
             out.append("```")
             fenced = False
         if not markdown and not fenced:
             out.append("```")
             fenced = True
-        out.append(line.replace("## ", "#### ", 1) if line.startswith("## ") else line)
+        if line.startswith("## "):  # a run's own section: below the heading given here
+            line = "#### " + line[3:]
+        if markdown and line.startswith("####") and out and out[-1].strip():
+            out.append("")
+        out.append(line)
     if fenced:
         out.append("```")
     return "\n".join(out)
