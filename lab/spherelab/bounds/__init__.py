@@ -2,8 +2,11 @@ r"""Evidence lower bounds: value plus :math:`\partial\mathcal L/\partial`(matric
 state (GPy's contract), and the one streamed-statistics pass every Gaussian bound is built on."""
 
 from .decoupled import (
+    TERMS,
     OrthogonalBound,
+    Predictive,
     StatsBound,
+    decoupled_predictive,
     gaussian_stats_bound_whitened,
     joint_cholesky,
     joint_factors,
@@ -20,7 +23,7 @@ from .harmonic import (
     uncollapsed_bound_whitened,
 )
 from .statistics import Statistics, row_chunks, streamed_statistics
-from .whitened import BlockBound, block_bound_whitened, kl_whitened
+from .whitened import BlockBound, BlockPredictive, block_bound_whitened, block_predictive, kl_whitened
 
 __all__ = [
     "Statistics",
@@ -40,6 +43,11 @@ __all__ = [
     "joint_cholesky",
     "joint_factors",
     "whitened_optimum",
+    "TERMS",
+    "Predictive",
+    "decoupled_predictive",
+    "BlockPredictive",
+    "block_predictive",
     "BlockBound",
     "block_bound_whitened",
     "kl_whitened",

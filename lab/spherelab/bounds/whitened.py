@@ -19,6 +19,8 @@ __all__ = [
     "whitened_q_backward",
     "whitened_kernel_backward",
     "gaussian_noise_gradient",
+    "BlockPredictive",
+    "block_predictive",
     "BlockBound",
     "block_bound_whitened",
     "HINT_BLOCK",
@@ -85,6 +87,42 @@ class BlockBound:
     dnoise: float
 
 
+@dataclass
+class BlockPredictive:
+    """HVGP's predictive at a batch, block by block: ``means`` and ``reductions`` ``(C, B)``
+    (block c adds :math:`a_c^\top m_c` to the mean and :math:`\\|L_c^\top a_c\\|^2 - \\|a_c\\|^2`
+    to the prior variance), and per block ``(Lk, At, LtA, L)`` for the bound's backward pass."""
+
+    means: np.ndarray
+    reductions: np.ndarray
+    cache: list
+
+    def total(self, kff: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        r"""Mean and variance of :math:`f = \sum_c f_c` given the total prior variances ``kff``."""
+        mean, var = np.zeros(kff.shape[0]), np.array(kff, dtype=np.float64, copy=True)
+        for m, r in zip(self.means, self.reductions):
+            mean += m
+            var += r
+        return mean, var
+
+
+def block_predictive(Kuus: Sequence[np.ndarray], Kufs: Sequence[np.ndarray], ms: Sequence[np.ndarray],
+                     Ls: Sequence[np.ndarray]) -> BlockPredictive:
+    r"""The one predictive of HVGP's block-independent whitened posterior, used by
+    :func:`block_bound_whitened` and by ``predict_f`` / ``predict_components``: per block,
+    :math:`a_c = L_{k,c}^{-1}k_c(Z_c, x)`, mean :math:`a_c^\top m_c`, variance
+    :math:`k_c(x, x) - \|a_c\|^2 + \|L_c^\top a_c\|^2` (Sun et al. 2021, §4.2)."""
+    C, B = len(Kufs), Kufs[0].shape[1] if len(Kufs) else 0
+    means, reductions, cache = np.zeros((C, B)), np.zeros((C, B)), []
+    for c, (Kuu, Kuf, L) in enumerate(zip(Kuus, Kufs, Ls)):
+        L = np.tril(L)
+        Lk, At, LtA = whitened_forward(Kuu, Kuf, L, f"k_c(Z_c, Z_c) of block {c}", HINT_BLOCK.format(c=c))
+        means[c] = At.T @ ms[c]
+        reductions[c] = np.einsum("mn,mn->n", LtA, LtA) - np.einsum("mn,mn->n", At, At)
+        cache.append((Lk, At, LtA, L))
+    return BlockPredictive(means, reductions, cache)
+
+
 def block_bound_whitened(Kuus: Sequence[np.ndarray], Kufs: Sequence[np.ndarray], kff: np.ndarray,
                          ms: Sequence[np.ndarray], Ls: Sequence[np.ndarray], y: np.ndarray, likelihood,
                          num_data: int) -> BlockBound:
@@ -110,15 +148,9 @@ def block_bound_whitened(Kuus: Sequence[np.ndarray], Kufs: Sequence[np.ndarray],
     """
     B = kff.shape[0]
     scale = num_data / B
-    mean = np.zeros(B)
-    var = np.array(kff, dtype=np.float64, copy=True)
-    fwd = []
-    for c, (Kuu, Kuf, L) in enumerate(zip(Kuus, Kufs, Ls)):
-        L = np.tril(L)
-        Lk, At, LtA = whitened_forward(Kuu, Kuf, L, f"k_c(Z_c, Z_c) of block {c}", HINT_BLOCK.format(c=c))
-        mean += At.T @ ms[c]
-        var += np.einsum("mn,mn->n", LtA, LtA) - np.einsum("mn,mn->n", At, At)
-        fwd.append((Lk, At, LtA, L))
+    pred = block_predictive(Kuus, Kufs, ms, Ls)
+    mean, var = pred.total(kff)
+    fwd = pred.cache
     e, gmu, gvar = likelihood.variational_expectations(y, mean, np.maximum(var, 1e-300))
     value = scale * float(e.sum()) - sum(kl_whitened(m, f[3]) for m, f in zip(ms, fwd))
     gmu = scale * gmu

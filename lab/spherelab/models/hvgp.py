@@ -32,7 +32,7 @@ from scipy.linalg import solve_triangular
 
 from .._validation import check_finite_array, check_int
 from ..bounds.statistics import streamed_statistics
-from ..bounds.whitened import HINT_BLOCK, BlockBound, block_bound_whitened
+from ..bounds.whitened import HINT_BLOCK, BlockBound, block_bound_whitened, block_predictive
 from ..groups import Antipodal, Group, harmonic_decomposition
 from ..kernels import ZonalKernel
 from ..likelihoods import Gaussian
@@ -307,19 +307,15 @@ class HarmonicSVGP(SparseModel):
         additive parts of Sun et al. 2021 Fig. 9 (their sum is :meth:`predict_f`)."""
         self._check_fitted()
         X = self._check_inputs(X)
-        Lks = self._factors()
-
         means = np.zeros((self.num_blocks, X.shape[0]))
         varis = np.zeros_like(means)
+        Kuus = [self._with_jitter(comp.K(Z)) for comp, Z in zip(self.components, self.Z)]
         for s in range(0, X.shape[0], chunk_size):
             Xc = X[s : s + chunk_size]
-            for c, (comp, Z, Lk) in enumerate(zip(self.components, self.Z, Lks)):
-                At = solve_triangular(Lk, comp.K(Z, Xc), lower=True)
-                LtA = np.tril(self.Ls[c]).T @ At
-                means[c, s : s + chunk_size] = At.T @ self.ms[c]
-                varis[c, s : s + chunk_size] = (
-                    comp.diag(Xc) - np.einsum("mn,mn->n", At, At) + np.einsum("mn,mn->n", LtA, LtA)
-                )
+            Kufs = [comp.K(Z, Xc) for comp, Z in zip(self.components, self.Z)]
+            pred = block_predictive(Kuus, Kufs, self.ms, self.Ls)
+            means[:, s : s + chunk_size] = pred.means
+            varis[:, s : s + chunk_size] = [comp.diag(Xc) for comp in self.components] + pred.reductions
         return means, np.maximum(varis, 0.0)
 
     @threaded
