@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 
-import numpy as np
-import pytest
-from spherelab import activations as A
-from spherelab.features import ActivatedFeatures, HarmonicFeatures, InducingPoints
-
+# Without CuPy (no GPU path to test) the CUDA kernels run in numba-cuda's simulator: it must be
+# switched on before Numba is imported (tests/test_cuda_sim.py)
+if importlib.util.find_spec("cupy") is None:
+    os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
 # one BLAS and one Numba thread for the whole suite (and the notebook kernels it starts): the
 # tests are small, and on a shared 2-core machine busy thread pools made the suite 10x slower
-# (spherelab.threads reads it at import)
+# (spherelab.threads reads it at import, so before the first import of spherelab)
 os.environ.setdefault("SPHERELAB_THREADS", "1")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from spherelab import activations as A  # noqa: E402
+from spherelab.features import ActivatedFeatures, HarmonicFeatures, InducingPoints  # noqa: E402
 
 
 @pytest.fixture

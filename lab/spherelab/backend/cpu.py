@@ -7,7 +7,7 @@ from scipy.linalg import solve_triangular as _solve
 from ..features.zonal import zonal_pair
 from ..kernels.matern_jit import matern_backward, matern_values
 from ..linalg import cholesky_or_explain
-from ..sphere.gegenbauer import gegenbauer_series, normalized_gegenbauer_table
+from ..sphere.gegenbauer import clenshaw_cpu, derivative_table_cpu, table_cpu
 from ..sphere.harmonics import SphericalHarmonics
 from .ops import register
 
@@ -24,14 +24,9 @@ def harmonics_vjp(X, W, dim, L):
     return SphericalHarmonics(dim, L).solid_vjp(X, W)
 
 
-@register("cpu", "gegenbauer_table")
-def gegenbauer_table(L, alpha, t):
-    return normalized_gegenbauer_table(L, alpha, t)
-
-
-@register("cpu", "clenshaw")
-def clenshaw(coeffs, alpha, t, derivative=False):
-    return gegenbauer_series(coeffs, alpha, t, normalized=True, derivative=derivative)
+register("cpu", "gegenbauer_table")(table_cpu)
+register("cpu", "gegenbauer_derivative_table")(derivative_table_cpu)
+register("cpu", "clenshaw")(clenshaw_cpu)
 
 
 register("cpu", "matern_values")(matern_values)

@@ -10,17 +10,20 @@ has one.
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import warnings
-from typing import Callable
+from typing import Callable, Iterator
 
-__all__ = ["OPERATIONS", "Operations", "register", "resolve", "implemented"]
+__all__ = ["OPERATIONS", "Operations", "register", "resolve", "implemented", "simulator_enabled", "current", "use"]
 
 #: every device-specific operation: name -> what it computes (shapes; the CPU docstrings say more)
 OPERATIONS: dict[str, str] = {
     "harmonics": "harmonics(X (N, d) unit rows, dim, L) -> (N, M): every real harmonic of degree <= L",
     "harmonics_vjp": "harmonics_vjp(X (N, d), W (N, M), dim, L) -> (N, d): VJP of the solid harmonics",
-    "gegenbauer_table": "gegenbauer_table(L, alpha, t) -> t.shape + (L + 1,): normalised P_0..P_L",
-    "clenshaw": "clenshaw(coeffs, alpha, t, derivative) -> sum_n c_n P_n(t) (and its t-derivative)",
+    "gegenbauer_table": "gegenbauer_table(L, alpha, t (N,)) -> (N, L + 1): normalised P_0..P_L",
+    "gegenbauer_derivative_table": "gegenbauer_derivative_table(L, alpha, t (N,)) -> (N, L + 1): their t-derivatives",
+    "clenshaw": "clenshaw(coeffs, alpha, t (N,), derivative) -> sum_n c_n P_n(t) (and its t-derivative)",
     "matern_values": "matern_values(T, r1, r2, code, lengthscale, variance, same) -> Gram matrix",
     "matern_backward": "matern_backward(T, G, r1, r2, code, lengthscale, variance, same) -> (A, B, dvar, dlen)",
     "zonal_pair": "zonal_pair(A (P, d), B (Q, d), shape) -> (P, Q): |a||b| s(a^ b^)",
@@ -30,6 +33,7 @@ OPERATIONS: dict[str, str] = {
 }
 
 _IMPLEMENTATIONS: dict[str, dict[str, Callable]] = {"cpu": {}, "gpu": {}}
+_cuda_loaded: set[str] = set()
 _warned: set[str] = set()
 
 
@@ -47,10 +51,38 @@ def register(device: str, name: str) -> Callable[[Callable], Callable]:
     return decorate
 
 
+def _load_cuda(device: str) -> str | None:
+    """Register the CUDA kernels for ``device`` ("gpu" or "sim"); the reason when they cannot be."""
+    if device in _cuda_loaded:
+        return None
+    try:
+        from .cuda_kernels import CudaOperations
+    except Exception as exc:  # numba-cuda missing or broken
+        return f"numba-cuda is not importable ({type(exc).__name__}: {exc})"
+    table = CudaOperations(device).table()
+    if device == "gpu":
+        _IMPLEMENTATIONS["gpu"].update(table)
+    _cuda_loaded.add(device)
+    _SIM.update(table if device == "sim" else {})
+    return None
+
+
+_SIM: dict[str, Callable] = {}
+
+
+def simulator_enabled() -> bool:
+    """Whether numba-cuda's simulator is on (``NUMBA_ENABLE_CUDASIM=1`` before Numba's import)."""
+    from numba.core import config
+
+    return bool(getattr(config, "ENABLE_CUDASIM", 0))
+
+
 def implemented(device: str) -> set[str]:
-    """The operations that ``device`` implements."""
+    """The operations that ``device`` implements (``"sim"``: those with a CUDA kernel)."""
     if device == "cpu" and not _IMPLEMENTATIONS["cpu"]:
         from . import cpu  # noqa: F401  (registers the CPU implementations)
+    if device == "sim":
+        return set(_SIM)
     return set(_IMPLEMENTATIONS[device])
 
 
@@ -69,18 +101,31 @@ class Operations:
 def resolve(device: str = "cpu") -> Operations:
     """The operations of ``device``: ``"cpu"``; ``"gpu"`` (a usable GPU and a complete GPU table, or
     a ``RuntimeError`` that says which is missing); ``"auto"`` (the GPU when it is usable and
-    complete, else the CPU — saying why once per process)."""
+    complete, else the CPU — saying why once per process); ``"sim"`` (the CUDA kernels in
+    numba-cuda's simulator on host arrays, the CPU's implementation for operations without a
+    CUDA kernel yet: for tests)."""
     from . import gpu_available, gpu_unavailable_reason
 
-    if device not in ("cpu", "gpu", "auto"):
-        raise ValueError(f'device must be "cpu", "gpu" or "auto", got {device!r}')
-    missing = sorted(set(OPERATIONS) - implemented("gpu"))
+    if device not in ("cpu", "gpu", "auto", "sim"):
+        raise ValueError(f'device must be "cpu", "gpu", "auto" or "sim", got {device!r}')
+    if device == "sim":
+        if not simulator_enabled():
+            raise RuntimeError('device="sim" runs the CUDA kernels in numba-cuda\'s simulator: set '
+                               "NUMBA_ENABLE_CUDASIM=1 in the environment before Python starts")
+        why = _load_cuda("sim")
+        if why:
+            raise RuntimeError(f'device="sim" is not available: {why}')
+        implemented("cpu")
+        return Operations("sim", {**_IMPLEMENTATIONS["cpu"], **_SIM})
     if device in ("gpu", "auto"):
         why = None
         if not gpu_available():
             why = f"no usable GPU: {gpu_unavailable_reason()}"
-        elif missing:
-            why = f"the GPU backend lacks {', '.join(missing)}"
+        else:
+            why = _load_cuda("gpu")
+            missing = sorted(set(OPERATIONS) - implemented("gpu"))
+            if why is None and missing:
+                why = f"the GPU backend lacks {', '.join(missing)}"
         if why is None:
             return Operations("gpu", dict(_IMPLEMENTATIONS["gpu"]))
         if device == "gpu":
@@ -90,3 +135,30 @@ def resolve(device: str = "cpu") -> Operations:
             warnings.warn(f'device="auto" runs on the CPU: {why}', RuntimeWarning, stacklevel=2)
     implemented("cpu")
     return Operations("cpu", dict(_IMPLEMENTATIONS["cpu"]))
+
+
+_current = threading.local()
+_cpu: list[Operations] = []
+
+
+def current() -> Operations:
+    """The operations of the innermost :func:`use` block of this thread (default: the CPU's). The
+    array-level functions (Gegenbauer tables and series, kernel Gram matrices) call through it, so
+    a model's device reaches them without any of them branching on the device."""
+    ops = getattr(_current, "ops", None)
+    if ops is not None:
+        return ops
+    if not _cpu:
+        _cpu.append(resolve("cpu"))
+    return _cpu[0]
+
+
+@contextlib.contextmanager
+def use(ops: Operations) -> Iterator[None]:
+    """Run the enclosed calls on ``ops`` (a model's entry points do this with their own)."""
+    previous = getattr(_current, "ops", None)
+    _current.ops = ops
+    try:
+        yield
+    finally:
+        _current.ops = previous

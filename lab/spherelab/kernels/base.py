@@ -34,9 +34,9 @@ from typing import Any
 import numpy as np
 
 from .._validation import check_degree, check_dim, check_finite_array, check_positive
+from ..backend.ops import current
 from ..sphere.funk_hecke import apply_parity, funk_hecke_with_rule
 from ..threads import entry_point
-from .matern_jit import matern_backward, matern_values
 
 __all__ = ["ZonalKernel", "QuadratureSpectrum", "quadrature_spectrum"]
 
@@ -169,7 +169,7 @@ class ZonalKernel:
         r2, U2 = (r1, U1) if X2 is None else self.lift(X2, "X2")
         code = self._fused_code()
         if code is not None:
-            return matern_values(U1 @ U2.T, r1, r2, code, self.lengthscale, self.variance, X2 is None)
+            return current().matern_values(U1 @ U2.T, r1, r2, code, self.lengthscale, self.variance, X2 is None)
         T = np.clip(U1 @ U2.T, -1.0, 1.0)
         if X2 is None:
             np.fill_diagonal(T, 1.0)
@@ -238,7 +238,8 @@ class ZonalKernel:
         r2, U2 = (r1, U1) if same else self.lift(X2, "X2")
         code = self._fused_code()
         if code is not None:  # one compiled pass for A, B and the hyper-parameter sums
-            A, B, g_var, g_len = matern_backward(U1 @ U2.T, G, r1, r2, code, self.lengthscale, self.variance, same)
+            ops = current()
+            A, B, g_var, g_len = ops.matern_backward(U1 @ U2.T, G, r1, r2, code, self.lengthscale, self.variance, same)
             out: dict[str, Any] = {"lengthscale": g_len, "variance": g_var}
         else:
             A, B, out = self._AB(G, U1 @ U2.T, r1, r2, same)

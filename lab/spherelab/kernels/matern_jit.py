@@ -20,11 +20,10 @@ and :math:`\partial\kappa/\partial\ell = -m'(\rho)\rho/\ell`.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from ..backend.jit import jit
+from . import matern_src
 
 __all__ = ["NU_CODES", "matern_values", "matern_backward"]
 
@@ -32,20 +31,10 @@ __all__ = ["NU_CODES", "matern_values", "matern_backward"]
 NU_CODES = {1.5: 0, 2.5: 1, float("inf"): 2}
 
 
-@jit()
-def _shape3(code: int, rho: float, inv_l2: float):
-    """(m, dm/drho, d kappa/dt) at distance rho."""
-    if code == 0:
-        a = math.sqrt(3.0) * rho
-        e = math.exp(-a)
-        return (1.0 + a) * e, -3.0 * rho * e, 3.0 * inv_l2 * e
-    if code == 1:
-        a = math.sqrt(5.0) * rho
-        e = math.exp(-a)
-        p = (1.0 + a) * e
-        return p + 5.0 / 3.0 * rho * rho * e, -5.0 / 3.0 * rho * p, 5.0 / 3.0 * inv_l2 * p
-    e = math.exp(-0.5 * rho * rho)
-    return e, -rho * e, inv_l2 * e
+# the shapes, compiled for the CPU from their one source (matern_src; the CUDA kernels compile
+# the same functions)
+_chordal = jit()(matern_src.chordal)
+_shape3 = jit()(matern_src.shape3)
 
 
 @jit()
@@ -54,10 +43,7 @@ def _values(T, r1, r2, code, inv_l, variance, same, out):
     inv_l2 = inv_l * inv_l
     for i in range(n1):
         for j in range(n2):
-            t = min(max(T[i, j], -1.0), 1.0)
-            if same and i == j:
-                t = 1.0
-            rho = math.sqrt(max(2.0 - 2.0 * t, 0.0)) * inv_l
+            _, rho = _chordal(T[i, j], same and i == j, inv_l)
             m, _, _ = _shape3(code, rho, inv_l2)
             out[i, j] = variance * r1[i] * r2[j] * m
 
@@ -70,10 +56,7 @@ def _backward(T, G, r1, r2, code, inv_l, variance, same, A, B, row_var, row_l):
         acc_v = 0.0
         acc_l = 0.0
         for j in range(n2):
-            t = min(max(T[i, j], -1.0), 1.0)
-            if same and i == j:
-                t = 1.0
-            rho = math.sqrt(max(2.0 - 2.0 * t, 0.0)) * inv_l
+            t, rho = _chordal(T[i, j], same and i == j, inv_l)
             m, dm, kt = _shape3(code, rho, inv_l2)
             g = G[i, j]
             grr = g * r1[i] * r2[j]

@@ -16,6 +16,8 @@ changes them, and changing them changes the model (every cached posterior notice
 
 from __future__ import annotations
 
+import contextlib
+import functools
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -23,6 +25,7 @@ import numpy as np
 from scipy.special import expit
 
 from .._validation import check_data, check_finite_array
+from ..backend.ops import use
 from ..likelihoods import Bernoulli, Gaussian
 from ..linalg import NumericalFailure, add_jitter, jitter_backward
 from ..optim import minimize_lbfgsb
@@ -127,10 +130,26 @@ def _dim(model, *args, **kwargs) -> int:
     return model._num_inducing() if model._initialised() else 1
 
 
-#: decorator of the models' public methods taking (X, ...): the thread policy for their size
-threaded = entry_point(_work, _dim)
-#: the same for methods taking (theta, X, ...)
-threaded_objective = entry_point(lambda model, theta, X, *args, **kwargs: _work(model, X), _dim)
+def _on_device(method):
+    """Run a model method on the model's device (its operations, :func:`spherelab.backend.use`)."""
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        with use(self.ops):
+            return method(self, *args, **kwargs)
+
+    return wrapper
+
+
+def threaded(method):
+    """Decorator of the models' public methods taking (X, ...): their device, and the thread
+    policy for their size."""
+    return _on_device(entry_point(_work, _dim)(method))
+
+
+def threaded_objective(method):
+    """The same for methods taking (theta, X, ...)."""
+    return _on_device(entry_point(lambda model, theta, X, *args, **kwargs: _work(model, X), _dim)(method))
 
 
 class Model:
@@ -290,10 +309,13 @@ class Model:
     def _jitter_backward(self, G: np.ndarray) -> np.ndarray:
         return jitter_backward(G, self.jitter)
 
+    @contextlib.contextmanager
     def _threads(self, rows: int):
-        # one objective evaluation: O(rows P^2 + P^3) flops for P inducing variables
+        """The model's device and the thread policy for passes over ``rows`` rows: one objective
+        evaluation costs O(rows P^2 + P^3) flops for P inducing variables."""
         P = self._num_inducing()
-        return policy(2.0 * rows * P * P + float(P) ** 3, P)
+        with use(self.ops), policy(2.0 * rows * P * P + float(P) ** 3, P):
+            yield
 
     def _check_fitted(self) -> None:
         if not self._initialised():

@@ -25,6 +25,7 @@ import numpy as np
 from scipy.linalg import cho_solve
 
 from .._validation import check_data, check_finite_array, check_int
+from ..backend.ops import use
 from ..bounds.harmonic import collapsed_bound, uncollapsed_bound, uncollapsed_bound_general
 from ..bounds.statistics import Statistics, streamed_statistics
 from ..features.harmonic import HarmonicFeatures, SphericalFeatures
@@ -276,7 +277,7 @@ class VISH(Model):
         self.q_mu = self.q_sqrt = None
         self.passes = 0
         M = self.features.num_features
-        with policy(float(X.shape[0]) * M * M, M):
+        with use(self.ops), policy(float(X.shape[0]) * M * M, M):
             if optimize and train_lift:
                 n = X.shape[0]
                 Xs, ys = X, y
@@ -327,7 +328,7 @@ class VISH(Model):
         self._X, self._y = X, y
         self.stats = None
         M = self.features.num_features
-        with policy(float(min(B, X.shape[0])) * M * M, M):
+        with use(self.ops), policy(float(min(B, X.shape[0])) * M * M, M):
             if isinstance(self.likelihood, Gaussian):
                 vish_svi.natural_gradient_fit(self, X, y, B, int(iterations), lr, gamma, seed, train_directions)
             else:
@@ -380,7 +381,7 @@ class VISH(Model):
         weights, C, lam = self._cache()
         v = self.kernel.at_one()
         means, variances = [], []
-        with policy(float(X.shape[0]) * lam.size ** 2, lam.size):
+        with use(self.ops), policy(float(X.shape[0]) * lam.size ** 2, lam.size):
             for s in range(0, X.shape[0], self.chunk_size):
                 ev = self.features.evaluate(self.kernel, X[s:s + self.chunk_size])
                 Phi = self.features.Kuf_from(ev).T

@@ -33,7 +33,9 @@ from numba import prange
 
 from .._validation import check_degree, check_dim, check_finite_array
 from ..backend.jit import jit
+from ..backend.ops import current
 from ..threads import policy
+from . import gegenbauer_src as src
 from .special import alpha_of_dim, num_harmonics
 
 __all__ = [
@@ -52,81 +54,65 @@ __all__ = [
 # --------------------------------------------------------------------------------------------
 
 
+# the recurrences, compiled for the CPU from their one source (gegenbauer_src; the CUDA kernels
+# compile the same functions)
+_table_row = jit()(src.table_row)
+_derivative_row = jit()(src.derivative_row)
+_clenshaw_tables = jit()(src.clenshaw_tables)
+_clenshaw_point = jit()(src.clenshaw_point)
+
+
 @jit(parallel=True)
 def _table_kernel(t, max_degree, alpha, out):  # pragma: no cover - compiled
     two_a = 2.0 * alpha
     for i in prange(t.shape[0]):
-        x = t[i]
-        out[i, 0] = 1.0
-        if max_degree >= 1:
-            out[i, 1] = x
-        p_prev = 1.0
-        p_cur = x
-        for k in range(1, max_degree):
-            p_next = ((2.0 * k + two_a) * x * p_cur - k * p_prev) / (k + two_a)
-            out[i, k + 1] = p_next
-            p_prev = p_cur
-            p_cur = p_next
+        _table_row(t[i], max_degree, two_a, out, i)
 
 
 @jit(parallel=True)
 def _derivative_table_kernel(t, max_degree, alpha, out):  # pragma: no cover - compiled
-    # d/dt P_n^a = n (n + 2a) / (2a + 1) * P_{n-1}^{a+1}
-    a1 = alpha + 1.0
-    two_a1 = 2.0 * a1
-    scale = 2.0 * alpha + 1.0
     for i in prange(t.shape[0]):
-        x = t[i]
-        out[i, 0] = 0.0
-        if max_degree >= 1:
-            out[i, 1] = 1.0
-        q_prev = 1.0
-        q_cur = x
-        for k in range(1, max_degree):
-            n = k + 1
-            out[i, n] = n * (n + 2.0 * alpha) / scale * q_cur
-            q_next = ((2.0 * k + two_a1) * x * q_cur - k * q_prev) / (k + two_a1)
-            q_prev = q_cur
-            q_cur = q_next
+        _derivative_row(t[i], max_degree, alpha, out, i)
 
 
 @jit(parallel=True)
 def _clenshaw_kernel(t, coeffs, alpha, values, derivs, want_deriv):  # pragma: no cover
-    # Sum_n c_n P_n^a(t) by Clenshaw's backward recurrence, and its t-derivative.
-    # P_{k+1} = A_k t P_k - B_k P_{k-1}, A_k = (2k+2a)/(k+2a), B_k = k/(k+2a) (k >= 1).
-    # A_k, B_k are tabulated once: the divisions dominated the per-point cost (1.6x).
     L = coeffs.shape[0] - 1
-    two_a = 2.0 * alpha
     a_tab = np.empty(L + 1)
     b_tab = np.empty(L + 2)
-    for k in range(1, L + 1):
-        a_tab[k] = (2.0 * k + two_a) / (k + two_a)
-        b_tab[k + 1] = (k + 1.0) / (k + 1.0 + two_a)
-    b_1 = 1.0 / (1.0 + two_a)
+    b_1 = _clenshaw_tables(L, 2.0 * alpha, a_tab, b_tab)
     for i in prange(t.shape[0]):
-        x = t[i]
-        if L == 0:
-            values[i] = coeffs[0]
-            if want_deriv:
-                derivs[i] = 0.0
-            continue
-        y1 = 0.0  # y_{k+1}
-        y2 = 0.0  # y_{k+2}
-        d1 = 0.0
-        d2 = 0.0
-        for k in range(L, 0, -1):
-            a_k = a_tab[k]
-            b_k1 = b_tab[k + 1]
-            y0 = coeffs[k] + a_k * x * y1 - b_k1 * y2
-            if want_deriv:
-                d0 = a_k * y1 + a_k * x * d1 - b_k1 * d2
-                d2 = d1
-                d1 = d0
-            y2 = y1
-            y1 = y0
-        values[i] = coeffs[0] + x * y1 - b_1 * y2
+        v, d = _clenshaw_point(t[i], coeffs, a_tab, b_tab, b_1, want_deriv)
+        values[i] = v
         if want_deriv:
-            derivs[i] = y1 + x * d1 - b_1 * d2
+            derivs[i] = d
+
+
+def table_cpu(L: int, alpha: float, t: np.ndarray) -> np.ndarray:
+    """The CPU implementation of the ``gegenbauer_table`` operation: ``(N, L + 1)`` for validated
+    1-d ``t``."""
+    out = np.empty((t.shape[0], L + 1))
+    with policy(t.shape[0] * (L + 1) * 4):
+        _table_kernel(t, L, alpha, out)
+    return out
+
+
+def derivative_table_cpu(L: int, alpha: float, t: np.ndarray) -> np.ndarray:
+    """The CPU implementation of ``gegenbauer_derivative_table``."""
+    out = np.empty((t.shape[0], L + 1))
+    with policy(t.shape[0] * (L + 1) * 4):
+        _derivative_table_kernel(t, L, alpha, out)
+    return out
+
+
+def clenshaw_cpu(coeffs: np.ndarray, alpha: float, t: np.ndarray, derivative: bool = False):
+    r"""The CPU implementation of ``clenshaw``: :math:`\sum_n c_n P_n(t)` (and its derivative)
+    for normalised coefficients and validated 1-d ``t``."""
+    values = np.empty(t.shape[0])
+    derivs = np.empty(t.shape[0] if derivative else 0)
+    with policy(t.shape[0] * coeffs.shape[0] * 6):
+        _clenshaw_kernel(t, coeffs, alpha, values, derivs, derivative)
+    return (values, derivs) if derivative else values
 
 
 @jit(parallel=True)
@@ -191,10 +177,7 @@ def normalized_gegenbauer_table(max_degree: int, alpha: float, t: Any) -> np.nda
     L = check_degree(max_degree)
     a = _check_alpha(alpha)
     flat, shape = _flat_t(t)
-    out = np.empty((flat.shape[0], L + 1))
-    with policy(flat.shape[0] * (L + 1) * 4):
-        _table_kernel(flat, L, a, out)
-    return out.reshape(shape + (L + 1,))
+    return current().gegenbauer_table(L, a, flat).reshape(shape + (L + 1,))
 
 
 def normalized_gegenbauer_derivative_table(max_degree: int, alpha: float, t: Any) -> np.ndarray:
@@ -206,10 +189,7 @@ def normalized_gegenbauer_derivative_table(max_degree: int, alpha: float, t: Any
     L = check_degree(max_degree)
     a = _check_alpha(alpha)
     flat, shape = _flat_t(t)
-    out = np.empty((flat.shape[0], L + 1))
-    with policy(flat.shape[0] * (L + 1) * 4):
-        _derivative_table_kernel(flat, L, a, out)
-    return out.reshape(shape + (L + 1,))
+    return current().gegenbauer_derivative_table(L, a, flat).reshape(shape + (L + 1,))
 
 
 def gegenbauer_table(max_degree: int, alpha: float, t: Any) -> np.ndarray:
@@ -324,13 +304,10 @@ def gegenbauer_series(
                 "coefficients in the basis P_n = C_n / C_n(1)"
             )
     flat, shape = _flat_t(t)
-    values = np.empty(flat.shape[0])
-    derivs = np.empty(flat.shape[0] if derivative else 0)
-    with policy(flat.shape[0] * c.shape[0] * 6):
-        _clenshaw_kernel(flat, np.ascontiguousarray(c), a, values, derivs, derivative)
+    out = current().clenshaw(np.ascontiguousarray(c), a, flat, derivative)
     if derivative:
-        return values.reshape(shape), derivs.reshape(shape)
-    return values.reshape(shape)
+        return out[0].reshape(shape), out[1].reshape(shape)
+    return out.reshape(shape)
 
 
 def zonal_table(max_degree: int, dim: int, t: Any) -> np.ndarray:

@@ -1,0 +1,193 @@
+r"""CUDA kernels (numba-cuda) compiled from the same device functions as the CPU kernels
+(:mod:`spherelab.sphere.gegenbauer_src`, :mod:`spherelab.kernels.matern_src`), thin grid-stride
+launch kernels around them, and the host side of the ``"gpu"`` and ``"sim"`` devices.
+
+``"gpu"``: CuPy arrays, cuBLAS / cuSOLVER for the dense algebra. ``"sim"``: the same kernels in
+numba-cuda's simulator (``NUMBA_ENABLE_CUDASIM=1`` set before Numba is imported) on NumPy
+arrays, with NumPy / SciPy standing in for CuPy — how CI proves the GPU path without a GPU.
+Importing this module imports ``numba.cuda``; :mod:`.ops` does so only when a CUDA device is
+asked for.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda
+
+from ..kernels import matern_src
+from ..linalg import NumericalFailure
+from ..sphere import gegenbauer_src
+
+__all__ = ["CudaOperations"]
+
+_table_row = cuda.jit(device=True)(gegenbauer_src.table_row)
+_derivative_row = cuda.jit(device=True)(gegenbauer_src.derivative_row)
+_clenshaw_point = cuda.jit(device=True)(gegenbauer_src.clenshaw_point)
+_chordal = cuda.jit(device=True)(matern_src.chordal)
+_shape3 = cuda.jit(device=True)(matern_src.shape3)
+
+
+@cuda.jit
+def _table_kernel(t, L, two_a, out):  # pragma: no cover - compiled
+    for i in range(cuda.grid(1), t.shape[0], cuda.gridsize(1)):
+        _table_row(t[i], L, two_a, out, i)
+
+
+@cuda.jit
+def _derivative_kernel(t, L, alpha, out):  # pragma: no cover - compiled
+    for i in range(cuda.grid(1), t.shape[0], cuda.gridsize(1)):
+        _derivative_row(t[i], L, alpha, out, i)
+
+
+@cuda.jit
+def _clenshaw_kernel(t, coeffs, a_tab, b_tab, b_1, want_deriv, values, derivs):  # pragma: no cover
+    for i in range(cuda.grid(1), t.shape[0], cuda.gridsize(1)):
+        v, d = _clenshaw_point(t[i], coeffs, a_tab, b_tab, b_1, want_deriv)
+        values[i] = v
+        if want_deriv:
+            derivs[i] = d
+
+
+@cuda.jit
+def _matern_values_kernel(T, r1, r2, code, inv_l, variance, same, out):  # pragma: no cover
+    n2 = T.shape[1]
+    inv_l2 = inv_l * inv_l
+    for k in range(cuda.grid(1), T.shape[0] * n2, cuda.gridsize(1)):
+        i = k // n2
+        j = k - i * n2
+        _, rho = _chordal(T[i, j], same and i == j, inv_l)
+        m, _, _ = _shape3(code, rho, inv_l2)
+        out[i, j] = variance * r1[i] * r2[j] * m
+
+
+@cuda.jit
+def _matern_backward_kernel(T, G, r1, r2, code, inv_l, variance, same, A, B, row_var, row_l):  # pragma: no cover
+    inv_l2 = inv_l * inv_l
+    for i in range(cuda.grid(1), T.shape[0], cuda.gridsize(1)):  # one thread per row
+        acc_v = 0.0
+        acc_l = 0.0
+        for j in range(T.shape[1]):
+            t, rho = _chordal(T[i, j], same and i == j, inv_l)
+            m, dm, kt = _shape3(code, rho, inv_l2)
+            g = G[i, j]
+            grr = g * r1[i] * r2[j]
+            acc_v += grr * m
+            acc_l += grr * (-dm * rho * inv_l)
+            if same and t == 1.0:
+                kt = 0.0
+            A[i, j] = g * variance * (m - t * kt)
+            B[i, j] = g * variance * kt
+        row_var[i] = acc_v
+        row_l[i] = variance * acc_l
+
+
+class CudaOperations:
+    """The host side of the CUDA devices: array module ``xp`` (CuPy, or NumPy in the simulator),
+    its triangular solver, and the launch configuration."""
+
+    def __init__(self, device: str) -> None:
+        self.device = device
+        if device == "gpu":
+            import cupy
+            from cupyx.scipy.linalg import solve_triangular
+
+            self.xp, self._solve = cupy, solve_triangular
+            self.threads, self.max_blocks = 256, 4096
+        else:  # the simulator runs every thread in Python: few threads, grid-stride loops
+            from scipy.linalg import solve_triangular
+
+            self.xp, self._solve = np, solve_triangular
+            self.threads, self.max_blocks = 4, 1
+
+    def _grid(self, n: int) -> tuple[int, int]:
+        blocks = max(1, min(self.max_blocks, -(-n // self.threads)))
+        return blocks, self.threads
+
+    def _flat(self, t):
+        t = self.xp.asarray(t, dtype=self.xp.float64)
+        return self.xp.ascontiguousarray(t.reshape(-1)), t.shape
+
+    # ---- kernels ---------------------------------------------------------------------------
+    def gegenbauer_table(self, L, alpha, t):
+        flat, shape = self._flat(t)
+        out = self.xp.empty((flat.shape[0], int(L) + 1))
+        if flat.shape[0]:
+            _table_kernel[self._grid(flat.shape[0])](flat, int(L), 2.0 * float(alpha), out)
+        return out.reshape(shape + (int(L) + 1,))
+
+    def gegenbauer_derivative_table(self, L, alpha, t):
+        flat, shape = self._flat(t)
+        out = self.xp.empty((flat.shape[0], int(L) + 1))
+        if flat.shape[0]:
+            _derivative_kernel[self._grid(flat.shape[0])](flat, int(L), float(alpha), out)
+        return out.reshape(shape + (int(L) + 1,))
+
+    def clenshaw(self, coeffs, alpha, t, derivative=False):
+        flat, shape = self._flat(t)
+        c = np.ascontiguousarray(np.asarray(coeffs, dtype=np.float64))
+        L, two_a = c.shape[0] - 1, 2.0 * float(alpha)
+        a_tab, b_tab = np.zeros(L + 1), np.zeros(L + 2)
+        b_1 = gegenbauer_src.clenshaw_tables(L, two_a, a_tab, b_tab)  # host: L divisions
+        values = self.xp.empty(flat.shape[0])
+        derivs = self.xp.empty(flat.shape[0] if derivative else 1)
+        if flat.shape[0]:
+            args = [self.xp.asarray(a) for a in (c, a_tab, b_tab)]
+            _clenshaw_kernel[self._grid(flat.shape[0])](flat, *args, b_1, bool(derivative), values, derivs)
+        if derivative:
+            return values.reshape(shape), derivs.reshape(shape)
+        return values.reshape(shape)
+
+    def matern_values(self, T, r1, r2, code, lengthscale, variance, same):
+        xp = self.xp
+        T = xp.ascontiguousarray(xp.asarray(T, dtype=xp.float64))
+        out = xp.empty(T.shape)
+        if T.size:
+            _matern_values_kernel[self._grid(T.size)](T, xp.asarray(r1), xp.asarray(r2), int(code),
+                                                      1.0 / lengthscale, float(variance), bool(same), out)
+        return out
+
+    def matern_backward(self, T, G, r1, r2, code, lengthscale, variance, same):
+        xp = self.xp
+        T = xp.ascontiguousarray(xp.asarray(T, dtype=xp.float64))
+        G = xp.ascontiguousarray(xp.asarray(G, dtype=xp.float64))
+        A, B = xp.empty(T.shape), xp.empty(T.shape)
+        row_var, row_l = xp.zeros(T.shape[0]), xp.zeros(T.shape[0])
+        if T.size:
+            _matern_backward_kernel[self._grid(T.shape[0])](T, G, xp.asarray(r1), xp.asarray(r2), int(code),
+                                                            1.0 / lengthscale, float(variance), bool(same),
+                                                            A, B, row_var, row_l)
+        return A, B, float(row_var.sum()), float(row_l.sum())
+
+    # ---- dense algebra (cuBLAS / cuSOLVER on the GPU) ---------------------------------------
+    def gram_update(self, G, c, A, y):
+        G += A @ A.T
+        c += A @ y
+
+    def cholesky(self, A, name, hint):
+        """cuSOLVER's Cholesky returns NaN instead of raising: the factor is checked explicitly,
+        then retried with the same bounded jitter as the CPU's :func:`~spherelab.linalg.cholesky_or_explain`."""
+        from ..linalg import JITTERS
+
+        xp = self.xp
+        if not bool(xp.all(xp.isfinite(A))):
+            raise NumericalFailure(f"{name} ({A.shape[0]}x{A.shape[0]}) has non-finite entries. {hint}")
+        scale = float(xp.max(xp.abs(xp.diag(A)))) if A.size else 1.0
+        for jitter in JITTERS:
+            B = A if jitter == 0.0 else A + jitter * scale * xp.eye(A.shape[0])
+            try:
+                L = xp.linalg.cholesky(B)
+            except Exception:  # NumPy raises LinAlgError; cuSOLVER returns NaN instead
+                continue
+            if bool(xp.all(xp.isfinite(L))):
+                return L
+        raise NumericalFailure(f"Cholesky of {name} ({A.shape[0]}x{A.shape[0]}) failed even with jitter "
+                               f"{JITTERS[-1]:g} x max diagonal. {hint}")
+
+    def solve_triangular(self, L, B, trans=0):
+        return self._solve(L, B, lower=True, trans=trans)
+
+    def table(self) -> dict:
+        """The operations this device implements, by the names of :data:`spherelab.backend.OPERATIONS`."""
+        names = ("gegenbauer_table", "gegenbauer_derivative_table", "clenshaw", "matern_values", "matern_backward",
+                 "gram_update", "cholesky", "solve_triangular")
+        return {name: getattr(self, name) for name in names}
