@@ -119,3 +119,19 @@ def test_the_simulator_really_runs_the_cuda_kernels(rng, monkeypatch):
     model = CASES["points+orthogonal"](X, "sim").fit(X, np.sin(X[:, 0]), optimize=False)
     model.predict_f(X[:2])
     assert calls and set(calls) == {"sim"}
+
+
+@pytest.mark.slow
+def test_gpu_benchmark_runs_end_to_end_in_the_simulator():
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "gpu.py"
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1"}
+    out = subprocess.run([sys.executable, str(script), "--sim", "--tiny"], capture_output=True, text=True,
+                         env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "| matern_values | 0.00e+00 |" in out.stdout or "| matern_values |" in out.stdout
+    assert "not measured" in out.stdout
