@@ -67,7 +67,15 @@ def main() -> None:
     T = rng.uniform(-1, 1, (6, 5))
     G = rng.standard_normal((6, 5))
     r1, r2 = rng.uniform(0.5, 2, 6), rng.uniform(0.5, 2, 5)
+    from spherelab.sphere.harmonics_plan import build_plan
+
+    plan = build_plan(9, 4)
+    Xh = sl.sample_sphere(7, 9, rng=rng)
+    Wh = rng.standard_normal((7, plan.degrees.shape[0]))
     checks = {
+        "harmonics (d = 9, L = 4)": (dev.harmonics(xp.asarray(Xh), plan, xp.empty((7, plan.degrees.shape[0]))),
+                                     cpu.harmonics(Xh, plan, np.empty((7, plan.degrees.shape[0])))),
+        "harmonics_vjp": (dev.harmonics_vjp(xp.asarray(Xh), xp.asarray(Wh), plan), cpu.harmonics_vjp(Xh, Wh, plan)),
         "gegenbauer_table": (dev.gegenbauer_table(12, 1.5, xp.asarray(t)), cpu.gegenbauer_table(12, 1.5, t)),
         "gegenbauer_derivative_table": (dev.gegenbauer_derivative_table(12, 1.5, xp.asarray(t)),
                                         cpu.gegenbauer_derivative_table(12, 1.5, t)),
@@ -91,7 +99,14 @@ def main() -> None:
     Tg = rng.uniform(-1, 1, (n_gram, n_gram))
     Tg_dev = xp.asarray(Tg)
     rg = np.ones(n_gram)
+    n_harm = 64 if args.tiny else 1_000_000
+    X_host = sl.sample_sphere(n_harm, 9, rng=rng)
+    X_dev = xp.asarray(X_host)
+    M = plan.degrees.shape[0]
+    out_host, out_dev = np.empty((n_harm, M)), xp.empty((n_harm, M))
     rows = [
+        (f"harmonics, d = 9, L = 4 (660 features), {n_harm:,} points",
+         lambda: cpu.harmonics(X_host, plan, out_host), lambda: dev.harmonics(X_dev, plan, out_dev)),
         (f"Gegenbauer table, L = 20, {n_points:,} points",
          lambda: cpu.gegenbauer_table(20, 3.5, t_host), lambda: dev.gegenbauer_table(20, 3.5, t_dev)),
         (f"Clenshaw series, L = 8, {n_points:,} points",

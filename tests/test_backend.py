@@ -93,6 +93,14 @@ def test_operation_table_cpu_is_complete_and_correct(rng):
     assert np.allclose(ops.cholesky(A @ A.T, "G", "hint"), L)
 
 
+def test_gpu_device_with_a_gpu_but_no_model_support_says_why(monkeypatch):
+    monkeypatch.setattr(backend, "gpu_available", lambda: True)
+    monkeypatch.setattr(backend.ops, "_load_cuda", lambda device: None)
+    monkeypatch.setitem(backend.ops._IMPLEMENTATIONS, "gpu", dict.fromkeys(backend.OPERATIONS, print))
+    with pytest.raises(RuntimeError, match="models' dense algebra is not yet"):
+        backend.resolve("gpu")
+
+
 def test_gpu_device_without_a_gpu_says_why(monkeypatch, fresh_probe):
     monkeypatch.setitem(sys.modules, "cupy", None)
     with pytest.raises(RuntimeError, match='device="gpu" is not available: no usable GPU'):

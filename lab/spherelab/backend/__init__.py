@@ -29,6 +29,8 @@ __all__ = [
     "Operations",
     "register",
     "resolve",
+    "current",
+    "use",
 ]
 
 
@@ -112,4 +114,4 @@ def to_numpy(x: Any) -> np.ndarray:
     return np.asarray(x)
 
 
-from .ops import OPERATIONS, Operations, register, resolve  # noqa: E402  (after the probe it uses)
+from .ops import OPERATIONS, Operations, current, register, resolve, use  # noqa: E402  (after the probe it uses)

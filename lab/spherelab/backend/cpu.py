@@ -4,24 +4,17 @@ from __future__ import annotations
 
 from scipy.linalg import solve_triangular as _solve
 
-from ..features.zonal import zonal_pair
 from ..kernels.matern_jit import matern_backward, matern_values
 from ..linalg import cholesky_or_explain
 from ..sphere.gegenbauer import clenshaw_cpu, derivative_table_cpu, table_cpu
-from ..sphere.harmonics import SphericalHarmonics
+from ..sphere.harmonics import harmonics_cpu, harmonics_vjp_cpu
 from .ops import register
 
 __all__: list[str] = []
 
 
-@register("cpu", "harmonics")
-def harmonics(X, dim, L):
-    return SphericalHarmonics(dim, L)(X)
-
-
-@register("cpu", "harmonics_vjp")
-def harmonics_vjp(X, W, dim, L):
-    return SphericalHarmonics(dim, L).solid_vjp(X, W)
+register("cpu", "harmonics")(harmonics_cpu)
+register("cpu", "harmonics_vjp")(harmonics_vjp_cpu)
 
 
 register("cpu", "gegenbauer_table")(table_cpu)
@@ -31,7 +24,6 @@ register("cpu", "clenshaw")(clenshaw_cpu)
 
 register("cpu", "matern_values")(matern_values)
 register("cpu", "matern_backward")(matern_backward)
-register("cpu", "zonal_pair")(zonal_pair)
 register("cpu", "cholesky")(cholesky_or_explain)
 
 

@@ -16,7 +16,7 @@ from numba import cuda
 
 from ..kernels import matern_src
 from ..linalg import NumericalFailure
-from ..sphere import gegenbauer_src
+from ..sphere import gegenbauer_src, harmonics_src
 
 __all__ = ["CudaOperations"]
 
@@ -24,6 +24,10 @@ _table_row = cuda.jit(device=True)(gegenbauer_src.table_row)
 _derivative_row = cuda.jit(device=True)(gegenbauer_src.derivative_row)
 _clenshaw_point = cuda.jit(device=True)(gegenbauer_src.clenshaw_point)
 _chordal = cuda.jit(device=True)(matern_src.chordal)
+_inverse_norm_powers = cuda.jit(device=True)(harmonics_src.inverse_norm_powers)
+_fill_core = cuda.jit(device=True)(harmonics_src.fill_core)
+_assemble_row = cuda.jit(device=True)(harmonics_src.assemble_row)
+_vjp_point = cuda.jit(device=True)(harmonics_src.vjp_point)
 _shape3 = cuda.jit(device=True)(matern_src.shape3)
 
 
@@ -79,6 +83,25 @@ def _matern_backward_kernel(T, G, r1, r2, code, inv_l, variance, same, A, B, row
             B[i, j] = g * variance * kt
         row_var[i] = acc_v
         row_l[i] = variance * acc_l
+
+
+@cuda.jit
+def _harmonics_kernel(X, L, const, index, buf, rpow, out):  # pragma: no cover - compiled
+    tid = cuda.grid(1)
+    for i in range(tid, X.shape[0], cuda.gridsize(1)):  # buf, rpow: this thread's scratch rows
+        _inverse_norm_powers(X[i], rpow[tid])
+        _fill_core(X[i], L, buf[tid], rpow[tid])
+        _assemble_row(buf[tid], const, index, out[i])
+
+
+@cuda.jit
+def _harmonics_vjp_kernel(X, W, L, const, index, buf, bbar, ones, rho2bar, g, grad):  # pragma: no cover
+    tid = cuda.grid(1)
+    for i in range(tid, X.shape[0], cuda.gridsize(1)):
+        _fill_core(X[i], L, buf[tid], ones[tid])
+        _vjp_point(X[i], W[i], L, const, index, buf[tid], bbar[tid], rho2bar[tid], g[tid])
+        for j in range(X.shape[1]):
+            grad[i, j] = g[tid, j]
 
 
 class CudaOperations:
@@ -158,6 +181,33 @@ class CudaOperations:
                                                             A, B, row_var, row_l)
         return A, B, float(row_var.sum()), float(row_l.sum())
 
+    def harmonics(self, X, plan, out):
+        """Every feature of ``plan`` at unit rows ``X``, written into ``out`` ``(N, M)``: one thread
+        per point (grid-stride), each with its own scratch row of factor values."""
+        xp = self.xp
+        n = X.shape[0]
+        blocks, threads = self._grid(n)
+        total = blocks * threads
+        buf, rpow = xp.empty((total, plan.buffer_size)), xp.empty((total, plan.max_degree + 1))
+        dev_out = out if self.device == "sim" else xp.empty(out.shape)
+        _harmonics_kernel[blocks, threads](xp.asarray(X), plan.max_degree, xp.array(plan.const),
+                                           xp.array(plan.index), buf, rpow, dev_out)
+        if dev_out is not out:
+            out = dev_out  # a device array: the caller's host buffer stays unused on the GPU
+        return out
+
+    def harmonics_vjp(self, X, W, plan):
+        xp = self.xp
+        n, d = X.shape
+        blocks, threads = self._grid(n)
+        total = blocks * threads
+        grad = xp.empty((n, d))
+        _harmonics_vjp_kernel[blocks, threads](
+            xp.asarray(X), xp.asarray(W), plan.max_degree, xp.array(plan.const), xp.array(plan.index),
+            xp.empty((total, plan.buffer_size)), xp.empty((total, plan.buffer_size)),
+            xp.ones((total, plan.max_degree + 1)), xp.empty((total, d + 1)), xp.empty((total, d)), grad)
+        return grad
+
     # ---- dense algebra (cuBLAS / cuSOLVER on the GPU) ---------------------------------------
     def gram_update(self, G, c, A, y):
         G += A @ A.T
@@ -188,6 +238,6 @@ class CudaOperations:
 
     def table(self) -> dict:
         """The operations this device implements, by the names of :data:`spherelab.backend.OPERATIONS`."""
-        names = ("gegenbauer_table", "gegenbauer_derivative_table", "clenshaw", "matern_values", "matern_backward",
-                 "gram_update", "cholesky", "solve_triangular")
+        names = ("harmonics", "harmonics_vjp", "gegenbauer_table", "gegenbauer_derivative_table", "clenshaw",
+                 "matern_values", "matern_backward", "gram_update", "cholesky", "solve_triangular")
         return {name: getattr(self, name) for name in names}

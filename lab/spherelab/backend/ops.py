@@ -19,18 +19,20 @@ __all__ = ["OPERATIONS", "Operations", "register", "resolve", "implemented", "si
 
 #: every device-specific operation: name -> what it computes (shapes; the CPU docstrings say more)
 OPERATIONS: dict[str, str] = {
-    "harmonics": "harmonics(X (N, d) unit rows, dim, L) -> (N, M): every real harmonic of degree <= L",
-    "harmonics_vjp": "harmonics_vjp(X (N, d), W (N, M), dim, L) -> (N, d): VJP of the solid harmonics",
+    "harmonics": "harmonics(X (N, d) unit rows, plan, out (N, M)) -> out: every harmonic of the plan",
+    "harmonics_vjp": "harmonics_vjp(X (N, d), W (N, M), plan) -> (N, d): VJP of the solid harmonics",
     "gegenbauer_table": "gegenbauer_table(L, alpha, t (N,)) -> (N, L + 1): normalised P_0..P_L",
     "gegenbauer_derivative_table": "gegenbauer_derivative_table(L, alpha, t (N,)) -> (N, L + 1): their t-derivatives",
     "clenshaw": "clenshaw(coeffs, alpha, t (N,), derivative) -> sum_n c_n P_n(t) (and its t-derivative)",
     "matern_values": "matern_values(T, r1, r2, code, lengthscale, variance, same) -> Gram matrix",
     "matern_backward": "matern_backward(T, G, r1, r2, code, lengthscale, variance, same) -> (A, B, dvar, dlen)",
-    "zonal_pair": "zonal_pair(A (P, d), B (Q, d), shape) -> (P, Q): |a||b| s(a^ b^)",
     "gram_update": "gram_update(G (P, P), c (P,), A (P, n), y (n,)) -> None: G += A A^T, c += A y in place",
     "cholesky": "cholesky(A, name, hint) -> lower factor, or NumericalFailure naming the matrix",
     "solve_triangular": "solve_triangular(L, B, trans) -> L^-1 B (trans=0) or L^-T B (trans=1), L lower",
 }
+
+#: whether the models run on CuPy arrays (their dense algebra through the array module): not yet
+MODELS_ON_GPU = False
 
 _IMPLEMENTATIONS: dict[str, dict[str, Callable]] = {"cpu": {}, "gpu": {}}
 _cuda_loaded: set[str] = set()
@@ -126,6 +128,10 @@ def resolve(device: str = "cpu") -> Operations:
             missing = sorted(set(OPERATIONS) - implemented("gpu"))
             if why is None and missing:
                 why = f"the GPU backend lacks {', '.join(missing)}"
+            if why is None and not MODELS_ON_GPU:
+                why = ("every kernel has a CUDA implementation, but the models' dense algebra is not yet "
+                       "written against CuPy arrays; device='sim' tests the kernels inside the models, "
+                       "spherelab.backend.cuda_kernels.CudaOperations('gpu') runs them on a GPU")
         if why is None:
             return Operations("gpu", dict(_IMPLEMENTATIONS["gpu"]))
         if device == "gpu":

@@ -50,9 +50,10 @@ from typing import Any
 import numpy as np
 
 from .._validation import check_degree, check_dim, check_finite_array, check_points_on_sphere
+from ..backend.ops import current
 from ..threads import policy
 from .harmonics_jit import eval_kernel, vjp_kernel
-from .harmonics_plan import build_plan, labels
+from .harmonics_plan import Plan, build_plan, labels
 from .special import cumulative_num_harmonics, num_harmonics
 
 __all__ = ["SphericalHarmonics"]
@@ -209,16 +210,9 @@ class SphericalHarmonics:
         Wa = check_finite_array(W, "W", ndim=2)
         if Wa.shape != (Xa.shape[0], self.num_features):
             raise ValueError(f"W must have shape {(Xa.shape[0], self.num_features)}, got {Wa.shape}")
-        out = np.empty(Xa.shape)
         if Xa.shape[0] == 0:
-            return out
-        plan = self._plan
-        with policy(Xa.shape[0] * self.num_features * 8):
-            vjp_kernel(
-                np.ascontiguousarray(Xa), plan.max_degree, plan.const, plan.index,
-                plan.buffer_size, np.ascontiguousarray(Wa), out,
-            )
-        return out
+            return np.empty(Xa.shape)
+        return current().harmonics_vjp(np.ascontiguousarray(Xa), np.ascontiguousarray(Wa), self._plan)
 
     def __call__(
         self,
@@ -263,11 +257,24 @@ class SphericalHarmonics:
             raise ValueError(f"out must be a C-contiguous float64 array of shape {(N, M)}")
         if N == 0:
             return out
-        plan = self._plan
-        args = (Xn, plan.max_degree, plan.const, plan.index, plan.buffer_size)
-        # about 4 flops per feature and point (products of factors), see spherelab.threads
-        with policy(N * M * 4):
-            eval_kernel(*args, out)
-        return out
+        return current().harmonics(Xn, self._plan, out)
+
+
+def harmonics_cpu(X: np.ndarray, plan: Plan, out: np.ndarray) -> np.ndarray:
+    """The CPU implementation of the ``harmonics`` operation: every feature of ``plan`` at the
+    validated unit rows ``X`` into ``out`` ``(N, M)``."""
+    # about 4 flops per feature and point (products of factors), see spherelab.threads
+    with policy(X.shape[0] * plan.degrees.shape[0] * 4):
+        eval_kernel(X, plan.max_degree, plan.const, plan.index, plan.buffer_size, out)
+    return out
+
+
+def harmonics_vjp_cpu(X: np.ndarray, W: np.ndarray, plan: Plan) -> np.ndarray:
+    r"""The CPU implementation of ``harmonics_vjp``: ``(N, d)``, row n the gradient of
+    :math:`\sum_m W_{nm}H_m` at ``X[n]`` (solid harmonics)."""
+    out = np.empty(X.shape)
+    with policy(X.shape[0] * plan.degrees.shape[0] * 8):
+        vjp_kernel(X, plan.max_degree, plan.const, plan.index, plan.buffer_size, W, out)
+    return out
 
 
