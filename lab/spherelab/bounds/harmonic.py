@@ -228,16 +228,19 @@ def uncollapsed_bound_whitened(
     num_data: int,
     residual: bool = True,
 ) -> UncollapsedBound:
-    r""":func:`uncollapsed_bound` in whitened coordinates, :math:`m = \Lambda^{1/2} m_w`,
-    :math:`L = \Lambda^{1/2} L_w` (the prior is :math:`m_w = 0`, :math:`L_w = I`): every variational
-    parameter is O(1) whatever the spectrum's decay. ``dm``/``dL`` are with respect to
-    :math:`m_w, L_w`; ``dlam`` includes the dependence of :math:`m, L` on :math:`\lambda`."""
+    r""":func:`uncollapsed_bound` in whitened coordinates: the prior of u is
+    :math:`N(0, K_{uu}) = N(0, \Lambda^{-1})`, so :math:`u = \Lambda^{-1/2}w`,
+    :math:`m = \Lambda^{-1/2} m_w`, :math:`L = \Lambda^{-1/2} L_w`, and the prior is
+    :math:`m_w = 0`, :math:`L_w = I` (the KL term vanishes there). Every variational parameter is
+    O(1) whatever the spectrum's decay. ``dm``/``dL`` are with respect to :math:`m_w, L_w`;
+    ``dlam`` includes the dependence of :math:`m, L` on :math:`\lambda`
+    (:math:`\partial m/\partial\lambda = -m/2\lambda`)."""
     lam = np.asarray(lam, dtype=np.float64)
-    s = np.sqrt(lam)
+    s = 1.0 / np.sqrt(lam)
     m = s * m_w
     L = s[:, None] * np.tril(L_w)
     res = uncollapsed_bound(lam, v, noise, m, L, Phi, y, r2, num_data, residual)
-    dlam = res.dlam + (res.dm * m + np.sum(res.dL * L, axis=1)) / (2.0 * lam)
+    dlam = res.dlam - (res.dm * m + np.sum(res.dL * L, axis=1)) / (2.0 * lam)
     return UncollapsedBound(res.value, s * res.dm, np.tril(s[:, None] * res.dL), dlam, res.dv, res.dnoise)
 
 

@@ -6,8 +6,9 @@ uncollapsed bounds of :mod:`spherelab.bounds.harmonic`.
   \tfrac NB \Lambda\Phi_b^\top\Phi_b\Lambda/\sigma^2)`, :math:`S^{-1}m \leftarrow
   (1-\gamma)S^{-1}m + \gamma\tfrac NB\Lambda\Phi_b^\top y_b/\sigma^2`; the spectrum and noise by
   Adam on the bound's gradients.
-* Other likelihoods: Adam on a whitened q (:math:`m = \Lambda^{1/2}m_w`,
-  :math:`L = \Lambda^{1/2}L_w`, prior :math:`m_w = 0, L_w = I`) and the spectrum.
+* Other likelihoods: Adam on a whitened q and the spectrum: the prior of u is
+  :math:`N(0, \Lambda^{-1})`, so :math:`m = \Lambda^{-1/2}m_w`, :math:`L = \Lambda^{-1/2}L_w` and
+  q starts at the prior (:math:`m_w = 0`, :math:`L_w = I`; the initial KL is 0).
 
 Trainable phase directions follow Adam on the same minibatch's :math:`\partial L/\partial K_{uf}`.
 """
@@ -108,7 +109,7 @@ def whitened_adam_fit(model, X, y, B, iterations, lr, seed, train_directions) ->
         Lw = np.zeros((M, M))
         Lw[tril] = lvec
         lam = model.features.Kuu_inverse_diag(kern)
-        sq = np.sqrt(lam)
+        sq = 1.0 / np.sqrt(lam)  # u = Lambda^-1/2 w: the whitened prior N(0, I) is the prior
         return sq * u[h:h + M], sq[:, None] * Lw, lam, sq
 
     for _ in range(iterations):
@@ -117,7 +118,7 @@ def whitened_adam_fit(model, X, y, B, iterations, lr, seed, train_directions) ->
         idx, ev, Phi = _batch(model, X, rng, B)
         res = uncollapsed_bound_general(lam, kern.at_one(), model.likelihood, m, L, Phi, y[idx], ev.r * ev.r, n,
                                         model._residual, phi_gradient=dirs is not None)
-        dlam = res.dlam + (res.dm * m + np.sum(res.dL * L, axis=1)) / (2.0 * lam)
+        dlam = res.dlam - (res.dm * m + np.sum(res.dL * L, axis=1)) / (2.0 * lam)
         g_h = _spectral_gradient(model, names, dlam, res.dv) * expit(u[:h])
         g_l = (sq[:, None] * res.dL)[tril]
         g_l[diag_pos] *= expit(u[h + M:][diag_pos])
