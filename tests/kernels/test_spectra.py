@@ -323,3 +323,22 @@ def test_intrinsic_matern_normalisation_direct_sum():
     total = terms.sum() + terms[-1] * ell[-1] / 3.0  # tail ~ 2 l^-4
     lam = K.IntrinsicMatern(d, nu, rho).spectrum(d, 3)
     assert abs(lam[0] * total / a ** (-pw) - 1) < 1e-13
+
+
+@pytest.mark.parametrize("nu, rho", [(1.5, 0.7), (2.5, 1.3), (0.5, 2.0)])
+@pytest.mark.parametrize("dim", [3, 9])
+def test_dutordoir2020_matern_is_the_papers_spectrum(nu, rho, dim):
+    """Dutordoir et al. 2020 eqs. 33-34: a_l = S(sqrt(l (l + d - 2))) with the Euclidean Matérn
+    density S(w) ~ (2 nu / rho^2 + 4 pi^2 w^2)^-(nu + d/2), d the ambient dimension; normalised
+    to kappa(1) = variance, the library's kernel must equal it level by level."""
+    from spherelab.sphere.special import num_harmonics
+
+    L = 30
+    ell = np.arange(L + 1)
+    raw = (2 * nu / rho**2 + 4 * np.pi**2 * ell * (ell + dim - 2)) ** (-(nu + dim / 2))
+    kern = K.IntrinsicMatern.dutordoir2020(dim, nu, rho, variance=1.7)
+    lam = kern.spectrum(dim, L)
+    ratio = lam / raw
+    assert np.allclose(ratio, ratio[0], rtol=1e-12)
+    counts = np.array([float(num_harmonics(e, dim)) for e in ell])
+    assert lam @ counts <= 1.7 * (1 + 1e-12)  # the tail beyond L carries the rest of the variance

@@ -11,7 +11,9 @@ from the reproducing property of the zonal function,
 .. math:: \langle g_i, g_j\rangle = Z_\ell(v_i^\top v_j) =: \Gamma_{ij} = R R^\top
           \quad (\text{Cholesky}),
 
-so :math:`\tilde\phi_i = \sum_j (R^{-1})_{ij} g_j` are exactly orthonormal by construction,
+so :math:`\tilde\phi_i = \sum_j (R^{-1})_{ij} g_j` are orthonormal by construction — in
+exact arithmetic; in floating point to about :math:`\kappa(\Gamma)\,\epsilon`, which the greedy
+(well-conditioned) default directions keep small and random directions need not —
 they stay inside :math:`\mathcal H_\ell`, and therefore still :math:`K_{uu} = \mathrm{diag}(1/\lambda_\ell)`
 for :math:`u_i = \langle f, r\tilde\phi_i\rangle_{\mathcal H}` (``docs/design.md`` §4). With
 :math:`P = N(\ell, d)` they are an orthonormal basis of :math:`\mathcal H_\ell` (a rotation of the
@@ -21,8 +23,8 @@ The directions are stored unnormalised (:math:`v_j = w_j/\|w_j\|`, any :math:`w_
 trainable; :meth:`PhaseTruncatedHarmonics.vjp` chains :math:`\partial L/\partial\tilde\Phi`
 through the orthonormalisation (Cholesky reverse mode) into the :math:`w_j` and the points.
 
-References: Eleftheriadis et al. §5.2 (Gram–Schmidt on :math:`V_\ell^\top V_\ell`); Dutordoir, PhD report App. A and
-``docs/design.md`` §4 (fundamental systems by greedy determinant maximisation).
+References: Eleftheriadis et al. §5.2 (Gram–Schmidt on :math:`V_\ell^\top V_\ell`); Dutordoir, PhD
+report App. A and ``docs/design.md`` §4 (fundamental systems by greedy determinant maximisation).
 """
 
 from __future__ import annotations

@@ -196,13 +196,31 @@ class IntrinsicMatern(SpectralKernel):
               \frac{d-1}{2})}, \qquad \lambda_\ell^{\infty} \propto
               e^{-\rho^2 \ell(\ell + d - 2)/2},
 
-    normalised so that :math:`\kappa(1) = \sum_\ell \lambda_\ell N(\ell, d) = ` ``variance``
-    (Dutordoir et al. 2020 eqs. 33–34 use an unnormalised variant). ``lengthscale`` is :math:`\rho`. The
-    spectrum depends on the dimension, so the kernel is built for one ``dim``.
+    normalised so that :math:`\kappa(1) = \sum_\ell \lambda_\ell N(\ell, d) = ` ``variance``.
+    ``lengthscale`` is :math:`\rho`. The spectrum depends on the dimension, so the kernel is built
+    for one ``dim``.
+
+    The Matérn kernels of Dutordoir et al. 2020 (their Table 1) are not this kernel with the same
+    :math:`\nu`: eqs. 33–34 evaluate the Euclidean spectral density
+    :math:`S(\omega) \propto (2\nu/\rho^2 + 4\pi^2\omega^2)^{-(\nu + d/2)}` with d the *ambient*
+    dimension at :math:`\omega^2 = \ell(\ell + d - 2)`, i.e. the exponent
+    :math:`\nu' + (d-1)/2` with :math:`\nu' = \nu + \tfrac12` and the lengthscale
+    :math:`\rho' = 2\pi\rho\sqrt{\nu'/\nu}` here; :meth:`dutordoir2020` builds it.
     """
 
     shape_params = ("lengthscale",)
     structure = ("dim", "nu")
+
+    @classmethod
+    def dutordoir2020(cls, dim: int, nu: float = 1.5, lengthscale: float = 1.0, **kwargs: Any) -> "IntrinsicMatern":
+        r"""The Matérn-:math:`\nu` kernel with lengthscale :math:`\rho` of Dutordoir et al. 2020
+        (eqs. 33–34, normalised): ``IntrinsicMatern(dim, nu + 1/2, 2 pi rho sqrt((nu + 1/2) / nu))``.
+        Finite :math:`\nu` only (the paper's SE is the ``nu = inf`` kernel with another scale)."""
+        nu = float(nu)
+        if not (np.isfinite(nu) and nu > 0):
+            raise ValueError(f"nu must be a finite number > 0 for the paper's Matérn kernel, got {nu!r}")
+        rho = check_positive(lengthscale, "lengthscale")
+        return cls(dim, nu + 0.5, 2.0 * math.pi * rho * math.sqrt((nu + 0.5) / nu), **kwargs)
 
     def __init__(
         self,
