@@ -17,11 +17,16 @@ from scipy.optimize import OptimizeResult, minimize
 __all__ = ["Adam", "minimize_lbfgsb", "natural_step"]
 
 
-def minimize_lbfgsb(fun: Callable, x0: np.ndarray, maxiter: int, args: tuple = ()) -> OptimizeResult:
+def minimize_lbfgsb(fun: Callable, x0: np.ndarray, maxiter: int, args: tuple = (),
+                    ftol: float | None = None) -> OptimizeResult:
     """Minimise ``fun(x, *args) -> (value, gradient)`` by L-BFGS-B from ``x0`` for at most
-    ``maxiter`` iterations (SciPy's result: ``x``, ``fun``, ``nit``, ``message``, ...)."""
-    return minimize(fun, np.asarray(x0, dtype=np.float64), args=args, jac=True, method="L-BFGS-B",
-                    options={"maxiter": int(maxiter)})
+    ``maxiter`` iterations (SciPy's result: ``x``, ``fun``, ``nit``, ``message``, ...); ``ftol``:
+    stop when an iteration improves the objective by less than this fraction of its size
+    (SciPy's default 2.2e-9 when None)."""
+    options = {"maxiter": int(maxiter)}
+    if ftol is not None:
+        options["ftol"] = float(ftol)
+    return minimize(fun, np.asarray(x0, dtype=np.float64), args=args, jac=True, method="L-BFGS-B", options=options)
 
 
 def natural_step(theta1: np.ndarray, precision: np.ndarray, target1: np.ndarray, target_precision: np.ndarray,

@@ -284,7 +284,7 @@ class Model:
         return self.negated(evaluate, theta.size)
 
     def _minimize(self, names: Sequence[str] | None, evaluate: Callable[[], tuple[float, dict]],
-                  maxiter: int):
+                  maxiter: int, ftol: float | None = None):
         """L-BFGS-B over the parameters ``names`` of ``evaluate() -> (value, gradient dict)``
         (the registry's transforms applied); the model is left at the optimum."""
         entries = self._entries(names)
@@ -298,7 +298,7 @@ class Model:
 
             return self.negated(ev, theta.size)
 
-        result = minimize_lbfgsb(fun, self.parameter_vector(names), maxiter)
+        result = minimize_lbfgsb(fun, self.parameter_vector(names), maxiter, ftol=ftol)
         self.set_parameter_vector(result.x, names)
         return result
 
