@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from .._validation import check_degree, check_dim, check_positive
+from ..linalg import NumericalFailure
 from ..sphere.gegenbauer import zonal_series
 from ..sphere.special import num_harmonics
 from .base import ZonalKernel
@@ -150,7 +151,8 @@ def _spectral_cache(kernel: SpectralKernel, dim: int, L: int):
     if w[-1] > 0:
         p = -np.log(w[-1] / w[-2]) / np.log(upto / (upto - 1.0))
         if p <= 1.0 + 1e-9:
-            raise ValueError(
+            # a NumericalFailure (a ValueError): a trial point of an optimiser steps back from it
+            raise NumericalFailure(
                 f"{kernel!r}: the series sum_l lambda_l N(l, {dim}) diverges (terms decay like "
                 f"l^-{p:.2f}); this spectrum cannot be normalised to a variance in d = {dim}"
             )
