@@ -63,7 +63,7 @@ def main() -> None:
             nlpd = -np.mean(model.likelihood.log_predictive_density(yte, mean, var))
             rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
             print(
-                f"| {n:,} | {total:.2f} | {gram:.3f} | {total / gram:.0f} | {n * M * M / gram / 1e9:.1f} | {model.passes} "
+                f"| {n:,} | {total:.2f} | {gram:.3f} | {total / gram:.1f} | {n * M * M / gram / 1e9:.1f} | {model.passes} "
                 f"| {nlpd:.3f} | {rss:.1f} |",
                 flush=True,
             )
