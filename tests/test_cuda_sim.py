@@ -155,3 +155,24 @@ def test_gpu_benchmark_runs_end_to_end_in_the_simulator():
     assert out.returncode == 0, out.stderr[-2000:]
     assert "| matern_values | 0.00e+00 |" in out.stdout or "| matern_values |" in out.stdout
     assert "not measured" in out.stdout
+
+
+def test_overlapped_pass_keeps_the_device(ops, monkeypatch, rng):
+    from spherelab import threads
+    from spherelab.bounds import streamed_statistics
+
+    previous = sl.get_threads()
+    sl.set_threads("auto")
+    monkeypatch.setattr(threads, "machine_busy", lambda: False)
+    seen = []
+
+    def columns(Xc):
+        seen.append(backend.current().device)
+        return Xc.T
+
+    try:
+        with backend.use(ops[1]):
+            streamed_statistics(columns, rng.standard_normal((40, 2)), rng.standard_normal(40), chunk_size=7)
+    finally:
+        sl.set_threads(previous if previous is not None else "auto")
+    assert set(seen) == {"sim"} and len(seen) == 6

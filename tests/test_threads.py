@@ -102,3 +102,27 @@ def test_machine_busy_reads_the_load_average(monkeypatch):
     monkeypatch.setattr(threads, "_load", [0.0, False])
     monkeypatch.setattr(threads.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
     assert threads.machine_busy() is False
+
+
+def test_overlapped_pass_equals_the_sequential_pass(auto, monkeypatch, rng):
+    """The streamed pass that computes the next chunk's columns on a second thread gives the
+    same statistics, bit for bit, and its worker sees the caller's device."""
+    from spherelab.bounds import streamed_statistics
+
+    X = rng.standard_normal((103, 3))
+    y = rng.standard_normal(103)
+    seen = []
+
+    def columns(Xc):
+        seen.append(sl.backend.current().device)
+        return np.vstack([Xc.T, np.sin(Xc).T]), Xc[:, 0] ** 2
+
+    assert threads.overlap_pass(1.0)
+    a = streamed_statistics(columns, X, y, chunk_size=10)
+    with sl.thread_limit(1):
+        assert not threads.overlap_pass(1.0)
+        b = streamed_statistics(columns, X, y, chunk_size=10)
+    assert np.array_equal(a.G, b.G) and np.array_equal(a.c, b.c) and a.sum_diag == b.sum_diag
+    assert set(seen) == {"cpu"}
+    monkeypatch.setattr(threads, "machine_busy", lambda: True)
+    assert not threads.overlap_pass(1.0)

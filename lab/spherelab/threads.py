@@ -59,6 +59,7 @@ __all__ = [
     "thread_limit",
     "policy",
     "gram_policy",
+    "overlap_pass",
     "numba_threads_for",
     "blas_threads_for",
     "entry_point",
@@ -178,6 +179,15 @@ def blas_threads_for(work: float = 0.0, dim: int | None = None) -> int:
         return f
     big = dim > BLAS_MIN_DIM if dim is not None else work >= BLAS_MIN_WORK
     return _max_threads() if big and not machine_busy() else 1
+
+
+def overlap_pass(work: float) -> bool:
+    """Whether a streamed pass should compute the next chunk's columns on a second thread while
+    this one runs the Gram product of the current chunk (each on one core): when the product is
+    below :data:`BLAS_MIN_WORK` (it runs single-threaded), there are two cores or more, the
+    machine is not busy and no thread count is fixed. Measured at 10^6 rows, M = 210: the pass
+    1.53 s -> 1.18 s; at M = 660 (two-thread products) it does not pay, so it is not used there."""
+    return _fixed() is None and _max_threads() >= 2 and work < BLAS_MIN_WORK and not machine_busy()
 
 
 @contextlib.contextmanager

@@ -13,12 +13,14 @@ chunks of rows, so memory is :math:`O(P \cdot \text{chunk} + P^2)` whatever N.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
 
-from ..threads import gram_policy
+from ..backend.ops import current, use
+from ..threads import gram_policy, overlap_pass, thread_limit
 
 __all__ = ["Statistics", "streamed_statistics", "row_chunks"]
 
@@ -42,6 +44,37 @@ def row_chunks(n: int, size: int):
     size = max(1, int(size))
     for start in range(0, n, size):
         yield start, min(start + size, n)
+
+
+def _columns_ahead(columns, X, pieces, chunk_size):
+    """``(start, stop, columns(X[start:stop]))`` per chunk; the next chunk's columns are computed
+    on a second thread while the caller runs the Gram product of the current one when
+    :func:`~spherelab.threads.overlap_pass` says it pays (BLAS releases the GIL)."""
+    pieces = list(pieces)
+    first = pieces[0] if pieces else None
+    if first is None:
+        return
+    A = columns(X[first[0]:first[1]])
+    P = (A[0] if isinstance(A, tuple) else A).shape[0]
+    if len(pieces) < 2 or not overlap_pass(2.0 * P * P * chunk_size):
+        yield first[0], first[1], A
+        for start, stop in pieces[1:]:
+            yield start, stop, columns(X[start:stop])
+        return
+    device = current()
+
+    def work(start, stop):
+        with use(device), thread_limit(1):
+            return columns(X[start:stop])
+
+    with ThreadPoolExecutor(1) as pool, thread_limit(1):
+        future = pool.submit(work, *pieces[1])
+        yield first[0], first[1], A
+        for i in range(1, len(pieces)):
+            A = future.result()
+            if i + 1 < len(pieces):
+                future = pool.submit(work, *pieces[i + 1])
+            yield pieces[i][0], pieces[i][1], A
 
 
 def streamed_statistics(
@@ -92,8 +125,7 @@ def streamed_statistics(
         from tqdm.auto import tqdm
 
         pieces = tqdm(pieces, desc=desc, unit="chunk")
-    for start, stop in pieces:
-        A = columns(X[start:stop])
+    for start, stop, A in _columns_ahead(columns, X, pieces, chunk_size):
         if isinstance(A, tuple):
             A, d = A
             sum_diag += float(np.sum(d))
