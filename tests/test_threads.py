@@ -109,7 +109,7 @@ def test_overlapped_pass_equals_the_sequential_pass(auto, monkeypatch, rng):
     same statistics, bit for bit, and its worker sees the caller's device."""
     from spherelab.bounds import streamed_statistics
 
-    X = rng.standard_normal((103, 3))
+    X = rng.standard_normal((103, 3))  # 11 chunks of 10 rows
     y = rng.standard_normal(103)
     seen = []
 
