@@ -260,7 +260,7 @@ class VISH(Model):
     lift_cache_elements = 20_000_000
 
     def fit(self, X: Any, y: Any, *, optimize: bool = True, train_lift: bool = True, lift_subsample: int = 20_000,
-            lift_maxiter: int = 200, maxiter: int = 500, seed: int = 0, lift_ftol: float = 1e-5) -> "VISH":
+            lift_maxiter: int = 200, maxiter: int = 500, seed: int = 0, lift_ftol: float = 1e-4) -> "VISH":
         """Fit the model (module docstring): with ``optimize`` and ``train_lift``, (1) every
         hyper-parameter on a subsample of at most ``lift_subsample`` rows (at most
         ``lift_maxiter`` L-BFGS-B iterations, after a spectrum-and-noise warm start at the
@@ -270,8 +270,9 @@ class VISH(Model):
 
         Stage (1) stops once an iteration improves the bound by less than ``lift_ftol`` of its
         size: each of its steps costs a pass over the subsample, and stage (2) refines the
-        spectrum and noise on all rows anyway (measured at N = 2e4, M = 210: half the time, test
-        NLPD unchanged to 1e-4; ``benchmarks/RESULTS.md``). SciPy's default is 2.2e-9.
+        spectrum and noise on all rows anyway (measured, ``benchmarks/RESULTS.md``: at
+        N = 2e4, M = 210 the fit takes 3.3 s against 6.4 s at SciPy's default 2.2e-9, with the
+        same test NLPD; on four UCI sets the same MSE and NLPD within 0.004).
 
         Returns
         -------
