@@ -126,3 +126,15 @@ def test_overlapped_pass_equals_the_sequential_pass(auto, monkeypatch, rng):
     assert set(seen) == {"cpu"}
     monkeypatch.setattr(threads, "machine_busy", lambda: True)
     assert not threads.overlap_pass(1.0)
+
+
+def test_a_bad_environment_value_is_ignored_with_a_warning():
+    import os
+    import subprocess
+    import sys
+
+    code = "import spherelab as sl; print(sl.get_threads())"
+    env = {**os.environ, "SPHERELAB_THREADS": "lots"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "None"
+    assert "SPHERELAB_THREADS='lots'" in out.stderr

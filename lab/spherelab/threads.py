@@ -283,6 +283,17 @@ def entry_point(work: Callable[..., float], dim: Callable[..., int | None] | Non
     return decorate
 
 
-if os.environ.get("SPHERELAB_THREADS"):
-    set_threads(os.environ["SPHERELAB_THREADS"] if os.environ["SPHERELAB_THREADS"] == "auto"
-                else int(os.environ["SPHERELAB_THREADS"]))
+def _from_environment() -> None:
+    value = os.environ.get("SPHERELAB_THREADS", "").strip()
+    if not value:
+        return
+    try:
+        set_threads("auto" if value == "auto" else int(value))
+    except (TypeError, ValueError):
+        import warnings
+
+        warnings.warn(f"SPHERELAB_THREADS={value!r} is not 'auto' or a positive int: ignored", RuntimeWarning,
+                      stacklevel=2)
+
+
+_from_environment()

@@ -173,10 +173,11 @@ class Model:
         self.device = self.ops.device
 
     def _set_likelihood(self, likelihood) -> None:
-        self.likelihood = likelihood if likelihood is not None else Gaussian(1.0)
-        if not isinstance(self.likelihood, self.likelihoods):
+        likelihood = likelihood if likelihood is not None else Gaussian(1.0)
+        if not isinstance(likelihood, self.likelihoods):
             names = " or ".join(t.__name__ for t in self.likelihoods)
-            raise TypeError(f"likelihood must be {names}, got {self.likelihood!r}")
+            raise TypeError(f"likelihood must be {names}, got {likelihood!r}")
+        self.likelihood = likelihood
 
     # ---- registry -------------------------------------------------------------------------
     def _registry(self) -> list[Param]:
