@@ -181,3 +181,17 @@ class TestHVGP(ModelContract):
     def make(self, rng):
         X, y = _regression(rng)
         return sl.HarmonicSVGP(K.Matern(2.5, 0.9), sl.groups.Reflection(2), 3, sl.likelihoods.Gaussian(0.1)), X, y
+
+
+def test_empty_inputs_predict_empty_outputs_and_kernel_columns_are_checked(rng):
+    X = rng.standard_normal((20, 2))
+    y = np.sin(X[:, 0])
+    for model in (sl.VISH(K.Matern(1.5, 1.0), 3), sl.OrthogonalSVGP(K.Matern(2.5, 1.0), sl.InducingPoints(X[:4]), 2),
+                  sl.HarmonicSVGP(K.Matern(2.5, 1.0), sl.groups.Reflection(2), 2)):
+        model.fit(X, y, optimize=False)
+        mean, var = model.predict_f(np.zeros((0, 2)))
+        assert mean.shape == var.shape == (0,)
+    with pytest.raises(ValueError, match="X has 2 columns but X2 has 3"):
+        K.Matern(1.5, 1.0).K(X, np.ones((3, 3)))
+    with pytest.raises(ValueError, match="X has 2 columns but X2 has 3"):
+        K.Matern(1.5, 1.0).gradients_with_inputs(np.ones((20, 3)), X, np.ones((3, 3)))

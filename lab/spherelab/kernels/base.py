@@ -163,10 +163,18 @@ class ZonalKernel:
         return None
 
     @_gram
+    def _lift_pair(self, X: Any, X2: Any):
+        r1, U1 = self.lift(X)
+        if X2 is None:
+            return r1, U1, r1, U1
+        r2, U2 = self.lift(X2, "X2")
+        if U2.shape[1] != U1.shape[1]:
+            raise ValueError(f"X has {U1.shape[1] - 1} columns but X2 has {U2.shape[1] - 1}: they must match")
+        return r1, U1, r2, U2
+
     def K(self, X: Any, X2: Any = None) -> np.ndarray:
         r"""Gram matrix :math:`k(X, X2)`, ``(N, N2)``."""
-        r1, U1 = self.lift(X)
-        r2, U2 = (r1, U1) if X2 is None else self.lift(X2, "X2")
+        r1, U1, r2, U2 = self._lift_pair(X, X2)
         code = self._fused_code()
         if code is not None:
             return current().matern_values(U1 @ U2.T, r1, r2, code, self.lengthscale, self.variance, X2 is None)
@@ -234,8 +242,7 @@ class ZonalKernel:
         G = check_finite_array(dL_dK, "dL_dK", ndim=2)
         if G.shape != (X.shape[0], X2.shape[0]):
             raise ValueError(f"dL_dK must have shape {(X.shape[0], X2.shape[0])}, got {G.shape}")
-        r1, U1 = self.lift(X)
-        r2, U2 = (r1, U1) if same else self.lift(X2, "X2")
+        r1, U1, r2, U2 = self._lift_pair(X, None if same else X2)
         code = self._fused_code()
         if code is not None:  # one compiled pass for A, B and the hyper-parameter sums
             ops = current()

@@ -319,6 +319,8 @@ class OrthogonalSVGP(SparseModel):
         """Predictive mean and variance of f, ``(N,)`` each (chunked over rows)."""
         self._check_fitted()
         X = self._check_inputs(X)
+        if X.shape[0] == 0:
+            return np.zeros(0), np.zeros(0)
         means, varis = [], []
         for s in range(0, X.shape[0], chunk_size):
             pred = self._predictive(X[s : s + chunk_size])

@@ -387,6 +387,8 @@ class VISH(Model):
         X = check_finite_array(X, "X", ndim=2)
         if X.shape[1] + 1 != self.features.dim:
             raise ValueError(f"X must have {self.features.dim - 1} columns, got {X.shape[1]}")
+        if X.shape[0] == 0:
+            return np.zeros(0), np.zeros(0)
         weights, C, lam = self._cache()
         v = self.kernel.at_one()
         means, variances = [], []
