@@ -26,7 +26,7 @@ from scipy.linalg import cho_solve
 
 from .._validation import check_data, check_finite_array, check_int
 from ..backend.ops import use
-from ..bounds.harmonic import collapsed_bound, uncollapsed_bound, uncollapsed_bound_general
+from ..bounds.harmonic import collapsed_bound
 from ..bounds.statistics import Statistics, streamed_statistics
 from ..features.harmonic import HarmonicFeatures, SphericalFeatures
 from ..kernels import ZonalKernel
@@ -230,7 +230,9 @@ class VISH(Model):
         current q(u)."""
         self._check_fitted()
         if self.q_mu is not None:
-            return self._uncollapsed(X, y)
+            X = self._X if X is None else check_finite_array(X, "X", ndim=2)
+            y = self._y if y is None else check_finite_array(y, "y").reshape(-1)
+            return vish_svi.uncollapsed_elbo(self, X, y)
         if X is None:
             return float(self._bound(self.stats, gradients=False)[0])
         X, y = check_data(X, y)
@@ -241,18 +243,6 @@ class VISH(Model):
         ``input_scale`` and directions need one pass over the training data)."""
         self._check_fitted()
         return self._bound(self.stats, lift=(self._X, self._y))[1]
-
-    def _uncollapsed(self, X=None, y=None) -> float:
-        X = self._X if X is None else check_finite_array(X, "X", ndim=2)
-        y = self._y if y is None else check_finite_array(y, "y").reshape(-1)
-        ev = self.features.evaluate(self.kernel, X)
-        Phi, r2 = self.features.Kuf_from(ev).T, ev.r * ev.r
-        lam, v = self.features.Kuu_inverse_diag(self.kernel), self.kernel.at_one()
-        if isinstance(self.likelihood, Gaussian):
-            return uncollapsed_bound(lam, v, self.likelihood.variance, self.q_mu, self.q_sqrt, Phi, y, r2,
-                                     len(y), self._residual).value
-        return uncollapsed_bound_general(lam, v, self.likelihood, self.q_mu, self.q_sqrt, Phi, y, r2, len(y),
-                                         self._residual).value
 
     # ---- fitting --------------------------------------------------------------------------
     #: largest subsample (rows x features) whose harmonics are kept in memory between the bound

@@ -20,11 +20,12 @@ from scipy.linalg import cho_solve
 from scipy.special import expit
 
 from ..bounds.harmonic import uncollapsed_bound, uncollapsed_bound_general
+from ..likelihoods import Gaussian
 from ..linalg import cholesky_or_explain
 from ..optim import Adam, natural_step
 from .base import softplus, softplus_inverse
 
-__all__ = ["natural_gradient_fit", "whitened_adam_fit"]
+__all__ = ["natural_gradient_fit", "whitened_adam_fit", "uncollapsed_elbo"]
 
 
 class _Directions:
@@ -126,3 +127,15 @@ def whitened_adam_fit(model, X, y, B, iterations, lr, seed, train_directions) ->
         if dirs is not None:
             dirs.step(ev, res.dPhi)
     model.q_mu, model.q_sqrt, _, _ = unpack(opt.x)
+
+
+def uncollapsed_elbo(model, X, y) -> float:
+    """The uncollapsed bound of the model's current q(u) on all of (X, y) (validated arrays)."""
+    ev = model.features.evaluate(model.kernel, X)
+    Phi, r2 = model.features.Kuf_from(ev).T, ev.r * ev.r
+    lam, v = model.features.Kuu_inverse_diag(model.kernel), model.kernel.at_one()
+    if isinstance(model.likelihood, Gaussian):
+        return uncollapsed_bound(lam, v, model.likelihood.variance, model.q_mu, model.q_sqrt, Phi, y, r2, len(y),
+                                 model._residual).value
+    return uncollapsed_bound_general(lam, v, model.likelihood, model.q_mu, model.q_sqrt, Phi, y, r2, len(y),
+                                     model._residual).value
