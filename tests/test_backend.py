@@ -93,11 +93,14 @@ def test_operation_table_cpu_is_complete_and_correct(rng):
     assert np.allclose(ops.cholesky(A @ A.T, "G", "hint"), L)
 
 
-def test_gpu_device_with_a_gpu_but_no_model_support_says_why(monkeypatch):
+def test_gpu_device_resolves_only_with_a_complete_table(monkeypatch):
     monkeypatch.setattr(backend, "gpu_available", lambda: True)
     monkeypatch.setattr(backend.ops, "_load_cuda", lambda device: None)
-    monkeypatch.setitem(backend.ops._IMPLEMENTATIONS, "gpu", dict.fromkeys(backend.OPERATIONS, print))
-    with pytest.raises(RuntimeError, match="models' dense algebra is not yet"):
+    table = dict.fromkeys(backend.OPERATIONS, print)
+    monkeypatch.setitem(backend.ops._IMPLEMENTATIONS, "gpu", table)
+    assert backend.resolve("gpu").device == "gpu"
+    del table["gram_pass"]
+    with pytest.raises(RuntimeError, match="the GPU backend lacks gram_pass"):
         backend.resolve("gpu")
 
 

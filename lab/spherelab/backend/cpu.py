@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import numpy as np
 from scipy.linalg import solve_triangular as _solve
 
+from ..bounds.statistics import host_gram_pass
 from ..kernels.matern_jit import matern_backward, matern_values
 from ..linalg import cholesky_or_explain
 from ..sphere.gegenbauer import clenshaw_cpu, derivative_table_cpu, table_cpu
@@ -38,3 +40,13 @@ def gram_update(G, c, A, y):
 @register("cpu", "solve_triangular")
 def solve_triangular(L, B, trans=0):
     return _solve(L, B, lower=True, trans=trans)
+
+
+@register("cpu", "device_harmonics")
+def device_harmonics(X, plan):
+    return harmonics_cpu(X, plan, np.empty((X.shape[0], plan.degrees.shape[0])))
+
+
+register("cpu", "gram_pass")(host_gram_pass)
+register("cpu", "to_device")(np.asarray)
+register("cpu", "to_host")(np.asarray)

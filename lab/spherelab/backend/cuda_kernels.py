@@ -17,6 +17,7 @@ from numba import cuda
 from ..kernels import matern_src
 from ..linalg import NumericalFailure
 from ..sphere import gegenbauer_src, harmonics_src
+from .transfer import CupyArrays, HostArrays, double_buffered_pass
 
 __all__ = ["CudaOperations"]
 
@@ -105,22 +106,27 @@ def _harmonics_vjp_kernel(X, W, L, const, index, buf, bbar, ones, rho2bar, g, gr
 
 
 class CudaOperations:
-    """The host side of the CUDA devices: array module ``xp`` (CuPy, or NumPy in the simulator),
-    its triangular solver, and the launch configuration."""
+    """The host side of the CUDA devices: the array interface (:class:`~.transfer.CupyArrays`,
+    or its NumPy stand-in in the simulator), the triangular solver and the launch configuration.
+
+    The operations of the table take and return host (NumPy) arrays, so every model runs on the
+    device unchanged with its O(M^3) algebra on the host; :meth:`device_harmonics` and
+    :meth:`gram_pass` keep the data on the device for the streamed statistics pass."""
 
     def __init__(self, device: str) -> None:
         self.device = device
         if device == "gpu":
-            import cupy
             from cupyx.scipy.linalg import solve_triangular
 
-            self.xp, self._solve = cupy, solve_triangular
+            self.arrays, self._solve = CupyArrays(), solve_triangular
             self.threads, self.max_blocks = 256, 4096
         else:  # the simulator runs every thread in Python: few threads, grid-stride loops
             from scipy.linalg import solve_triangular
 
-            self.xp, self._solve = np, solve_triangular
+            self.arrays, self._solve = HostArrays(), solve_triangular
             self.threads, self.max_blocks = 4, 1
+        self.xp = self.arrays.xp
+        self.to_device, self.to_host = self.arrays.to_device, self.arrays.to_host
 
     def _grid(self, n: int) -> tuple[int, int]:
         blocks = max(1, min(self.max_blocks, -(-n // self.threads)))
@@ -136,14 +142,14 @@ class CudaOperations:
         out = self.xp.empty((flat.shape[0], int(L) + 1))
         if flat.shape[0]:
             _table_kernel[self._grid(flat.shape[0])](flat, int(L), 2.0 * float(alpha), out)
-        return out.reshape(shape + (int(L) + 1,))
+        return self.to_host(out).reshape(shape + (int(L) + 1,))
 
     def gegenbauer_derivative_table(self, L, alpha, t):
         flat, shape = self._flat(t)
         out = self.xp.empty((flat.shape[0], int(L) + 1))
         if flat.shape[0]:
             _derivative_kernel[self._grid(flat.shape[0])](flat, int(L), float(alpha), out)
-        return out.reshape(shape + (int(L) + 1,))
+        return self.to_host(out).reshape(shape + (int(L) + 1,))
 
     def clenshaw(self, coeffs, alpha, t, derivative=False):
         flat, shape = self._flat(t)
@@ -156,6 +162,7 @@ class CudaOperations:
         if flat.shape[0]:
             args = [self.xp.asarray(a) for a in (c, a_tab, b_tab)]
             _clenshaw_kernel[self._grid(flat.shape[0])](flat, *args, b_1, bool(derivative), values, derivs)
+        values, derivs = self.to_host(values), self.to_host(derivs)
         if derivative:
             return values.reshape(shape), derivs.reshape(shape)
         return values.reshape(shape)
@@ -167,7 +174,7 @@ class CudaOperations:
         if T.size:
             _matern_values_kernel[self._grid(T.size)](T, xp.asarray(r1), xp.asarray(r2), int(code),
                                                       1.0 / lengthscale, float(variance), bool(same), out)
-        return out
+        return self.to_host(out)
 
     def matern_backward(self, T, G, r1, r2, code, lengthscale, variance, same):
         xp = self.xp
@@ -179,21 +186,27 @@ class CudaOperations:
             _matern_backward_kernel[self._grid(T.shape[0])](T, G, xp.asarray(r1), xp.asarray(r2), int(code),
                                                             1.0 / lengthscale, float(variance), bool(same),
                                                             A, B, row_var, row_l)
-        return A, B, float(row_var.sum()), float(row_l.sum())
+        return self.to_host(A), self.to_host(B), float(row_var.sum()), float(row_l.sum())
 
-    def harmonics(self, X, plan, out):
-        """Every feature of ``plan`` at unit rows ``X``, written into ``out`` ``(N, M)``: one thread
-        per point (grid-stride), each with its own scratch row of factor values."""
+    def device_harmonics(self, X, plan):
+        """Every feature of ``plan`` at unit rows ``X`` (a device array), as a device array
+        ``(N, M)``: one thread per point (grid-stride), each with its own scratch row."""
         xp = self.xp
         n = X.shape[0]
-        blocks, threads = self._grid(n)
-        total = blocks * threads
-        buf, rpow = xp.empty((total, plan.buffer_size)), xp.empty((total, plan.max_degree + 1))
-        dev_out = out if self.device == "sim" else xp.empty(out.shape)
-        _harmonics_kernel[blocks, threads](xp.asarray(X), plan.max_degree, xp.array(plan.const),
-                                           xp.array(plan.index), buf, rpow, dev_out)
-        if dev_out is not out:
-            out = dev_out  # a device array: the caller's host buffer stays unused on the GPU
+        out = xp.empty((n, plan.degrees.shape[0]))
+        if n:
+            blocks, threads = self._grid(n)
+            total = blocks * threads
+            buf, rpow = xp.empty((total, plan.buffer_size)), xp.empty((total, plan.max_degree + 1))
+            _harmonics_kernel[blocks, threads](X, plan.max_degree, self.to_device(plan.const),
+                                               self.to_device(plan.index), buf, rpow, out)
+        return out
+
+    def harmonics(self, X, plan, out):
+        """:meth:`device_harmonics` at host rows ``X``, written into the host array ``out``."""
+        values = self.device_harmonics(self.to_device(X), plan)
+        if values is not out:
+            out[...] = self.to_host(values)
         return out
 
     def harmonics_vjp(self, X, W, plan):
@@ -203,15 +216,27 @@ class CudaOperations:
         total = blocks * threads
         grad = xp.empty((n, d))
         _harmonics_vjp_kernel[blocks, threads](
-            xp.asarray(X), xp.asarray(W), plan.max_degree, xp.array(plan.const), xp.array(plan.index),
-            xp.empty((total, plan.buffer_size)), xp.empty((total, plan.buffer_size)),
+            self.to_device(X), self.to_device(W), plan.max_degree, self.to_device(plan.const),
+            self.to_device(plan.index), xp.empty((total, plan.buffer_size)), xp.empty((total, plan.buffer_size)),
             xp.ones((total, plan.max_degree + 1)), xp.empty((total, d + 1)), xp.empty((total, d)), grad)
-        return grad
+        return self.to_host(grad)
+
+    def gram_pass(self, X, y, pieces, load, columns, keep=False):
+        """The streamed statistics with the columns on the device
+        (:func:`~.transfer.double_buffered_pass`)."""
+        return double_buffered_pass(self.arrays, X, y, pieces, load, columns, keep)
 
     # ---- dense algebra (cuBLAS / cuSOLVER on the GPU) ---------------------------------------
     def gram_update(self, G, c, A, y):
-        G += A @ A.T
-        c += A @ y
+        """Host-side accumulation (the models' host columns): on the GPU the product runs on the
+        device and only the P x P increment comes back."""
+        if self.device == "sim":
+            G += A @ A.T
+            c += A @ y
+            return
+        Ad, yd = self.to_device(A), self.to_device(y)
+        G += self.to_host(Ad @ Ad.T)
+        c += self.to_host(Ad @ yd)
 
     def cholesky(self, A, name, hint):
         """cuSOLVER's Cholesky returns NaN instead of raising: the factor is checked explicitly,
@@ -219,6 +244,7 @@ class CudaOperations:
         from ..linalg import JITTERS
 
         xp = self.xp
+        A = self.to_device(A)
         if not bool(xp.all(xp.isfinite(A))):
             raise NumericalFailure(f"{name} ({A.shape[0]}x{A.shape[0]}) has non-finite entries. {hint}")
         scale = float(xp.max(xp.abs(xp.diag(A)))) if A.size else 1.0
@@ -229,15 +255,16 @@ class CudaOperations:
             except Exception:  # NumPy raises LinAlgError; cuSOLVER returns NaN instead
                 continue
             if bool(xp.all(xp.isfinite(L))):
-                return L
+                return self.to_host(L)
         raise NumericalFailure(f"Cholesky of {name} ({A.shape[0]}x{A.shape[0]}) failed even with jitter "
                                f"{JITTERS[-1]:g} x max diagonal. {hint}")
 
     def solve_triangular(self, L, B, trans=0):
-        return self._solve(L, B, lower=True, trans=trans)
+        return self.to_host(self._solve(self.to_device(L), self.to_device(B), lower=True, trans=trans))
 
     def table(self) -> dict:
         """The operations this device implements, by the names of :data:`spherelab.backend.OPERATIONS`."""
         names = ("harmonics", "harmonics_vjp", "gegenbauer_table", "gegenbauer_derivative_table", "clenshaw",
-                 "matern_values", "matern_backward", "gram_update", "cholesky", "solve_triangular")
+                 "matern_values", "matern_backward", "gram_update", "cholesky", "solve_triangular",
+                 "device_harmonics", "gram_pass", "to_device", "to_host")
         return {name: getattr(self, name) for name in names}

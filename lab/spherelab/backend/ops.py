@@ -4,8 +4,10 @@ r"""The device seam: the operations whose implementation depends on the device, 
 A model resolves its :class:`Operations` once, in ``__init__`` (``device="cpu" | "gpu" |
 "auto"``), and calls ``self.ops.<name>`` without ever branching on the device. The CPU
 implementations are the package's NumPy/Numba code (:mod:`.cpu`); a GPU backend registers its
-own with :func:`register` (CuPy arrays in, CuPy arrays out) and is usable once every operation
-has one.
+own with :func:`register` and is usable once every operation has one. The operations take and
+return host (NumPy) arrays, except ``device_harmonics`` and the ``columns`` of ``gram_pass``,
+which see the device's arrays (``to_device`` / ``to_host`` convert; both are the identity on
+the CPU): the data stay on the device only inside the streamed statistics pass.
 """
 
 from __future__ import annotations
@@ -29,10 +31,13 @@ OPERATIONS: dict[str, str] = {
     "gram_update": "gram_update(G (P, P), c (P,), A (P, n), y (n,)) -> None: G += A A^T, c += A y in place",
     "cholesky": "cholesky(A, name, hint) -> lower factor, or NumericalFailure naming the matrix",
     "solve_triangular": "solve_triangular(L, B, trans) -> L^-1 B (trans=0) or L^-T B (trans=1), L lower",
+    "device_harmonics": "device_harmonics(X (N, d) device array, plan) -> (N, M) device array",
+    "gram_pass": ("gram_pass(X, y, pieces, load, columns, keep) -> (G, c, sum_d, kept): the streamed "
+                  "statistics with columns(*load(chunk)) computed where the device keeps its arrays"),
+    "to_device": "to_device(a) -> the device's array of a host array (the identity on the CPU)",
+    "to_host": "to_host(a) -> a NumPy array of a device array (the identity on the CPU)",
 }
 
-#: whether the models run on CuPy arrays (their dense algebra through the array module): not yet
-MODELS_ON_GPU = False
 
 _IMPLEMENTATIONS: dict[str, dict[str, Callable]] = {"cpu": {}, "gpu": {}}
 _cuda_loaded: set[str] = set()
@@ -128,10 +133,6 @@ def resolve(device: str = "cpu") -> Operations:
             missing = sorted(set(OPERATIONS) - implemented("gpu"))
             if why is None and missing:
                 why = f"the GPU backend lacks {', '.join(missing)}"
-            if why is None and not MODELS_ON_GPU:
-                why = ("every kernel has a CUDA implementation, but the models' dense algebra is not yet "
-                       "written against CuPy arrays; device='sim' tests the kernels inside the models, "
-                       "spherelab.backend.cuda_kernels.CudaOperations('gpu') runs them on a GPU")
         if why is None:
             return Operations("gpu", dict(_IMPLEMENTATIONS["gpu"]))
         if device == "gpu":

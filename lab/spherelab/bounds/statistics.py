@@ -22,7 +22,7 @@ import numpy as np
 from ..backend.ops import current, use
 from ..threads import gram_policy, overlap_pass, thread_limit
 
-__all__ = ["Statistics", "streamed_statistics", "row_chunks"]
+__all__ = ["Statistics", "streamed_statistics", "host_gram_pass", "row_chunks"]
 
 
 @dataclass
@@ -46,7 +46,7 @@ def row_chunks(n: int, size: int):
         yield start, min(start + size, n)
 
 
-def _columns_ahead(columns, X, pieces, chunk_size):
+def _columns_ahead(columns, X, pieces):
     """``(start, stop, columns(X[start:stop]))`` per chunk; the next chunk's columns are computed
     on a second thread while the caller runs the Gram product of the current one when
     :func:`~spherelab.threads.overlap_pass` says it pays (BLAS releases the GIL)."""
@@ -55,7 +55,7 @@ def _columns_ahead(columns, X, pieces, chunk_size):
     if first is None:
         return
     A = columns(X[first[0]:first[1]])
-    P = (A[0] if isinstance(A, tuple) else A).shape[0]
+    P, chunk_size = (A[0] if isinstance(A, tuple) else A).shape[0], first[1] - first[0]
     # a few chunks do not repay starting the second thread (measured: 2 chunks of 2e4 rows, 1.6x slower)
     if len(pieces) < 4 or not overlap_pass(2.0 * P * P * chunk_size):
         yield first[0], first[1], A
@@ -78,6 +78,35 @@ def _columns_ahead(columns, X, pieces, chunk_size):
             yield pieces[i][0], pieces[i][1], A
 
 
+def host_gram_pass(X, y, pieces, load, columns, keep=False, ops=None):
+    r"""The CPU's ``gram_pass`` (:data:`~spherelab.backend.OPERATIONS`): ``columns(*load(chunk))``
+    for every chunk — the next one on a second thread while this one's :math:`AA^\top` runs —
+    accumulated by ``ops.gram_update``. Returns ``(G, c, sum_d, kept)``."""
+    if ops is None:
+        from ..backend import resolve
+
+        ops = resolve("cpu")
+    G = c = None
+    sum_d = 0.0
+    kept = []
+    for start, stop, A in _columns_ahead(lambda Xc: columns(*load(Xc)), X, pieces):
+        if isinstance(A, tuple):
+            A, d = A
+            sum_d += float(np.sum(d))
+        P = A.shape[0]
+        if G is None:
+            G, c = np.zeros((P, P)), np.zeros(P)
+        with gram_policy(2.0 * P * P * (stop - start)):
+            ops.gram_update(G, c, A, y[start:stop])
+        if keep:
+            kept.append(A)
+    return G, c, sum_d, kept
+
+
+def _identity_load(Xc):
+    return (Xc,)
+
+
 def streamed_statistics(
     columns: Callable[[np.ndarray], np.ndarray],
     X: np.ndarray,
@@ -89,6 +118,7 @@ def streamed_statistics(
     progress: bool | None = None,
     desc: str = "statistics",
     ops=None,
+    device_columns: tuple[Callable, Callable] | None = None,
 ) -> Statistics:
     """One pass over (X, y) in chunks of ``chunk_size`` rows.
 
@@ -108,36 +138,43 @@ def streamed_statistics(
     progress
         Show a tqdm bar (default: when N > 10^6).
     ops
-        The device's :class:`~spherelab.backend.Operations` (default: the CPU's); its
-        ``gram_update`` accumulates each chunk.
+        The device's :class:`~spherelab.backend.Operations` (default: the CPU's).
+    device_columns
+        ``(load, cols)``: the same columns split into host preparation ``load(X_chunk)`` ->
+        tuple of arrays and ``cols(*arrays)`` -> ``(A, d)`` written against the device's
+        arrays (``ops.device_harmonics``, array methods). When given, the pass is the device's
+        ``gram_pass`` — on a GPU the chunks stay on the device and only ``G``, ``c`` come back;
+        otherwise it runs on the host with ``columns``.
     """
     if ops is None:
         from ..backend import resolve
 
         ops = resolve("cpu")
     n = X.shape[0]
-    G = c = None
-    sum_diag = 0.0
-    kept = []
     pieces = list(row_chunks(n, chunk_size))
     if progress is None:
         progress = n > 1_000_000
+    load, cols = device_columns if device_columns is not None else (_identity_load, columns)
+    bar = None
     if progress:
         from tqdm.auto import tqdm
 
-        pieces = tqdm(pieces, desc=desc, unit="chunk")
-    for start, stop, A in _columns_ahead(columns, X, pieces, chunk_size):
-        if isinstance(A, tuple):
-            A, d = A
-            sum_diag += float(np.sum(d))
-        P = A.shape[0]
-        if G is None:
-            G, c = np.zeros((P, P)), np.zeros(P)
-        with gram_policy(2.0 * P * P * (stop - start)):
-            ops.gram_update(G, c, A, y[start:stop])
-        if diag is not None:
-            sum_diag += float(np.sum(diag(X[start:stop])))
-        if keep:
-            kept.append(A)
+        bar, inner = tqdm(total=len(pieces), desc=desc, unit="chunk"), load
+
+        def load(Xc):  # called once per chunk, in order: the bar follows the pass
+            bar.update(1)
+            return inner(Xc)
+    try:
+        if device_columns is not None:
+            G, c, sum_diag, kept = ops.gram_pass(X, y, pieces, load, cols, keep)
+        else:
+            G, c, sum_diag, kept = host_gram_pass(X, y, pieces, load, cols, keep, ops)
+    finally:
+        if bar is not None:
+            bar.close()
+    if diag is not None:
+        sum_diag += sum(float(np.sum(diag(X[a:b]))) for a, b in row_chunks(n, chunk_size))
+    if G is None:
+        raise ValueError("no rows: the statistics need at least one")
     G = 0.5 * (G + G.T)  # exactly symmetric
     return Statistics(G, c, float(y @ y), sum_diag, n, kept)

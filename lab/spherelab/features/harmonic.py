@@ -114,6 +114,13 @@ class SphericalFeatures(Features):
         """:math:`K_{uf}` ``(M, N)`` from an :meth:`evaluate` result."""
         return (ev.values[:, self.kept] * ev.r[:, None]).T
 
+    def device_Kuf(self, ops, Xh: Any, r: Any) -> Any:
+        r""":math:`K_{uf}` ``(M, N)`` from lifted rows already on ``ops``' device (unit points
+        ``Xh`` ``(N, d)``, radii ``r`` ``(N,)``), as a device array: the columns of the device's
+        statistics pass. Default: computed on the host and copied."""
+        Xh_host, r_host = ops.to_host(Xh), ops.to_host(r)
+        return ops.to_device(self.Kuf_from(Evaluation(Xh_host, r_host, Xh_host, self.unit_values(Xh_host))))
+
     def Kuf(self, kernel: ZonalKernel, X: Any) -> np.ndarray:
         r"""``(M, N)``: :math:`r_n\psi_m(\hat x_n)`."""
         return self.Kuf_from(self.evaluate(kernel, X))
@@ -206,6 +213,12 @@ class HarmonicFeatures(SphericalFeatures):
 
     def unit_values(self, Xh: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         return self._ready()(Xh, out=out)
+
+    def device_Kuf(self, ops, Xh: Any, r: Any) -> Any:
+        H = ops.device_harmonics(Xh, self._ready().plan)
+        if self._keep is not None:
+            H = H[:, ops.to_device(self._keep)]
+        return (H * r[:, None]).T
 
     def lift_vjp(self, Xh: np.ndarray, values: np.ndarray, W: np.ndarray) -> np.ndarray:
         r"""With the solid harmonic :math:`H_m = r^{\ell}\phi_m`,

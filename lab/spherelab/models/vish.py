@@ -54,8 +54,19 @@ def harmonic_statistics(kernel: ZonalKernel, features: SphericalFeatures, X: Any
         ev = features.evaluate(kernel, Xc)
         return features.Kuf_from(ev), ev.r * ev.r
 
+    def load(Xc):  # on the host: the lift, O(N D)
+        r, Xh = kernel.lift(Xc)
+        return Xh, r
+
+    def device_columns(Xh, r):  # where the device keeps its arrays
+        return features.device_Kuf(ops, Xh, r), r * r
+
+    if ops is None:
+        from ..backend import resolve
+
+        ops = resolve("cpu")
     return streamed_statistics(columns, X, y, chunk_size=chunk_size, progress=progress,
-                               desc="harmonic statistics", ops=ops)
+                               desc="harmonic statistics", ops=ops, device_columns=(load, device_columns))
 
 
 class VISH(Model):

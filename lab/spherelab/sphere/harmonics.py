@@ -145,6 +145,11 @@ class SphericalHarmonics:
         self.labels: tuple[np.ndarray, np.ndarray] | None = None
 
     @property
+    def plan(self) -> Plan:
+        """The constants and slot plan the evaluation kernels run on (device operations take it)."""
+        return self._plan
+
+    @property
     def degrees(self) -> np.ndarray:
         """Degree of each column, shape ``(M,)``, non-decreasing."""
         return self._plan.degrees

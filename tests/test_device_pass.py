@@ -1,0 +1,141 @@
+"""The streamed statistics pass with the data on the device (``gram_pass``): the double-buffered
+control flow that a GPU runs — host chunks through pinned buffers on a copy stream, the compute
+stream waiting on each upload, a slot reused only after the compute reading it — proved with the
+NumPy stand-in of the CuPy interface, and VISH's device pass equal to the CPU's."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import spherelab as sl
+from spherelab import backend
+from spherelab import kernels as K
+from spherelab.backend.transfer import HostArrays, double_buffered_pass
+from spherelab.models.vish import harmonic_statistics
+
+pytest.importorskip("numba.cuda")
+
+
+class _Event:
+    def __init__(self, log, name):
+        self.log, self.name = log, name
+
+    def synchronize(self):
+        self.log.append(("sync", self.name))
+
+
+class _Stream:
+    def __init__(self, log, name):
+        self.log, self.name, self.count = log, name, 0
+
+    def record(self):
+        self.count += 1
+        event = _Event(self.log, f"{self.name}{self.count}")
+        self.log.append(("record", event.name))
+        return event
+
+    def wait_event(self, event):
+        self.log.append((f"{self.name} waits", event.name))
+
+
+class RecordingArrays(HostArrays):
+    """The stand-in, logging every allocation, upload, record and wait in order."""
+
+    def __init__(self):
+        self.log, self.allocations = [], 0
+
+    def stream(self):
+        return _Stream(self.log, "copy")
+
+    def compute_stream(self):
+        return _Stream(self.log, "compute")
+
+    def empty(self, shape):
+        self.allocations += 1
+        return np.full(shape, np.nan)  # stale data would show
+
+    def upload(self, dst, src, stream):
+        self.log.append(("upload", stream.name, dst.shape[0]))
+        dst[...] = src
+
+
+def _problem(rng, n=23, p=4):
+    X = rng.standard_normal((n, 3))
+    y = rng.standard_normal(n)
+    W = rng.standard_normal((p, 3))
+
+    def load(Xc):
+        return np.tanh(Xc), np.ones(Xc.shape[0])
+
+    def columns(T, w):
+        return W @ T.T, w * 2.0
+
+    return X, y, W, load, columns
+
+
+def test_double_buffered_pass_equals_the_direct_sums(rng):
+    X, y, W, load, columns = _problem(rng)
+    pieces = list(sl.bounds.statistics.row_chunks(23, 5))
+    arrays = RecordingArrays()
+    G, c, sum_d, kept = double_buffered_pass(arrays, X, y, pieces, load, columns, keep=True)
+    A = W @ np.tanh(X).T
+    assert np.allclose(G, A @ A.T, rtol=1e-13) and np.allclose(c, A @ y, rtol=1e-13)
+    assert sum_d == 46.0 and len(kept) == 5 and np.allclose(np.hstack(kept), A)
+    # memory bounded by the chunk: two slots of (inputs, y), whatever the number of chunks
+    assert arrays.allocations == 2 * 3
+
+
+def test_double_buffered_pass_orders_copies_and_compute(rng):
+    X, y, _, load, columns = _problem(rng)
+    pieces = list(sl.bounds.statistics.row_chunks(23, 5))  # 5 chunks, the last one short (3 rows)
+    arrays = RecordingArrays()
+    double_buffered_pass(arrays, X, y, pieces, load, columns)
+    log = arrays.log
+    uploads = [entry for entry in log if entry[0] == "upload"]
+    assert len(uploads) == 5 * 3 and all(u[1] == "copy" for u in uploads) and uploads[-1][2] == 3
+    copies = [e[1] for e in log if e[0] == "record" and e[1].startswith("copy")]
+    computes = [e[1] for e in log if e[0] == "record" and e[1].startswith("compute")]
+    assert len(copies) == len(computes) == 5
+    for k in range(5):
+        # chunk k computes only after its upload ...
+        assert log.index(("compute waits", copies[k])) < log.index(("record", computes[k]))
+        if k + 1 < 5:  # ... and the next upload is queued after chunk k's compute, to overlap it
+            assert log.index(("record", computes[k])) < log.index(("record", copies[k + 1]))
+        if k >= 2:  # a slot is refilled only when its pinned buffers and its last reader are done
+            refill = log.index(("record", copies[k]))
+            assert log.index(("sync", copies[k - 2])) < refill
+            assert log.index(("copy waits", computes[k - 2])) < refill
+
+
+def test_vish_statistics_on_the_device_equal_the_cpu(rng, monkeypatch):
+    X = rng.standard_normal((50, 2))
+    y = np.sin(X[:, 0])
+    kernel = K.Matern(1.5, 1.0, bias=0.7)
+    feats = sl.HarmonicFeatures(4)
+    feats.initialise(3, None)
+    feats.bind(kernel)
+    cpu = harmonic_statistics(kernel, feats, X, y, chunk_size=50)
+    sim = backend.resolve("sim")
+    calls = []
+    original = sim.device_harmonics
+    monkeypatch.setattr(sim, "device_harmonics", lambda *a: calls.append(a[0].shape[0]) or original(*a))
+    dev = harmonic_statistics(kernel, feats, X, y, chunk_size=16, ops=sim)
+    assert calls == [16, 16, 16, 2]  # the CUDA kernel, chunk by chunk
+    for name in ("G", "c", "yy", "sum_diag", "n"):
+        assert np.allclose(getattr(dev, name), getattr(cpu, name), rtol=1e-12, atol=1e-12), name
+
+
+def test_device_pass_with_dropped_levels_and_phases(rng):
+    """Features keeping a subset of levels (the even part of a kernel) and features without a device
+    kernel of their own (phases: computed on the host, copied) give the CPU's statistics."""
+    X = rng.standard_normal((20, 2))
+    y = np.cos(X[:, 1])
+    sim = backend.resolve("sim")
+    for kernel, feats in [(K.Parity(K.Matern(2.5, 1.0), even=True), sl.HarmonicFeatures(4)),
+                          (K.Matern(1.5, 1.0), sl.PhaseTruncatedHarmonics(3, 3, 2, seed=0))]:
+        feats.initialise(3, None)
+        feats.bind(kernel)
+        assert feats.num_features < feats.all_degrees.size or not isinstance(feats, sl.HarmonicFeatures)
+        cpu = harmonic_statistics(kernel, feats, X, y, chunk_size=20)
+        dev = harmonic_statistics(kernel, feats, X, y, chunk_size=6, ops=sim)
+        assert np.allclose(dev.G, cpu.G, rtol=1e-12, atol=1e-12) and np.allclose(dev.c, cpu.c, rtol=1e-12)
