@@ -14,7 +14,42 @@ __all__ = [
     "check_degree",
     "check_finite_array",
     "check_points_on_sphere",
+    "check_nonnegative",
+    "check_scale",
+    "Hyper",
+    "MAX_MAGNITUDE",
+    "memory_budget",
+    "check_allocation",
 ]
+
+
+def memory_budget() -> int:
+    """Bytes one allocation may take: ``SPHERELAB_MAX_MEMORY`` (e.g. ``"8G"``, ``"500M"``, or
+    bytes) when set, else the machine's physical memory."""
+    import os
+
+    text = os.environ.get("SPHERELAB_MAX_MEMORY", "").strip().upper()
+    if text:
+        units = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+        try:
+            return int(float(text[:-1]) * units[text[-1]]) if text[-1] in units else int(float(text))
+        except ValueError:
+            import warnings
+
+            warnings.warn(f"SPHERELAB_MAX_MEMORY={text!r} is not a size like '8G'; ignored", RuntimeWarning)
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
+        return 8 * 2**30
+
+
+def check_allocation(nbytes: float, what: str, hint: str) -> None:
+    """Refuse, with the estimate and ``hint``, an allocation of ``nbytes`` beyond
+    :func:`memory_budget` (a ``MemoryError`` before any memory is taken)."""
+    budget = memory_budget()
+    if nbytes > budget:
+        raise MemoryError(f"{what} would need about {nbytes / 2**30:,.1f} GiB, more than the "
+                          f"{budget / 2**30:,.1f} GiB available (SPHERELAB_MAX_MEMORY or physical memory); {hint}")
 
 
 def check_int(value: Any, name: str, minimum: int | None = None) -> int:
@@ -43,6 +78,58 @@ def check_positive(value: Any, name: str) -> float:
     return v
 
 
+def check_nonnegative(value: Any, name: str) -> float:
+    """A finite number >= 0 as a Python float, or a ``TypeError``/``ValueError`` naming ``name``."""
+    if isinstance(value, (complex, np.complexfloating)):
+        raise TypeError(f"{name} must be a real number, got {value!r}")
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a number, got {value!r}") from None
+    if not np.isfinite(v) or v < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    return v
+
+
+def check_scale(value: Any, name: str) -> float | np.ndarray:
+    """A positive scalar, or a non-empty 1-d array of finite positives (returned read-only, so
+    that an in-place change cannot bypass this check)."""
+    arr = check_finite_array(value, name)
+    if arr.ndim > 1 or arr.size == 0 or np.any(arr <= 0):
+        raise ValueError(f"{name} must be a positive scalar or a non-empty 1-d array of positives, got {value!r}")
+    if arr.ndim == 0:
+        return float(arr)
+    arr = arr.copy()
+    arr.setflags(write=False)
+    return arr
+
+
+class Hyper:
+    """A validated hyper-parameter: every assignment — in the constructor, by attribute after
+    it, by ``set_params`` or by an optimiser — goes through ``check(value, name)``, the one
+    definition of what is valid for it.
+
+    Example: ``variance = Hyper(check_positive)`` in a class body; ``obj.variance = -1`` then
+    raises ``ValueError: variance must be a finite number > 0, got -1``."""
+
+    def __init__(self, check, doc: str = "") -> None:
+        self.check, self.__doc__ = check, doc
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.name, self.slot = name, "_" + name
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        try:
+            return obj.__dict__[self.slot]
+        except KeyError:
+            raise AttributeError(self.name) from None
+
+    def __set__(self, obj, value) -> None:
+        obj.__dict__[self.slot] = self.check(value, self.name)
+
+
 def check_dim(dim: Any, name: str = "dim") -> int:
     """Ambient dimension d of the sphere S^{d-1}: an integer >= 2."""
     return check_int(dim, name, minimum=2)
@@ -60,16 +147,39 @@ def check_finite_array(x: Any, name: str, ndim: int | None = None) -> np.ndarray
             f"{name} is a GPU array; this function runs on the CPU: pass a NumPy array "
             "(e.g. cupy.asnumpy(x))"
         )
+    kind = getattr(getattr(x, "dtype", None), "kind", None)
+    if kind is None and not isinstance(x, (numbers.Real, np.ndarray)):
+        kind = np.asarray(x).dtype.kind  # lists, tuples: what NumPy makes of them
+    if kind in ("c", "b", "O", "U", "S", "M", "m", "V"):
+        what = {"c": "complex", "b": "boolean", "O": "object", "U": "string", "S": "bytes",
+                "M": "datetime", "m": "timedelta", "V": "structured"}[kind]
+        raise TypeError(f"{name} must be a real numeric array (int or float), got a {what} array"
+                        + ("; convert it with .astype(float) if that is what you mean" if kind in "bO" else ""))
+    if isinstance(x, (complex, np.complexfloating)):
+        raise TypeError(f"{name} must be real, got the complex number {x!r}")
     try:
         arr = np.asarray(x, dtype=np.float64)
     except (TypeError, ValueError) as err:
         raise TypeError(f"{name} must be a real numeric array: {err}") from None
     if ndim is not None and arr.ndim != ndim:
         raise ValueError(f"{name} must be a {ndim}-d array, got shape {arr.shape}")
-    if not np.all(np.isfinite(arr)):
+    if not _all_finite(arr):
         bad = int(np.size(arr) - np.count_nonzero(np.isfinite(arr)))
         raise ValueError(f"{name} contains {bad} NaN or infinite value(s)")
     return arr
+
+
+def _all_finite(arr: np.ndarray, rows: int = 65536) -> bool:
+    # by blocks of rows: the check's memory stays bounded whatever N (a whole-array isfinite
+    # would allocate N x D booleans)
+    if arr.ndim < 2 or arr.shape[0] <= rows:
+        return bool(np.all(np.isfinite(arr)))
+    return all(bool(np.all(np.isfinite(arr[i:i + rows]))) for i in range(0, arr.shape[0], rows))
+
+
+#: largest magnitude accepted where values are squared (targets, lifted inputs): its square
+#: stays far below float64's 1.8e308
+MAX_MAGNITUDE = 1e150
 
 
 def check_points_on_sphere(
@@ -118,4 +228,8 @@ def check_data(X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]} values")
     if X.shape[0] == 0:
         raise ValueError("X and y are empty: need at least one observation")
+    top = float(np.max(np.abs(y)))
+    if top > MAX_MAGNITUDE:
+        raise ValueError(f"y has values up to {top:.3g}: their squares overflow float64 (limit "
+                         f"{MAX_MAGNITUDE:g}); standardise the targets (spherelab.datasets.Standardizer)")
     return X, y

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from scipy.special import erf, expit, gammaln
 
-from ._validation import check_degree, check_dim, check_positive
+from ._validation import Hyper, check_degree, check_dim, check_positive
 from .sphere.funk_hecke import funk_hecke_with_rule
 
 __all__ = ["Activation", "ReLU", "Step", "SquaredReLU", "Softplus", "Swish", "Erf"]
@@ -159,8 +159,10 @@ class Softplus(Activation):
     parity = "even_plus_linear"
     params = ("beta",)
 
+    beta = Hyper(check_positive, "sharpness, > 0")
+
     def __init__(self, beta: float = 3.0) -> None:
-        self.beta = check_positive(beta, "beta")
+        self.beta = beta
 
     def shape(self, t: Any) -> np.ndarray:
         bt = self.beta * np.asarray(t, dtype=np.float64)
@@ -179,8 +181,10 @@ class Swish(Activation):
     parity = "even_plus_linear"
     params = ("beta",)
 
+    beta = Hyper(check_positive, "sharpness, > 0")
+
     def __init__(self, beta: float = 1.0) -> None:
-        self.beta = check_positive(beta, "beta")
+        self.beta = beta
 
     def shape(self, t: Any) -> np.ndarray:
         t = np.asarray(t, dtype=np.float64)
@@ -199,8 +203,10 @@ class Erf(Activation):
     parity = "odd"
     params = ("scale",)
 
+    scale = Hyper(check_positive, "input scale, > 0")
+
     def __init__(self, scale: float = 1.0) -> None:
-        self.scale = check_positive(scale, "scale")
+        self.scale = scale
 
     def shape(self, t: Any) -> np.ndarray:
         return erf(self.scale * np.asarray(t, dtype=np.float64))

@@ -11,18 +11,40 @@ from typing import Any
 import numpy as np
 from scipy.special import log_ndtr, ndtr
 
-__all__ = ["Gaussian", "Bernoulli"]
+from ._validation import check_nonnegative, check_positive
+
+__all__ = ["Gaussian", "Bernoulli", "NOISE_FLOOR"]
+
+#: default lower bound of a Gaussian likelihood's variance
+NOISE_FLOOR = 1e-6
 
 
 class Gaussian:
     r"""Homoscedastic Gaussian noise, :math:`y = f(x) + \epsilon`,
-    :math:`\epsilon \sim N(0, \sigma^2)` with ``variance`` :math:`\sigma^2 > 0`."""
+    :math:`\epsilon \sim N(0, \sigma^2)` with ``variance`` :math:`\sigma^2 \ge` ``floor``.
 
-    def __init__(self, variance: float = 1.0) -> None:
-        v = float(variance)
-        if not np.isfinite(v) or v <= 0:
-            raise ValueError(f"variance (the noise variance) must be a finite number > 0, got {variance!r}")
-        self.variance = v
+    The floor (default :data:`NOISE_FLOOR` = 1e-6, GPflow's habit) keeps every fit away from
+    noise-free data's optimum at :math:`\sigma^2 \to 0`, where the bounds lose all their digits
+    (:math:`1/\sigma^2` multiplies the data) and eventually divide by zero: optimisers see
+    :math:`\sigma^2 = \text{floor} + \text{softplus}(u)`, and a fit that ends within 1 % of the
+    floor warns. Lower it (``floor=0`` allows any positive value) for data known to be this
+    precise; every assignment of ``variance`` is checked against it."""
+
+    def __init__(self, variance: float = 1.0, floor: float | None = None) -> None:
+        self.floor = NOISE_FLOOR if floor is None else check_nonnegative(floor, "floor")
+        self.variance = variance
+
+    @property
+    def variance(self) -> float:
+        return self._variance
+
+    @variance.setter
+    def variance(self, value: Any) -> None:
+        v = check_positive(value, "variance (the noise variance)")
+        if v < self.floor:
+            raise ValueError(f"variance (the noise variance) must be >= floor = {self.floor:g}, got {value!r}; "
+                             "pass Gaussian(..., floor=smaller) if the data really are this precise")
+        self._variance = v
 
     def predict_y(self, mean: Any, var: Any) -> tuple[np.ndarray, np.ndarray]:
         """Predictive mean and variance of y given those of f."""
@@ -46,7 +68,8 @@ class Gaussian:
         return -0.5 * (np.log(2 * np.pi * s2) + (np.asarray(y) - mean) ** 2 / s2)
 
     def __repr__(self) -> str:
-        return f"Gaussian(variance={self.variance!r})"
+        floor = "" if self.floor == NOISE_FLOOR else f", floor={self.floor!r}"
+        return f"Gaussian(variance={self.variance!r}{floor})"
 
 
 class Bernoulli:

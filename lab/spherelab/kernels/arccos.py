@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import check_int
+from .._validation import Hyper, check_int
 from ..activations import ReLU, SquaredReLU, Step
 from .base import QuadratureSpectrum, ZonalKernel
 
@@ -42,6 +42,13 @@ def _arccos_shape_dt(order: int, t: np.ndarray) -> np.ndarray:
 _ARCCOS_UNIT = {0: Step(), 1: ReLU(), 2: SquaredReLU()}
 
 
+def _check_order(order: Any, name: str) -> int:
+    order = check_int(order, name)
+    if order not in (0, 1, 2):
+        raise ValueError(f"{name} must be 0, 1 or 2, got {order}")
+    return order
+
+
 class ArcCosine(ZonalKernel):
     r"""Arc-cosine kernel of order 0, 1 or 2 (Cho & Saul 2009), normalised to
     :math:`\kappa(1) = ` ``variance``:
@@ -59,10 +66,9 @@ class ArcCosine(ZonalKernel):
 
     structure = ("order",)
 
+    order = Hyper(lambda v, name: _check_order(v, name), "0, 1 or 2")
+
     def __init__(self, order: int = 1, variance: float = 1.0, bias: float = 1.0, input_scale: Any = 1.0):
-        order = check_int(order, "order")
-        if order not in (0, 1, 2):
-            raise ValueError(f"order must be 0, 1 or 2, got {order}")
         self.order = order
         super().__init__(variance, bias, input_scale)
 
@@ -114,14 +120,13 @@ class DeepArcCosine(QuadratureSpectrum):
 
     parity = None
     structure = ("depth", "order")
+    depth = Hyper(lambda v, name: check_int(v, name, minimum=1), "number of layers, >= 1")
+    order = Hyper(lambda v, name: _check_order(v, name), "0, 1 or 2")
 
     def __init__(
         self, depth: int = 2, order: int = 1, variance: float = 1.0, bias: float = 1.0, input_scale: Any = 1.0
     ):
-        self.depth = check_int(depth, "depth", minimum=1)
-        order = check_int(order, "order")
-        if order not in (0, 1, 2):
-            raise ValueError(f"order must be 0, 1 or 2, got {order}")
+        self.depth = depth
         self.order = order
         super().__init__(variance, bias, input_scale)
 
@@ -150,8 +155,10 @@ class NTK(QuadratureSpectrum):
 
     structure = ("depth",)
 
+    depth = Hyper(lambda v, name: check_int(v, name, minimum=1), "number of layers, >= 1")
+
     def __init__(self, depth: int = 1, variance: float = 1.0, bias: float = 1.0, input_scale: Any = 1.0):
-        self.depth = check_int(depth, "depth", minimum=1)
+        self.depth = depth
         super().__init__(variance, bias, input_scale)
 
     def _key(self):

@@ -33,7 +33,16 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import check_degree, check_dim, check_finite_array, check_positive
+from .._validation import (
+    MAX_MAGNITUDE,
+    Hyper,
+    check_degree,
+    check_dim,
+    check_finite_array,
+    check_nonnegative,
+    check_positive,
+    check_scale,
+)
 from ..backend.ops import current
 from ..sphere.funk_hecke import apply_parity, funk_hecke_with_rule
 from ..threads import entry_point
@@ -63,16 +72,15 @@ class ZonalKernel:
     #: names of the shape's own hyper-parameters (besides variance, bias, input_scale)
     shape_params: tuple[str, ...] = ()
 
+    # validated on every assignment (spherelab._validation.Hyper)
+    variance = Hyper(check_positive, "prior variance at unit radius, > 0")
+    bias = Hyper(check_nonnegative, "last coordinate of the lift [x / input_scale, bias], >= 0")
+    input_scale = Hyper(check_scale, "positive scalar or (D,) array dividing the inputs")
+
     def __init__(self, variance: float = 1.0, bias: float = 1.0, input_scale: Any = 1.0) -> None:
-        self.variance = check_positive(variance, "variance")
-        b = float(bias)
-        if not np.isfinite(b) or b < 0:
-            raise ValueError(f"bias must be a finite number >= 0, got {bias!r}")
-        self.bias = b
-        scale = check_finite_array(input_scale, "input_scale")
-        if scale.ndim > 1 or np.any(scale <= 0):
-            raise ValueError("input_scale must be a positive scalar or a 1-d array of positives")
-        self.input_scale = float(scale) if scale.ndim == 0 else scale.copy()
+        self.variance = variance
+        self.bias = bias
+        self.input_scale = input_scale
 
     # ---- to implement -----------------------------------------------------------------
     def _shape(self, t: np.ndarray) -> np.ndarray:
@@ -139,9 +147,15 @@ class ZonalKernel:
         return grads
 
     # ---- data space -------------------------------------------------------------------
-    def lift(self, X: Any, name: str = "X") -> tuple[np.ndarray, np.ndarray]:
+    def check_lift(self, X: np.ndarray, name: str = "X", rows: int = 65536) -> None:
+        """Raise the errors :meth:`lift` would raise for ``X``, in blocks of ``rows`` rows (memory
+        bounded whatever N)."""
+        for start in range(0, max(X.shape[0], 1), rows):
+            self.lift(X[start:start + rows], name, row_offset=start)
+
+    def lift(self, X: Any, name: str = "X", row_offset: int = 0) -> tuple[np.ndarray, np.ndarray]:
         r"""``(r, X_hat)``: norms :math:`r = \|[x/s, b]\|` ``(N,)`` and the points on the
-        sphere ``(N, D + 1)``."""
+        sphere ``(N, D + 1)`` (``row_offset``: added to row numbers in error messages)."""
         X = check_finite_array(X, name, ndim=2)
         scale = np.asarray(self.input_scale)
         if scale.ndim == 1 and scale.shape[0] != X.shape[1]:
@@ -149,9 +163,14 @@ class ZonalKernel:
                 f"input_scale has {scale.shape[0]} entries but {name} has {X.shape[1]} columns"
             )
         Xt = np.concatenate([X / scale, np.full((X.shape[0], 1), self.bias)], axis=1)
+        top = float(np.max(np.abs(Xt))) if Xt.size else 0.0
+        if top > MAX_MAGNITUDE:
+            raise ValueError(f"{name} / input_scale has entries up to {top:.3g}: the kernel's values r r' kappa "
+                             f"would overflow float64 (limit {MAX_MAGNITUDE:g}); standardise the inputs "
+                             "(spherelab.datasets.Standardizer) or raise input_scale")
         r = np.sqrt(np.einsum("ij,ij->i", Xt, Xt))
         if np.any(r == 0):
-            i = int(np.flatnonzero(r == 0)[0])
+            i = int(np.flatnonzero(r == 0)[0]) + row_offset
             raise ValueError(
                 f"row {i} of {name} vanishes after the lift [x / input_scale, bias] "
                 "(a zero row with bias = 0): use a positive bias"

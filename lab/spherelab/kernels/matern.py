@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import check_positive
+from .._validation import Hyper, check_positive
 from .base import QuadratureSpectrum
 from .matern_jit import NU_CODES
 
@@ -16,13 +16,13 @@ __all__ = ["Matern"]
 _NUS = {0.5: "1/2", 1.5: "3/2", 2.5: "5/2", math.inf: "inf"}
 
 
-def _check_nu(nu: Any) -> float:
+def _check_nu(nu: Any, name: str = "nu") -> float:
     try:
         v = float(nu)
     except (TypeError, ValueError):
-        raise ValueError(f"nu must be one of 1/2, 3/2, 5/2 or inf, got {nu!r}") from None
+        raise ValueError(f"{name} must be one of 1/2, 3/2, 5/2 or inf, got {nu!r}") from None
     if v not in _NUS:
-        raise ValueError(f"nu must be one of 1/2, 3/2, 5/2 or inf, got {nu!r}")
+        raise ValueError(f"{name} must be one of 1/2, 3/2, 5/2 or inf, got {nu!r}")
     return v
 
 
@@ -38,6 +38,8 @@ class Matern(QuadratureSpectrum):
 
     shape_params = ("lengthscale",)
     structure = ("nu",)
+    nu = Hyper(_check_nu, "smoothness: 1/2, 3/2, 5/2 or inf")
+    lengthscale = Hyper(check_positive, "lengthscale of the chordal distance, > 0")
     #: use the compiled kernels of :mod:`.matern_jit` (the tests switch it off to compare paths)
     fused = True
 
@@ -49,8 +51,8 @@ class Matern(QuadratureSpectrum):
         bias: float = 1.0,
         input_scale: Any = 1.0,
     ):
-        self.nu = _check_nu(nu)
-        self.lengthscale = check_positive(lengthscale, "lengthscale")
+        self.nu = nu
+        self.lengthscale = lengthscale
         super().__init__(variance, bias, input_scale)
 
     def _key(self):

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import check_degree, check_dim, check_positive
+from .._validation import Hyper, check_degree, check_dim, check_positive
 from ..linalg import NumericalFailure
 from ..sphere.gegenbauer import zonal_series
 from ..sphere.special import num_harmonics
@@ -190,6 +190,16 @@ def _shape_series(kernel: SpectralKernel):
     return lam, grads, tail
 
 
+def _check_smoothness(nu: Any, name: str) -> float:
+    try:
+        v = float(nu)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a number > 0 (or inf), got {nu!r}") from None
+    if not (v > 0):
+        raise ValueError(f"{name} must be > 0 (or inf), got {nu!r}")
+    return v
+
+
 class IntrinsicMatern(SpectralKernel):
     r"""Matérn (or, for ``nu = inf``, the heat / squared-exponential) kernel of the
     Laplace–Beltrami operator on :math:`S^{d-1}`:
@@ -212,6 +222,8 @@ class IntrinsicMatern(SpectralKernel):
 
     shape_params = ("lengthscale",)
     structure = ("dim", "nu")
+    nu = Hyper(lambda v, name: _check_smoothness(v, name), "smoothness, > 0 or inf")
+    lengthscale = Hyper(check_positive, "lengthscale rho, > 0")
 
     @classmethod
     def dutordoir2020(cls, dim: int, nu: float = 1.5, lengthscale: float = 1.0, **kwargs: Any) -> "IntrinsicMatern":
@@ -234,11 +246,8 @@ class IntrinsicMatern(SpectralKernel):
         input_scale: Any = 1.0,
     ):
         self.dim = check_dim(dim)
-        v = float(nu)
-        if not (v > 0):
-            raise ValueError(f"nu must be > 0 (or inf), got {nu!r}")
-        self.nu = v
-        self.lengthscale = check_positive(lengthscale, "lengthscale")
+        self.nu = nu
+        self.lengthscale = lengthscale
         super().__init__(variance, bias, input_scale)
 
     def _key(self):
@@ -277,20 +286,19 @@ class PolynomialDecay(SpectralKernel):
                  max_degree: int | None = None):
         self.dim = check_dim(dim)
         self.max_degree = None if max_degree is None else check_degree(max_degree)
-        self.beta = check_positive(beta, "beta")
-        if self.max_degree is None and self.beta <= self.dim - 1:
-            raise ValueError(
-                f"beta must exceed dim - 1 = {self.dim - 1} so that sum_l l^-beta N(l, d) "
-                f"converges (kappa(1) finite), got beta = {self.beta}; or truncate the series "
-                "with max_degree=L (any beta > 0)"
-            )
+        self.beta = beta
         super().__init__(variance, bias, input_scale)
 
+    beta = Hyper(check_positive, "decay exponent, > 0 (> dim - 1 without max_degree)")
+
     def __setattr__(self, name, value):
-        # re-assignment (e.g. by an optimiser); the constructor gives the longer message
-        if name == "beta" and "beta" in self.__dict__ and self.max_degree is None:
-            if value <= self.dim - 1:
-                raise ValueError(f"beta must exceed dim - 1 = {self.dim - 1} (or use max_degree), got {value}")
+        # the convergence condition ties beta to dim: checked at every assignment of beta
+        if name == "beta" and self.max_degree is None and check_positive(value, "beta") <= self.dim - 1:
+            raise ValueError(
+                f"beta must exceed dim - 1 = {self.dim - 1} so that sum_l l^-beta N(l, d) "
+                f"converges (kappa(1) finite), got beta = {value}; or truncate the series "
+                "with max_degree=L (any beta > 0)"
+            )
         object.__setattr__(self, name, value)
 
     def _key(self):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -55,6 +56,8 @@ class Param:
     get: Callable[[], Any]
     set: Callable[[Any], None]
     kind: str = "free"
+    #: lower bound of a positive entry: the optimiser sees ``lower + softplus(u)``
+    lower: float = 0.0
 
     def shape(self) -> tuple:
         return np.shape(self.get())
@@ -66,14 +69,14 @@ class Param:
             raise ValueError(f"{self.name} must have shape {self.shape()}, got {arr.shape}")
         if not np.all(np.isfinite(arr)):
             raise ValueError(f"{self.name} contains NaN or infinite values")
-        if self.kind == "positive" and np.any(arr <= 0):
-            raise ValueError(f"{self.name} must be > 0, got {value!r}")
+        if self.kind == "positive" and np.any(arr <= self.lower if self.lower == 0 else arr < self.lower):
+            raise ValueError(f"{self.name} must be {'> 0' if self.lower == 0 else f'>= {self.lower:g}'}, got {value!r}")
         return float(arr) if arr.ndim == 0 else arr.copy()
 
     def pack(self) -> np.ndarray:
         v = np.asarray(self.get(), dtype=np.float64)
         if self.kind == "positive":
-            return softplus_inverse(v).ravel()
+            return softplus_inverse(v - self.lower).ravel()
         if self.kind == "tril":
             return v[np.tril_indices(v.shape[0])]
         return v.ravel().copy()
@@ -91,8 +94,11 @@ class Param:
             L[np.tril_indices(shape[0])] = u
             self.set(L)
             return
-        v = softplus(u) if self.kind == "positive" else np.array(u, dtype=np.float64)
-        self.set(float(v[0]) if shape == () else v.reshape(shape))
+        v = self.lower + softplus(u) if self.kind == "positive" else np.array(u, dtype=np.float64)
+        try:
+            self.set(float(v[0]) if shape == () else v.reshape(shape))
+        except ValueError as err:  # a trial point the transform cannot represent (overflow, underflow)
+            raise NumericalFailure(f"the optimiser's value of {self.name} is not valid: {err}") from None
 
     def chain(self, grad: Any, u: np.ndarray) -> np.ndarray:
         """The gradient in the optimiser's coordinates ``u`` from the value's gradient."""
@@ -115,7 +121,8 @@ def kernel_params(kernel) -> list[Param]:
 def likelihood_params(likelihood) -> list[Param]:
     """The Gaussian noise variance as ``noise`` (Bernoulli has no parameter)."""
     if isinstance(likelihood, Gaussian):
-        return [Param("noise", lambda: likelihood.variance, lambda v: setattr(likelihood, "variance", v), "positive")]
+        return [Param("noise", lambda: likelihood.variance, lambda v: setattr(likelihood, "variance", v), "positive",
+                      likelihood.floor)]
     return []
 
 
@@ -276,9 +283,9 @@ class Model:
         it a minibatch estimate. Rejected trial points give (1e300, 0)."""
         entries = self._entries(names)
         theta = np.asarray(theta, dtype=np.float64)
-        self.set_parameter_vector(theta, names)
 
         def evaluate():
+            self.set_parameter_vector(theta, names)  # inside: an unrepresentable trial value is rejected
             value, g = self.elbo_and_gradient(X, y, num_data)
             return value, self._chain(g, theta, entries)
 
@@ -291,9 +298,8 @@ class Model:
         entries = self._entries(names)
 
         def fun(theta):
-            self.set_parameter_vector(theta, names)
-
             def ev():
+                self.set_parameter_vector(theta, names)
                 value, g = evaluate()
                 return value, self._chain(g, theta, entries)
 
@@ -302,6 +308,40 @@ class Model:
         result = minimize_lbfgsb(fun, self.parameter_vector(names), maxiter, ftol=ftol)
         self.set_parameter_vector(result.x, names)
         return result
+
+    def _report_fit(self, results: dict[str, Any]) -> list[str]:
+        """Record how each optimisation stage ended in ``fit_report_`` and warn, with what to
+        try, when one stopped abnormally early, ended on a rejected point, or left a
+        hyper-parameter degenerate (the noise on its floor, a positive parameter beyond
+        1e-8 .. 1e8). Returns the warnings."""
+        problems, report = [], {}
+        for stage, res in results.items():
+            nit, message = int(getattr(res, "nit", 0)), str(getattr(res, "message", ""))
+            report[stage] = {"iterations": nit, "evaluations": int(getattr(res, "nfev", 0)),
+                             "status": int(getattr(res, "status", 0)), "message": message,
+                             "objective": float(getattr(res, "fun", np.nan))}
+            if not np.isfinite(report[stage]["objective"]) or report[stage]["objective"] >= 1e300:
+                problems.append(f"{stage}: the optimiser ended on a rejected point (every trial failed); "
+                                "check the data scale (standardise X and y) and the initial hyper-parameters")
+            elif report[stage]["status"] == 2 and nit < 5:
+                problems.append(f"{stage}: L-BFGS-B stopped abnormally after {nit} iteration(s) ({message}); the "
+                                "fit may not have moved: try other initial hyper-parameters, standardised data, or "
+                                "spreading the inducing inputs (near-duplicates make the bound ill-conditioned)")
+        noise = next((p for p in self._registry() if p.name == "noise"), None)
+        if noise is not None and noise.get() <= noise.lower * 1.01 and noise.lower > 0:
+            problems.append(f"the noise variance ended at its floor {noise.lower:g}: the data look noise-free to "
+                            "this model; lower Gaussian(floor=...) to go further, or expect overconfident predictions")
+        for p in self._registry():
+            if p.kind == "positive" and p.name != "noise":
+                v = np.asarray(p.get(), dtype=np.float64)
+                if v.size and (v.max() > 1e8 or v.min() < 1e-8) and not (p.name == "bias" and v.max() <= 1e8):
+                    problems.append(f"{p.name} ended degenerate ({v.min():.3g} .. {v.max():.3g}); standardise the "
+                                    "inputs or start from other hyper-parameters")
+        report["warnings"] = problems
+        self.fit_report_ = report
+        for text in problems:
+            warnings.warn(f"{type(self).__name__}.fit: {text}", RuntimeWarning, stacklevel=3)
+        return problems
 
     # ---- helpers shared by the inducing-point models --------------------------------------
     def _with_jitter(self, A: np.ndarray) -> np.ndarray:

@@ -41,9 +41,9 @@ class SparseModel(Model):
         names = self.collapsed_names
         entries = self._entries(names)
         theta = np.asarray(theta, dtype=np.float64)
-        self.set_parameter_vector(theta, names)
 
         def evaluate():
+            self.set_parameter_vector(theta, names)  # inside: an unrepresentable trial value is rejected
             # envelope theorem: at the optimal q the gradient in q vanishes, so the partial
             # gradient in the other parameters is the gradient of the collapsed bound
             value, g = self._collapsed_elbo_and_gradient(X, y)
@@ -102,6 +102,7 @@ class SparseModel(Model):
                     res = minimize_lbfgsb(self.objective, self.parameter_vector(), maxiter, args=(X, y))
                     self.set_parameter_vector(res.x)
             self.optimizer_result = res
+            self._report_fit({"fit": res})
         self._X, self._y = X, y
         return self
 

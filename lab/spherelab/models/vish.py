@@ -155,7 +155,7 @@ class VISH(Model):
         return self.features.num_features
 
     def _setup(self, X: np.ndarray) -> None:
-        self.kernel.lift(X)  # clear errors (rows vanishing after the lift, wrong input_scale)
+        self.kernel.check_lift(X)  # clear errors (rows vanishing after the lift, wrong input_scale, overflow)
         feats = self._given_features if self._given_features is not None else HarmonicFeatures(self.max_degree)
         feats.initialise(X.shape[1] + 1, None)
         feats.bind(self.kernel)
@@ -315,6 +315,8 @@ class VISH(Model):
             if optimize:
                 self.optimizer_result = self._minimize(self._spectral_names(), lambda: self._bound(self.stats),
                                                        maxiter)
+                stages = {"lift": self.lift_result} if train_lift else {}
+                self._report_fit({**stages, "spectrum": self.optimizer_result})
         return self
 
     def fit_svi(self, X: Any, y: Any, *, batch_size: int = 256, iterations: int = 1000, lr: float = 0.01,
