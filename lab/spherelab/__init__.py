@@ -9,6 +9,7 @@ quadrature, Funk–Hecke), :mod:`~spherelab.kernels`, :mod:`~spherelab.features`
 :math:`\alpha = (d-2)/2`.
 """
 
+from . import processes  # noqa: F401, I001  (first: the threading layer is chosen before any kernel runs)
 from . import (
     activations,
     backend,
