@@ -4,8 +4,9 @@ Subpackages, one concept each: :mod:`~spherelab.sphere` (geometry: harmonics, Ge
 quadrature, Funk–Hecke), :mod:`~spherelab.kernels`, :mod:`~spherelab.features`,
 :mod:`~spherelab.bounds`, :mod:`~spherelab.models`, :mod:`~spherelab.likelihoods`,
 :mod:`~spherelab.linalg`, :mod:`~spherelab.optim`, :mod:`~spherelab.threads`,
-:mod:`~spherelab.backend`. Conventions (``docs/design.md``): inputs are lifted to
-:math:`S^{d-1}`, harmonics are orthonormal for the normalised surface measure,
+:mod:`~spherelab.backend`, :mod:`~spherelab.persistence` (:func:`save`, :func:`load`),
+:mod:`~spherelab.processes` (the fork- and thread-safe threading layer). Conventions
+(``docs/design.md``): inputs are lifted to :math:`S^{d-1}`, harmonics are orthonormal for the normalised surface measure,
 :math:`\alpha = (d-2)/2`.
 """
 
@@ -23,6 +24,7 @@ from . import (
     metrics,
     models,
     optim,
+    persistence,
     sphere,
     testing,
     threads,
@@ -55,6 +57,7 @@ from .sphere import (
     zonal_series,
     zonal_table,
 )
+from .persistence import load, save
 from .threads import get_threads, set_threads, thread_limit
 
 __version__ = "0.1.0"
@@ -130,4 +133,8 @@ __all__ = [
     "get_threads",
     "thread_limit",
     "warmup",
+    "save",
+    "load",
+    "persistence",
+    "processes",
 ]

@@ -39,10 +39,10 @@ def _load_pip_tbb() -> bool:
 
 
 def _choose() -> str:
+    if sys.platform.startswith("linux"):
+        _load_pip_tbb()  # also when the user asks for tbb themselves
     if os.environ.get("NUMBA_THREADING_LAYER") or numba.config.THREADING_LAYER != "default":
         return "user"  # the user's choice stands
-    if sys.platform.startswith("linux"):
-        _load_pip_tbb()
     try:
         from numba.np.ufunc import tbbpool  # noqa: F401  (the layer's library loads)
     except ImportError:

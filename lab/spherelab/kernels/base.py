@@ -165,9 +165,9 @@ class ZonalKernel:
         Xt = np.concatenate([X / scale, np.full((X.shape[0], 1), self.bias)], axis=1)
         top = float(np.max(np.abs(Xt))) if Xt.size else 0.0
         if top > MAX_MAGNITUDE:
-            raise ValueError(f"{name} / input_scale has entries up to {top:.3g}: the kernel's values r r' kappa "
-                             f"would overflow float64 (limit {MAX_MAGNITUDE:g}); standardise the inputs "
-                             "(spherelab.datasets.Standardizer) or raise input_scale")
+            raise ValueError(f"the lift [{name} / input_scale, bias] has entries up to {top:.3g}: the kernel's "
+                             f"values r r' kappa would overflow float64 (limit {MAX_MAGNITUDE:g}); standardise "
+                             "the inputs (spherelab.datasets.Standardizer), raise input_scale or lower bias")
         r = np.sqrt(np.einsum("ij,ij->i", Xt, Xt))
         if np.any(r == 0):
             i = int(np.flatnonzero(r == 0)[0]) + row_offset

@@ -3,6 +3,7 @@ continuous-depth polynomial decay (Eleftheriadis et al. eq. 15); the shape is th
 
 from __future__ import annotations
 
+import contextlib
 import math
 import warnings
 from functools import lru_cache
@@ -49,7 +50,20 @@ class SpectralKernel(ZonalKernel):
         raise NotImplementedError  # pragma: no cover - abstract
 
     def _normalised(self, dim: int, L: int):
-        return _spectral_cache(self, dim, L)
+        with self._representable():
+            return _spectral_cache(self, dim, L)
+
+    @contextlib.contextmanager
+    def _representable(self):
+        # extreme hyper-parameters (a lengthscale of 1e-300) overflow the spectrum's arithmetic:
+        # say which kernel and why instead of a bare ZeroDivisionError (NumericalFailure is a
+        # ValueError; optimisers reject such trial points)
+        try:
+            yield
+        except (ZeroDivisionError, OverflowError, FloatingPointError) as err:
+            raise NumericalFailure(f"{self!r}: the spectrum is not representable in float64 ({err}); bring "
+                                   f"{', '.join(self.shape_params) or 'the hyper-parameters'} into a moderate "
+                                   "range") from None
 
     def _spectrum(self, dim, L):
         return self._normalised(dim, L)[0]
@@ -58,7 +72,8 @@ class SpectralKernel(ZonalKernel):
         return self._normalised(dim, L)[1]
 
     def _series(self):
-        lam, grads, tail = _shape_series(self)
+        with self._representable():
+            lam, grads, tail = _shape_series(self)
         return lam, grads, tail
 
     def _shape(self, t):

@@ -64,11 +64,9 @@ class Param:
 
     def validate(self, value: Any) -> Any:
         """``value`` as a float or an array of this entry's shape, or a ValueError naming it."""
-        arr = np.asarray(value, dtype=np.float64)
+        arr = check_finite_array(value, self.name)  # the dtype policy; NaN/inf named
         if arr.shape != self.shape():
             raise ValueError(f"{self.name} must have shape {self.shape()}, got {arr.shape}")
-        if not np.all(np.isfinite(arr)):
-            raise ValueError(f"{self.name} contains NaN or infinite values")
         if self.kind == "positive" and np.any(arr <= self.lower if self.lower == 0 else arr < self.lower):
             raise ValueError(f"{self.name} must be {'> 0' if self.lower == 0 else f'>= {self.lower:g}'}, got {value!r}")
         return float(arr) if arr.ndim == 0 else arr.copy()
@@ -171,6 +169,35 @@ class Model:
     jitter: float = 0.0
     #: the likelihoods the model supports
     likelihoods: tuple = (Gaussian, Bernoulli)
+
+    #: attributes not saved by :meth:`save` (rebuilt on load, or results of a fit run)
+    _transient = ("ops", "optimizer_result", "lift_result")
+    #: the training data: saved only with ``include_data=True``
+    _transient_data = ("_X", "_y")
+
+    def save(self, path, *, include_data: bool = False) -> None:
+        """Save the model to ``path`` (``.npz`` + JSON metadata, no pickle; see
+        :mod:`spherelab.persistence`): hyper-parameters and posterior, and the training data
+        only with ``include_data``. ``spherelab.load(path)`` restores it."""
+        from ..persistence import save
+
+        save(self, path, include_data=include_data)
+
+    def _restore(self, device: str) -> None:
+        """After :func:`spherelab.load`: the device's operations, absent training data as None."""
+        self._set_device(device)
+        for name in type(self)._transient_data:
+            self.__dict__.setdefault(name, None)
+
+    def _training_data(self, X: Any, y: Any) -> tuple[Any, Any]:
+        """``(X, y)``, defaulting to the training data (a clear error when a loaded model has none)."""
+        if X is None or y is None:
+            if getattr(self, "_X", None) is None:
+                raise ValueError(f"{type(self).__name__} has no training data (loaded from a file saved without "
+                                 "include_data=True): pass X and y")
+            X = self._X if X is None else X
+            y = self._y if y is None else y
+        return X, y
 
     def _set_device(self, device: str) -> None:
         """Resolve the device's operations once (:func:`spherelab.backend.resolve`)."""

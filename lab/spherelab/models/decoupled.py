@@ -292,9 +292,7 @@ class OrthogonalSVGP(SparseModel):
     def elbo(self, X: Any = None, y: Any = None) -> float:
         """The ELBO on all of (X, y) (default: the training data)."""
         self._check_fitted()
-        X = self._X if X is None else X
-        y = self._y if y is None else y
-        X, y = self._check_data(X, y)
+        X, y = self._check_data(*self._training_data(X, y))
         if self._use_stats(X.shape[0]):
             return self.elbo_and_gradient(X, y)[0]  # streamed: memory independent of N
         return self.bound(X, y).value

@@ -292,9 +292,8 @@ class HarmonicSVGP(SparseModel):
     def elbo(self, X: Any = None, y: Any = None) -> float:
         """The ELBO on all of (X, y) (default: the training data)."""
         self._check_fitted()
-        X = self._X if X is None else self._check_inputs(X)
-        y = self._y if y is None else np.asarray(y, dtype=np.float64)
-        return self.bound(X, y).value
+        X, y = self._training_data(X, y)
+        return self.bound(self._check_inputs(X), np.asarray(y, dtype=np.float64)).value
 
     # ---- prediction -----------------------------------------------------------------------
     def _factors(self):

@@ -241,9 +241,9 @@ class VISH(Model):
         current q(u)."""
         self._check_fitted()
         if self.q_mu is not None:
-            X = self._X if X is None else check_finite_array(X, "X", ndim=2)
-            y = self._y if y is None else check_finite_array(y, "y").reshape(-1)
-            return vish_svi.uncollapsed_elbo(self, X, y)
+            X, y = self._training_data(X, y)
+            return vish_svi.uncollapsed_elbo(self, check_finite_array(X, "X", ndim=2),
+                                             check_finite_array(y, "y").reshape(-1))
         if X is None:
             return float(self._bound(self.stats, gradients=False)[0])
         X, y = check_data(X, y)
@@ -253,7 +253,7 @@ class VISH(Model):
         """Derivatives of :meth:`elbo` with respect to every parameter (``bias``,
         ``input_scale`` and directions need one pass over the training data)."""
         self._check_fitted()
-        return self._bound(self.stats, lift=(self._X, self._y))[1]
+        return self._bound(self.stats, lift=self._training_data(None, None))[1]
 
     # ---- fitting --------------------------------------------------------------------------
     #: largest subsample (rows x features) whose harmonics are kept in memory between the bound
