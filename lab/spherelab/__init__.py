@@ -6,8 +6,8 @@ quadrature, Funk–Hecke), :mod:`~spherelab.kernels`, :mod:`~spherelab.features`
 :mod:`~spherelab.linalg`, :mod:`~spherelab.optim`, :mod:`~spherelab.threads`,
 :mod:`~spherelab.backend`, :mod:`~spherelab.persistence` (:func:`save`, :func:`load`),
 :mod:`~spherelab.processes` (the fork- and thread-safe threading layer). Conventions
-(``docs/design.md``): inputs are lifted to :math:`S^{d-1}`, harmonics are orthonormal for the normalised surface measure,
-:math:`\alpha = (d-2)/2`.
+(``docs/design.md``): inputs are lifted to :math:`S^{d-1}`, harmonics are orthonormal for the
+normalised surface measure, :math:`\alpha = (d-2)/2`.
 """
 
 from . import processes  # noqa: F401, I001  (first: the threading layer is chosen before any kernel runs)
