@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import numba
 import numpy as np
 import pytest
@@ -138,3 +139,43 @@ def test_a_bad_environment_value_is_ignored_with_a_warning():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "None"
     assert "SPHERELAB_THREADS='lots'" in out.stderr
+
+
+def test_kernels_fall_back_to_a_private_cache_dir(monkeypatch, tmp_path):
+    """A read-only install (Numba finds no writable cache location) caches in this user's private
+    directory instead of compiling in every process."""
+    import numba
+    from spherelab.backend import jit as jitmod
+
+    monkeypatch.setattr(jitmod.tempfile, "gettempdir", lambda: str(tmp_path))
+    monkeypatch.setattr(numba.config, "CACHE_DIR", "")
+    real = numba.njit
+    calls = []
+
+    def njit(**kwargs):
+        calls.append((kwargs["cache"], numba.config.CACHE_DIR))
+        if kwargs["cache"] and not numba.config.CACHE_DIR:
+            raise RuntimeError("cannot cache function: no locator available")
+        return real(**kwargs)
+
+    monkeypatch.setattr(jitmod.numba, "njit", njit)
+
+    @jitmod.jit()
+    def double(x):
+        return 2.0 * x
+
+    assert double(2.0) == 4.0
+    private = jitmod.private_cache_dir()
+    assert calls == [(True, ""), (True, private)] and jitmod.caching_enabled(__name__)
+    assert (os.stat(private).st_mode & 0o777) == 0o700
+
+
+def test_a_shared_writable_cache_dir_is_not_trusted(monkeypatch, tmp_path):
+    import numba
+    from spherelab.backend import jit as jitmod
+
+    monkeypatch.setattr(jitmod.tempfile, "gettempdir", lambda: str(tmp_path))
+    monkeypatch.setattr(numba.config, "CACHE_DIR", "")
+    os.makedirs(jitmod.private_cache_dir())
+    os.chmod(jitmod.private_cache_dir(), 0o777)  # planted by someone else, writable by all
+    assert not jitmod._use_private_cache_dir() and numba.config.CACHE_DIR == ""

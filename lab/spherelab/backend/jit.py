@@ -1,15 +1,20 @@
 """Numba compilation policy shared by every jitted kernel of the package.
 
 Kernels are compiled lazily (no signatures, so importing :mod:`spherelab` compiles nothing) and
-cached on disk when a writable cache location exists. Numba refuses ``cache=True`` outright when it
-finds no writable location (read-only site-packages, no writable ``$HOME``, a read-only
-``NUMBA_CACHE_DIR``); we then fall back to in-memory compilation instead of failing at import.
+cached on disk. Numba refuses ``cache=True`` outright when it finds no writable location
+(read-only site-packages and no writable ``$HOME``, a read-only ``NUMBA_CACHE_DIR``); we then
+point Numba's cache at a private directory of this user under the system's temporary directory
+(created mode 0700 and used only if this user owns it and nobody else may write to it), so the
+kernels compile once per machine instead of once per process (7-10 s), and only when even that
+is impossible compile in memory.
 
 No kernel uses ``fastmath``: it removes NaN checks, and several kernels detect invalid values.
 """
 
 from __future__ import annotations
 
+import os
+import tempfile
 import warnings
 from typing import Callable
 
@@ -35,15 +40,43 @@ def jit(parallel: bool = False) -> Callable[[Callable], Callable]:
     """
 
     def decorate(func: Callable) -> Callable:
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", numba.NumbaWarning)
-                dispatcher = numba.njit(cache=True, parallel=parallel, error_model="numpy")(func)
-            _cache_ok[func.__module__] = True
-        except RuntimeError:
-            # Numba found no writable cache location: compile in memory only.
-            dispatcher = numba.njit(cache=False, parallel=parallel, error_model="numpy")(func)
-            _cache_ok[func.__module__] = False
-        return dispatcher
+        for attempt in range(2):
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", numba.NumbaWarning)
+                    dispatcher = numba.njit(cache=True, parallel=parallel, error_model="numpy")(func)
+                _cache_ok[func.__module__] = True
+                return dispatcher
+            except RuntimeError:
+                # no writable cache location: once, try this user's private directory
+                if attempt or not _use_private_cache_dir():
+                    break
+        _cache_ok[func.__module__] = False
+        return numba.njit(cache=False, parallel=parallel, error_model="numpy")(func)
 
     return decorate
+
+
+def private_cache_dir() -> str:
+    """This user's fallback Numba cache directory (``<tmp>/spherelab-numba-<uid>``)."""
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    return os.path.join(tempfile.gettempdir(), f"spherelab-numba-{uid}")
+
+
+def _use_private_cache_dir() -> bool:
+    """Point ``numba.config.CACHE_DIR`` at :func:`private_cache_dir` when it is safe to (ours,
+    not writable by others); True when it was set."""
+    if numba.config.CACHE_DIR and numba.config.CACHE_DIR == private_cache_dir():
+        return False  # already tried
+    path = private_cache_dir()
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        info = os.stat(path)
+        if hasattr(os, "getuid") and (info.st_uid != os.getuid() or info.st_mode & 0o022):
+            return False  # someone else's directory: compiled code from it would not be ours
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError:
+        return False
+    numba.config.CACHE_DIR = path
+    return True
