@@ -172,7 +172,7 @@ def check_finite_array(x: Any, name: str, ndim: int | None = None) -> np.ndarray
 def _all_finite(arr: np.ndarray, rows: int = 65536) -> bool:
     # by blocks of rows: the check's memory stays bounded whatever N (a whole-array isfinite
     # would allocate N x D booleans)
-    if arr.ndim < 2 or arr.shape[0] <= rows:
+    if arr.ndim < 1 or arr.shape[0] <= rows:
         return bool(np.all(np.isfinite(arr)))
     return all(bool(np.all(np.isfinite(arr[i:i + rows]))) for i in range(0, arr.shape[0], rows))
 
@@ -228,7 +228,7 @@ def check_data(X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]} values")
     if X.shape[0] == 0:
         raise ValueError("X and y are empty: need at least one observation")
-    top = float(np.max(np.abs(y)))
+    top = max(float(y.max()), -float(y.min()))  # no N-sized temporary
     if top > MAX_MAGNITUDE:
         raise ValueError(f"y has values up to {top:.3g}: their squares overflow float64 (limit "
                          f"{MAX_MAGNITUDE:g}); standardise the targets (spherelab.datasets.Standardizer)")
