@@ -170,6 +170,8 @@ def test_allocations_are_estimated_before_they_are_made(monkeypatch):
     Y = sl.SphericalHarmonics(3, 4)
     with pytest.raises(MemoryError, match="output.*chunks of rows"):
         Y(sl.sample_sphere(10_000, 3, rng=np.random.default_rng(0)))
+    with pytest.raises(MemoryError, match="10,000 x 10,000 Gram matrix.*sparse model"):
+        K.Matern(1.5).K(np.zeros((10_000, 2)))
     monkeypatch.setenv("SPHERELAB_MAX_MEMORY", "lots")
     with pytest.warns(RuntimeWarning, match="SPHERELAB_MAX_MEMORY"):
         Y(sl.sample_sphere(10, 3, rng=np.random.default_rng(0)))

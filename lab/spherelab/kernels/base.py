@@ -36,6 +36,7 @@ import numpy as np
 from .._validation import (
     MAX_MAGNITUDE,
     Hyper,
+    check_allocation,
     check_degree,
     check_dim,
     check_finite_array,
@@ -191,9 +192,16 @@ class ZonalKernel:
             raise ValueError(f"X has {U1.shape[1] - 1} columns but X2 has {U2.shape[1] - 1}: they must match")
         return r1, U1, r2, U2
 
+    @staticmethod
+    def _check_gram_size(n1: int, n2: int) -> None:
+        # the Gram matrix and about three temporaries of its size (inner products, shape values)
+        check_allocation(4 * 8.0 * n1 * n2, f"a {n1:,} x {n2:,} Gram matrix",
+                         "compute it in blocks of rows, or use a sparse model (VISH, OrthogonalSVGP)")
+
     def K(self, X: Any, X2: Any = None) -> np.ndarray:
         r"""Gram matrix :math:`k(X, X2)`, ``(N, N2)``."""
         r1, U1, r2, U2 = self._lift_pair(X, X2)
+        self._check_gram_size(r1.shape[0], r2.shape[0])
         code = self._fused_code()
         if code is not None:
             return current().matern_values(U1 @ U2.T, r1, r2, code, self.lengthscale, self.variance, X2 is None)
