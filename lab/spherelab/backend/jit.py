@@ -8,7 +8,8 @@ point Numba's cache at a private directory of this user under the system's tempo
 kernels compile once per machine instead of once per process (7-10 s), and only when even that
 is impossible compile in memory.
 
-No kernel uses ``fastmath``: it removes NaN checks, and several kernels detect invalid values.
+Every kernel releases the GIL (``nogil``), so Dask's threaded scheduler and the statistics pass's
+second thread run them in parallel. No kernel uses ``fastmath``: it removes NaN checks, and several kernels detect invalid values.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def jit(parallel: bool = False) -> Callable[[Callable], Callable]:
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", numba.NumbaWarning)
-                    dispatcher = numba.njit(cache=True, parallel=parallel, error_model="numpy")(func)
+                    dispatcher = numba.njit(cache=True, parallel=parallel, error_model="numpy", nogil=True)(func)
                 _cache_ok[func.__module__] = True
                 return dispatcher
             except RuntimeError:
@@ -52,7 +53,7 @@ def jit(parallel: bool = False) -> Callable[[Callable], Callable]:
                 if attempt or not _use_private_cache_dir():
                     break
         _cache_ok[func.__module__] = False
-        return numba.njit(cache=False, parallel=parallel, error_model="numpy")(func)
+        return numba.njit(cache=False, parallel=parallel, error_model="numpy", nogil=True)(func)
 
     return decorate
 

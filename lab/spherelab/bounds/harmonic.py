@@ -16,15 +16,20 @@ variance at unit radius); Dutordoir, Durrande & Hensman (2020), eqs. 3-4.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy.linalg import cho_solve, solve_triangular
 
+from .._validation import check_data
+from ..distributed import block_statistics, is_dask
 from ..linalg import cholesky_or_explain
-from .statistics import Statistics
+from .statistics import Statistics, streamed_statistics
 
 __all__ = [
+    "harmonic_statistics",
     "CollapsedBound",
     "collapsed_bound",
     "UncollapsedBound",
@@ -288,3 +293,34 @@ def uncollapsed_bound_general(
     if phi_gradient:
         dPhi = scale * (np.outer(dmu, lam * m) + dvar[:, None] * 2.0 * (QLt - on * Phi) * lam)
     return UncollapsedBound(float(value), dm, dL, dlam, dv, 0.0, dPhi)
+
+
+def harmonic_statistics(kernel, features, X: Any, y: Any, *,
+                        chunk_size: int = 16384, progress: bool | None = None, ops=None) -> Statistics:
+    r"""VISH's sufficient statistics in one streamed pass (:func:`~spherelab.bounds.streamed_statistics`):
+    :math:`G = K_{uf}K_{fu}`, :math:`c = K_{uf}y`, :math:`y^\top y` and ``sum_diag`` =
+    :math:`\sum_n r_n^2`, over the features kept by ``features.bind``. Memory
+    :math:`O(\text{chunk} \cdot M + M^2)` whatever N. A Dask ``X`` is summed block by block
+    (:func:`spherelab.distributed.block_statistics`) on the active scheduler."""
+    if is_dask(X):  # blockwise with this very function, summed on the active scheduler
+        return block_statistics(functools.partial(harmonic_statistics, kernel, features, chunk_size=chunk_size),
+                                X, y, progress)
+    X, y = check_data(X, y)
+
+    def columns(Xc):
+        ev = features.evaluate(kernel, Xc)
+        return features.Kuf_from(ev), ev.r * ev.r
+
+    def load(Xc):  # on the host: the lift, O(N D)
+        r, Xh = kernel.lift(Xc)
+        return Xh, r
+
+    def device_columns(Xh, r):  # where the device keeps its arrays
+        return features.device_Kuf(ops, Xh, r), r * r
+
+    if ops is None:
+        from ..backend import resolve
+
+        ops = resolve("cpu")
+    return streamed_statistics(columns, X, y, chunk_size=chunk_size, progress=progress,
+                               desc="harmonic statistics", ops=ops, device_columns=(load, device_columns))

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -27,6 +26,7 @@ from scipy.special import expit
 
 from .._validation import check_data, check_finite_array
 from ..backend.ops import use
+from ..distributed import lazy_rows
 from ..likelihoods import Bernoulli, Gaussian
 from ..linalg import NumericalFailure, add_jitter, jitter_backward
 from ..optim import minimize_lbfgsb
@@ -160,6 +160,9 @@ def threaded_objective(method):
 class Model:
     """Base of the models: the registry and the objective (module docstring).
 
+    Every subclass's ``predict_f``/``predict_y`` accepts a Dask array and returns Dask arrays
+    (:func:`spherelab.distributed.lazy_rows`, applied here once for all models).
+
     Subclasses provide ``_registry()`` (a list of :class:`Param`), ``elbo_and_gradient``,
     ``initialise(X, seed)``, ``_initialised()``, ``_num_inducing()`` and ``_check_data``.
     """
@@ -174,6 +177,12 @@ class Model:
     _transient = ("ops", "optimizer_result", "lift_result")
     #: the training data: saved only with ``include_data=True``
     _transient_data = ("_X", "_y")
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for name in ("predict_f", "predict_y"):
+            if name in cls.__dict__:
+                setattr(cls, name, lazy_rows(cls.__dict__[name]))
 
     def save(self, path, *, include_data: bool = False) -> None:
         """Save the model to ``path`` (``.npz`` + JSON metadata, no pickle; see
@@ -337,38 +346,11 @@ class Model:
         return result
 
     def _report_fit(self, results: dict[str, Any]) -> list[str]:
-        """Record how each optimisation stage ended in ``fit_report_`` and warn, with what to
-        try, when one stopped abnormally early, ended on a rejected point, or left a
-        hyper-parameter degenerate (the noise on its floor, a positive parameter beyond
-        1e-8 .. 1e8). Returns the warnings."""
-        problems, report = [], {}
-        for stage, res in results.items():
-            nit, message = int(getattr(res, "nit", 0)), str(getattr(res, "message", ""))
-            report[stage] = {"iterations": nit, "evaluations": int(getattr(res, "nfev", 0)),
-                             "status": int(getattr(res, "status", 0)), "message": message,
-                             "objective": float(getattr(res, "fun", np.nan))}
-            if not np.isfinite(report[stage]["objective"]) or report[stage]["objective"] >= 1e300:
-                problems.append(f"{stage}: the optimiser ended on a rejected point (every trial failed); "
-                                "check the data scale (standardise X and y) and the initial hyper-parameters")
-            elif report[stage]["status"] == 2 and nit < 5:
-                problems.append(f"{stage}: L-BFGS-B stopped abnormally after {nit} iteration(s) ({message}); the "
-                                "fit may not have moved: try other initial hyper-parameters, standardised data, or "
-                                "spreading the inducing inputs (near-duplicates make the bound ill-conditioned)")
-        noise = next((p for p in self._registry() if p.name == "noise"), None)
-        if noise is not None and noise.get() <= noise.lower * 1.01 and noise.lower > 0:
-            problems.append(f"the noise variance ended at its floor {noise.lower:g}: the data look noise-free to "
-                            "this model; lower Gaussian(floor=...) to go further, or expect overconfident predictions")
-        for p in self._registry():
-            if p.kind == "positive" and p.name != "noise":
-                v = np.asarray(p.get(), dtype=np.float64)
-                if v.size and (v.max() > 1e8 or v.min() < 1e-8) and not (p.name == "bias" and v.max() <= 1e8):
-                    problems.append(f"{p.name} ended degenerate ({v.min():.3g} .. {v.max():.3g}); standardise the "
-                                    "inputs or start from other hyper-parameters")
-        report["warnings"] = problems
-        self.fit_report_ = report
-        for text in problems:
-            warnings.warn(f"{type(self).__name__}.fit: {text}", RuntimeWarning, stacklevel=3)
-        return problems
+        """Record how each optimisation stage ended in ``fit_report_`` and warn about abnormal
+        ends (:func:`spherelab.models.report.report_fit`). Returns the warnings."""
+        from .report import report_fit
+
+        return report_fit(self, results)
 
     # ---- helpers shared by the inducing-point models --------------------------------------
     def _with_jitter(self, A: np.ndarray) -> np.ndarray:
@@ -403,7 +385,8 @@ class Model:
             self.likelihood.check_targets(y)
         return X, y
 
+    @lazy_rows
     def predict_y(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
         """Predictive mean and variance of y (for Bernoulli: the probability of 1 and its
-        Bernoulli variance)."""
+        Bernoulli variance); a Dask ``X`` gives Dask arrays, lazily."""
         return self.likelihood.predict_y(*self.predict_f(X))

@@ -26,8 +26,9 @@ from scipy.linalg import cho_solve
 
 from .._validation import check_data, check_finite_array, check_int
 from ..backend.ops import use
-from ..bounds.harmonic import collapsed_bound
+from ..bounds.harmonic import collapsed_bound, harmonic_statistics
 from ..bounds.statistics import Statistics, streamed_statistics
+from ..distributed import is_dask, prepare, take_rows
 from ..features.harmonic import HarmonicFeatures, SphericalFeatures
 from ..kernels import ZonalKernel
 from ..likelihoods import Gaussian
@@ -40,33 +41,6 @@ __all__ = ["VISH", "harmonic_statistics"]
 
 #: eigenvalues below this fraction of the largest are treated as zero prior variance
 _LAMBDA_FLOOR = 1e-250
-
-
-def harmonic_statistics(kernel: ZonalKernel, features: SphericalFeatures, X: Any, y: Any, *,
-                        chunk_size: int = 16384, progress: bool | None = None, ops=None) -> Statistics:
-    r"""VISH's sufficient statistics in one streamed pass (:func:`~spherelab.bounds.streamed_statistics`):
-    :math:`G = K_{uf}K_{fu}`, :math:`c = K_{uf}y`, :math:`y^\top y` and ``sum_diag`` =
-    :math:`\sum_n r_n^2`, over the features kept by ``features.bind``. Memory
-    :math:`O(\text{chunk} \cdot M + M^2)` whatever N."""
-    X, y = check_data(X, y)
-
-    def columns(Xc):
-        ev = features.evaluate(kernel, Xc)
-        return features.Kuf_from(ev), ev.r * ev.r
-
-    def load(Xc):  # on the host: the lift, O(N D)
-        r, Xh = kernel.lift(Xc)
-        return Xh, r
-
-    def device_columns(Xh, r):  # where the device keeps its arrays
-        return features.device_Kuf(ops, Xh, r), r * r
-
-    if ops is None:
-        from ..backend import resolve
-
-        ops = resolve("cpu")
-    return streamed_statistics(columns, X, y, chunk_size=chunk_size, progress=progress,
-                               desc="harmonic statistics", ops=ops, device_columns=(load, device_columns))
 
 
 class VISH(Model):
@@ -155,7 +129,8 @@ class VISH(Model):
         return self.features.num_features
 
     def _setup(self, X: np.ndarray) -> None:
-        self.kernel.check_lift(X)  # clear errors (rows vanishing after the lift, wrong input_scale, overflow)
+        if not is_dask(X):  # (Dask: each block is checked when its statistics are computed)
+            self.kernel.check_lift(X)  # clear errors (rows vanishing after the lift, wrong input_scale, overflow)
         feats = self._given_features if self._given_features is not None else HarmonicFeatures(self.max_degree)
         feats.initialise(X.shape[1] + 1, None)
         feats.bind(self.kernel)
@@ -281,7 +256,7 @@ class VISH(Model):
         """
         if not isinstance(self.likelihood, Gaussian):
             raise TypeError("fit() uses the collapsed bound (Gaussian noise); use fit_svi() for Bernoulli")
-        X, y = check_data(X, y)
+        X, y = prepare(X, y) if is_dask(X) else check_data(X, y)
         self._setup(X)
         self._X, self._y = X, y
         self.q_mu = self.q_sqrt = None
@@ -293,7 +268,9 @@ class VISH(Model):
                 Xs, ys = X, y
                 if n > lift_subsample:
                     idx = np.sort(np.random.default_rng(seed).choice(n, int(lift_subsample), replace=False))
-                    Xs, ys = X[idx], y[idx]
+                    Xs, ys = take_rows(X, y, idx) if is_dask(X) else (X[idx], y[idx])
+                elif is_dask(X):
+                    Xs, ys = take_rows(X, y, np.arange(n))
                 if not self.features.trainable:
                     # warm start: the spectrum and noise at the initial lift (O(M^3) per step);
                     # a joint fit from the defaults tends to run into degenerate lifts (input

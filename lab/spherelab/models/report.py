@@ -1,0 +1,47 @@
+"""How a fit ended: each optimisation stage's outcome recorded on the model (``fit_report_``)
+and a warning, with what to try, when it ended abnormally or degenerate."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+
+__all__ = ["report_fit"]
+
+
+def report_fit(model, results: dict[str, Any]) -> list[str]:
+    """Record how each optimisation stage ended in ``fit_report_`` and warn, with what to
+    try, when one stopped abnormally early, ended on a rejected point, or left a
+    hyper-parameter degenerate (the noise on its floor, a positive parameter beyond
+    1e-8 .. 1e8). Returns the warnings."""
+    problems, report = [], {}
+    for stage, res in results.items():
+        nit, message = int(getattr(res, "nit", 0)), str(getattr(res, "message", ""))
+        report[stage] = {"iterations": nit, "evaluations": int(getattr(res, "nfev", 0)),
+                         "status": int(getattr(res, "status", 0)), "message": message,
+                         "objective": float(getattr(res, "fun", np.nan))}
+        if not np.isfinite(report[stage]["objective"]) or report[stage]["objective"] >= 1e300:
+            problems.append(f"{stage}: the optimiser ended on a rejected point (every trial failed); "
+                            "check the data scale (standardise X and y) and the initial hyper-parameters")
+        elif report[stage]["status"] == 2 and nit < 5:
+            problems.append(f"{stage}: L-BFGS-B stopped abnormally after {nit} iteration(s) ({message}); the "
+                            "fit may not have moved: try other initial hyper-parameters, standardised data, or "
+                            "spreading the inducing inputs (near-duplicates make the bound ill-conditioned)")
+    noise = next((p for p in model._registry() if p.name == "noise"), None)
+    if noise is not None and noise.get() <= noise.lower * 1.01 and noise.lower > 0:
+        problems.append(f"the noise variance ended at its floor {noise.lower:g}: the data look noise-free to "
+                        "this model; lower Gaussian(floor=...) to go further, or expect overconfident predictions")
+    for p in model._registry():
+        if p.kind == "positive" and p.name != "noise":
+            v = np.asarray(p.get(), dtype=np.float64)
+            if v.size and (v.max() > 1e8 or v.min() < 1e-8) and not (p.name == "bias" and v.max() <= 1e8):
+                problems.append(f"{p.name} ended degenerate ({v.min():.3g} .. {v.max():.3g}); standardise the "
+                                "inputs or start from other hyper-parameters")
+    report["warnings"] = problems
+    model.fit_report_ = report
+    for text in problems:
+        warnings.warn(f"{type(model).__name__}.fit: {text}", RuntimeWarning, stacklevel=4)
+    return problems
+

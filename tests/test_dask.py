@@ -1,0 +1,148 @@
+"""VISH and the models' predictions on Dask arrays: blockwise statistics equal to the in-memory
+pass (threaded scheduler and a LocalCluster of two worker processes), the same fit, lazy
+predictions, a worker killed mid-pass retried, bad blocks named, Zarr on disk."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import pytest
+import spherelab as sl
+from spherelab import kernels as K
+from spherelab.bounds.harmonic import harmonic_statistics
+
+da = pytest.importorskip("dask.array")
+
+
+def _data(n=6_000, D=3, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1, 1, (n, D))
+    return X, np.sin(3 * X[:, 0]) * np.cos(X[:, 1]) + 0.1 * rng.standard_normal(n)
+
+
+def _features(kernel, degree, D):
+    f = sl.HarmonicFeatures(degree)
+    f.initialise(D + 1, None)
+    f.bind(kernel)
+    return f
+
+
+def _close_stats(a, b, tol=1e-12):
+    assert a.n == b.n
+    for name in ("G", "c", "yy", "sum_diag"):
+        x, y = np.asarray(getattr(a, name)), np.asarray(getattr(b, name))
+        assert np.abs(x - y).max() <= tol * np.abs(y).max(), name
+
+
+def test_blockwise_statistics_equal_the_in_memory_pass():
+    X, y = _data()
+    kernel = K.Matern(1.5, 0.9, bias=0.8)
+    feats = _features(kernel, 4, 3)
+    ref = harmonic_statistics(kernel, feats, X, y, chunk_size=1024)
+    for chunks in (1_000, 1_777, 6_000):  # even, uneven with a short last block, one block
+        got = harmonic_statistics(kernel, feats, da.from_array(X, chunks=(chunks, 2)), da.from_array(y, chunks=500),
+                                  chunk_size=1024)
+        _close_stats(got, ref)
+
+
+def test_vish_fit_on_dask_matches_memory_and_predicts_lazily():
+    X, y = _data()
+    Xd, yd = da.from_array(X, chunks=(1_500, 3)), da.from_array(y, chunks=1_500)
+    kw = {"lift_subsample": 2_000, "maxiter": 100}
+    a = sl.VISH(K.Matern(1.5), 3, sl.likelihoods.Gaussian(0.1)).fit(X, y, **kw)
+    b = sl.VISH(K.Matern(1.5), 3, sl.likelihoods.Gaussian(0.1)).fit(Xd, yd, **kw)
+    assert b.lift_result.nit == a.lift_result.nit  # the same subsample, so the same lift stage
+    pa, pb = a.get_params(), b.get_params()
+    for key in ("bias", "input_scale"):
+        assert np.array_equal(pa[key], pb[key])
+    for key in ("variance", "lengthscale", "noise"):
+        assert np.isclose(pa[key], pb[key], rtol=1e-6), key
+    _close_stats(b.stats, a.stats)
+    mean, var = b.predict_f(Xd[:2_000])
+    assert type(mean).__module__.startswith("dask") and mean.shape == (2_000,)
+    m_ref, v_ref = b.predict_f(X[:2_000])
+    assert np.array_equal(mean.compute(), m_ref) and np.array_equal(var.compute(), v_ref)
+    ym, yv = b.predict_y(Xd[:100])
+    assert np.allclose(yv.compute(), v_ref[:100] + b.likelihood.variance, rtol=1e-14)
+
+
+def test_every_model_predicts_on_dask():
+    X, y = _data(300, 2)
+    model = sl.OrthogonalSVGP(K.Matern(1.5), sl.InducingPoints(X[:6]), 4, sl.likelihoods.Gaussian(0.1))
+    model.fit(X, y, maxiter=5)
+    mean, var = model.predict_f(da.from_array(X, chunks=(70, 2)))
+    m_ref, v_ref = model.predict_f(X)
+    assert np.allclose(mean.compute(), m_ref, rtol=1e-12, atol=1e-12)
+    assert np.allclose(var.compute(), v_ref, rtol=1e-12, atol=1e-12)
+
+
+def test_bad_blocks_are_named():
+    X, y = _data(1_000)
+    X[612, 1] = np.nan
+    Xd, yd = da.from_array(X, chunks=(250, 3)), da.from_array(y, chunks=250)
+    model = sl.VISH(K.Matern(1.5), 2, sl.likelihoods.Gaussian(0.1))
+    with pytest.raises(ValueError, match=r"block 2 \(rows 500..749\): X contains 1 NaN"):
+        model.fit(Xd, yd, optimize=False)
+    fitted = sl.VISH(K.Matern(1.5), 2, sl.likelihoods.Gaussian(0.1)).fit(_data(500)[0], _data(500)[1], optimize=False)
+    with pytest.raises(ValueError, match="X must have 3 columns"):
+        fitted.predict_f(da.ones((10, 4), chunks=5))
+    Xbad = da.from_array(np.where(np.arange(20)[:, None] == 13, np.inf, np.ones((20, 3))), chunks=(5, 3))
+    mean, _ = fitted.predict_f(Xbad)
+    with pytest.raises(ValueError, match=r"block 2 \(rows 10..14\).*NaN or infinite"):
+        mean.compute()
+    with pytest.raises(ValueError, match="unknown chunk sizes"):
+        model.fit(Xd[Xd[:, 0] > 0], yd[Xd[:, 0] > 0])
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                                  silence_logs=40) as lc, distributed.Client(lc) as client:
+        yield client
+
+
+class KillOnce(K.Matern):
+    """A Matérn kernel whose first lift on a worker kills that worker (a marker file records it)."""
+
+    marker = ""
+
+    def lift(self, X, name="X", row_offset=0):
+        if self.marker and not os.path.exists(self.marker) and os.getpid() != self.parent:
+            open(self.marker, "w").close()
+            os._exit(1)
+        return super().lift(X, name, row_offset)
+
+
+@pytest.mark.slow
+def test_local_cluster_gives_the_same_statistics_and_survives_a_killed_worker(cluster, tmp_path):
+    import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import this file
+    X, y = _data(8_000)
+    Xd, yd = da.from_array(X, chunks=(1_000, 3)), da.from_array(y, chunks=1_000)
+    kernel = K.Matern(1.5, 0.9, bias=0.8)
+    feats = _features(kernel, 3, 3)
+    ref = harmonic_statistics(kernel, feats, X, y, chunk_size=512)
+    _close_stats(harmonic_statistics(kernel, feats, Xd, yd, chunk_size=512), ref)
+    killer = KillOnce(1.5, 0.9, bias=0.8)
+    killer.marker, killer.parent = str(tmp_path / "killed"), os.getpid()
+    got = harmonic_statistics(killer, _features(killer, 3, 3), Xd, yd, chunk_size=512)
+    assert os.path.exists(killer.marker)  # a worker did die mid-pass ...
+    _close_stats(got, ref)  # ... and Dask's retry gives the same statistics
+    model = sl.VISH(K.Matern(1.5), 3, sl.likelihoods.Gaussian(0.1)).fit(Xd, yd, lift_subsample=2_000, maxiter=50)
+    mem = sl.VISH(K.Matern(1.5), 3, sl.likelihoods.Gaussian(0.1)).fit(X, y, lift_subsample=2_000, maxiter=50)
+    assert np.allclose(model.predict_f(Xd[:500])[0].compute(), mem.predict_f(X[:500])[0], rtol=1e-6, atol=1e-8)
+
+
+def test_zarr_on_disk(tmp_path):
+    zarr = pytest.importorskip("zarr")  # noqa: F841
+    X, y = _data(3_000)
+    da.from_array(X, chunks=(1_000, 3)).to_zarr(str(tmp_path / "X.zarr"))
+    da.from_array(y, chunks=1_000).to_zarr(str(tmp_path / "y.zarr"))
+    Xz, yz = da.from_zarr(str(tmp_path / "X.zarr")), da.from_zarr(str(tmp_path / "y.zarr"))
+    kernel = K.Matern(1.5, 0.9)
+    feats = _features(kernel, 3, 3)
+    _close_stats(harmonic_statistics(kernel, feats, Xz, yz), harmonic_statistics(kernel, feats, X, y))
