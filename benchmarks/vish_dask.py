@@ -116,7 +116,7 @@ def main() -> None:
             pred_s = time.perf_counter() - t0
         nlpd = float(np.mean(0.5 * np.log(2 * np.pi * var) + 0.5 * (yt - mean) ** 2 / var))
         rate = args.rows / pass_s
-        print(f"\n| measurement | value |\n| --- | --- |")
+        print("\n| measurement | value |\n| --- | --- |")
         print(f"| rows, block, workers | {args.rows:,}, {args.block:,}, {args.workers} x 1 thread |")
         print(f"| statistics pass through the cluster (M = {feats.num_features}) | {pass_s:.1f} s = "
               f"{rate / 1e6:.2f} M rows/s |")
