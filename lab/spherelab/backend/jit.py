@@ -9,7 +9,8 @@ kernels compile once per machine instead of once per process (7-10 s), and only 
 is impossible compile in memory.
 
 Every kernel releases the GIL (``nogil``), so Dask's threaded scheduler and the statistics pass's
-second thread run them in parallel. No kernel uses ``fastmath``: it removes NaN checks, and several kernels detect invalid values.
+second thread run them in parallel. No kernel uses ``fastmath``: it removes NaN checks, and
+several kernels detect invalid values.
 """
 
 from __future__ import annotations
