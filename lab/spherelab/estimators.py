@@ -1,0 +1,183 @@
+"""scikit-learn estimators over the models: ``VISHRegressor``, ``VISHClassifier`` and
+``OrthogonalRegressor``, for pipelines, grid searches and cross-validation.
+
+Thin wrappers with scikit-learn's conventions: the constructor only stores its arguments,
+``fit`` standardises the inputs (and, for regression, the targets: ``normalize_y``) — the lift
+:math:`[x / s, b]` assumes unit-scale inputs — fits the model and returns ``self``; the fitted
+state ends in ``_`` (``model_``, ``n_features_in_``, ...); ``predict`` (with ``return_std``),
+``predict_proba`` and ``score`` (R² / accuracy) follow the usual meanings. scikit-learn is
+needed only to use these classes (``pip install scikit-learn``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from . import kernels as K
+from .features import InducingPoints
+from .likelihoods import Bernoulli, Gaussian
+from .models import VISH, OrthogonalSVGP
+
+__all__ = ["VISHRegressor", "VISHClassifier", "OrthogonalRegressor"]
+
+
+def _kernel(kernel: Any):
+    import copy
+
+    return K.Matern(1.5, 1.0) if kernel is None else copy.deepcopy(kernel)  # the estimator's own copy
+
+
+class _Standardised(BaseEstimator):
+    """Input standardisation shared by the estimators (constant columns keep scale 1)."""
+
+    def _fit_inputs(self, X, y, **kwargs):
+        X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=kwargs.pop("y_numeric", True), **kwargs)
+        self.X_mean_ = X.mean(axis=0)
+        scale = X.std(axis=0)
+        self.X_scale_ = np.where(scale > 0, scale, 1.0)
+        return (X - self.X_mean_) / self.X_scale_, y
+
+    def _inputs(self, X):
+        check_is_fitted(self, "model_")
+        X = validate_data(self, X, dtype=np.float64, reset=False)
+        return (X - self.X_mean_) / self.X_scale_
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.non_deterministic = False
+        return tags
+
+
+class _Regressor(RegressorMixin, _Standardised):
+    def _fit_targets(self, y):
+        y = np.asarray(y, dtype=np.float64)
+        if self.normalize_y:
+            self.y_mean_ = float(y.mean())
+            sd = float(y.std())
+            self.y_scale_ = sd if sd > 0 else 1.0
+        else:
+            self.y_mean_, self.y_scale_ = 0.0, 1.0
+        return (y - self.y_mean_) / self.y_scale_
+
+    def predict(self, X, return_std: bool = False):
+        """Predictive mean of y ``(N,)`` (and its standard deviation, noise included, with
+        ``return_std``), in the targets' units."""
+        mean, var = self.model_.predict_y(self._inputs(X))
+        mean = self.y_mean_ + self.y_scale_ * mean
+        if return_std:
+            return mean, self.y_scale_ * np.sqrt(var)
+        return mean
+
+
+class VISHRegressor(_Regressor):
+    """Regression with VISH (Dutordoir, Durrande & Hensman 2020): spherical-harmonic features up to
+    ``max_degree``, the collapsed bound, ``fit`` as :meth:`spherelab.VISH.fit`.
+
+    Parameters
+    ----------
+    kernel
+        A spherelab kernel (copied; default Matérn-3/2).
+    max_degree
+        Largest degree of the harmonics (M grows like the degree to the power of the inputs).
+    noise
+        Initial noise variance (of the standardised targets).
+    prior
+        ``"kernel"`` or ``"features"`` (see :class:`spherelab.VISH`).
+    normalize_y
+        Standardise the targets before fitting (predictions are returned in their units).
+    maxiter, lift_subsample, random_state
+        Passed to :meth:`spherelab.VISH.fit` (``random_state`` as ``seed``).
+    """
+
+    def __init__(self, kernel=None, max_degree: int = 3, noise: float = 0.1, prior: str = "kernel",
+                 normalize_y: bool = True, maxiter: int = 500, lift_subsample: int = 20_000,
+                 random_state: int = 0):
+        self.kernel = kernel
+        self.max_degree = max_degree
+        self.noise = noise
+        self.prior = prior
+        self.normalize_y = normalize_y
+        self.maxiter = maxiter
+        self.lift_subsample = lift_subsample
+        self.random_state = random_state
+
+    def fit(self, X, y):
+        """Fit on ``X`` ``(N, D)`` and ``y`` ``(N,)``; returns ``self``."""
+        X, y = self._fit_inputs(X, y)
+        model = VISH(_kernel(self.kernel), self.max_degree, Gaussian(self.noise), prior=self.prior)
+        self.model_ = model.fit(X, self._fit_targets(y), maxiter=self.maxiter, lift_subsample=self.lift_subsample,
+                                seed=int(self.random_state or 0))
+        return self
+
+
+class OrthogonalRegressor(_Regressor):
+    """Regression with the orthogonally decoupled SVGP (Shi, Titsias & Mnih 2020): ``num_inducing``
+    inducing points (chosen from the data by ``initialise``) and ``num_orthogonal`` more in the
+    orthogonal complement, fitted by L-BFGS-B on the collapsed bound."""
+
+    def __init__(self, kernel=None, num_inducing: int = 16, num_orthogonal: int = 16, noise: float = 0.1,
+                 normalize_y: bool = True, maxiter: int = 200, random_state: int = 0):
+        self.kernel = kernel
+        self.num_inducing = num_inducing
+        self.num_orthogonal = num_orthogonal
+        self.noise = noise
+        self.normalize_y = normalize_y
+        self.maxiter = maxiter
+        self.random_state = random_state
+
+    def fit(self, X, y):
+        """Fit on ``X`` ``(N, D)`` and ``y`` ``(N,)``; returns ``self``."""
+        X, y = self._fit_inputs(X, y)
+        m = max(1, min(int(self.num_inducing), X.shape[0]))
+        Z = X[np.random.default_rng(int(self.random_state or 0)).choice(X.shape[0], m, replace=False)]
+        model = OrthogonalSVGP(_kernel(self.kernel), InducingPoints(Z + 1e-3), max(1, int(self.num_orthogonal)),
+                               Gaussian(self.noise))
+        self.model_ = model.fit(X, self._fit_targets(y), maxiter=self.maxiter, seed=int(self.random_state or 0))
+        return self
+
+
+class VISHClassifier(ClassifierMixin, _Standardised):
+    """Binary classification with VISH and a probit likelihood, fitted by stochastic variational
+    inference (:meth:`spherelab.VISH.fit_svi`). ``predict_proba`` gives the predictive
+    probabilities of ``classes_``."""
+
+    def __init__(self, kernel=None, max_degree: int = 3, iterations: int = 300, batch_size: int = 256,
+                 lr: float = 0.05, random_state: int = 0):
+        self.kernel = kernel
+        self.max_degree = max_degree
+        self.iterations = iterations
+        self.batch_size = batch_size
+        self.lr = lr
+        self.random_state = random_state
+
+    def fit(self, X, y):
+        """Fit on ``X`` ``(N, D)`` and two-class labels ``y``; returns ``self``."""
+        X, y = self._fit_inputs(X, y, y_numeric=False)
+        check_classification_targets(y)
+        self.classes_, labels = np.unique(y, return_inverse=True)
+        if self.classes_.size != 2:
+            raise ValueError(f"VISHClassifier is binary: y has {self.classes_.size} classes ({self.classes_[:5]}); "
+                             "use sklearn.multiclass.OneVsRestClassifier(VISHClassifier()) for more")
+        model = VISH(_kernel(self.kernel), self.max_degree, Bernoulli())
+        self.model_ = model.fit_svi(X, labels.astype(np.float64), batch_size=self.batch_size,
+                                    iterations=self.iterations, lr=self.lr, seed=int(self.random_state or 0))
+        return self
+
+    def predict_proba(self, X):
+        """``(N, 2)``: the predictive probabilities of ``classes_[0]`` and ``classes_[1]``."""
+        p1 = np.clip(self.model_.predict_y(self._inputs(X))[0], 0.0, 1.0)
+        return np.column_stack([1.0 - p1, p1])
+
+    def predict(self, X):
+        """The more probable class of each row."""
+        return self.classes_[(self.predict_proba(X)[:, 1] > 0.5).astype(int)]
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False
+        return tags
