@@ -67,7 +67,8 @@ class _Regressor(RegressorMixin, _Standardised):
     def predict(self, X, return_std: bool = False):
         """Predictive mean of y ``(N,)`` (and its standard deviation, noise included, with
         ``return_std``), in the targets' units."""
-        mean, var = self.model_.predict_y(self._inputs(X))
+        X = self._inputs(X)
+        mean, var = self.model_.predict_y(X)
         mean = self.y_mean_ + self.y_scale_ * mean
         if return_std:
             return mean, self.y_scale_ * np.sqrt(var)
@@ -133,6 +134,8 @@ class OrthogonalRegressor(_Regressor):
     def fit(self, X, y):
         """Fit on ``X`` ``(N, D)`` and ``y`` ``(N,)``; returns ``self``."""
         X, y = self._fit_inputs(X, y)
+        if X.shape[0] < 2:
+            raise ValueError(f"OrthogonalRegressor needs at least 2 rows, got n_samples = {X.shape[0]}")
         m = max(1, min(int(self.num_inducing), X.shape[0]))
         Z = X[np.random.default_rng(int(self.random_state or 0)).choice(X.shape[0], m, replace=False)]
         model = OrthogonalSVGP(_kernel(self.kernel), InducingPoints(Z + 1e-3), max(1, int(self.num_orthogonal)),
@@ -161,8 +164,8 @@ class VISHClassifier(ClassifierMixin, _Standardised):
         check_classification_targets(y)
         self.classes_, labels = np.unique(y, return_inverse=True)
         if self.classes_.size != 2:
-            raise ValueError(f"VISHClassifier is binary: y has {self.classes_.size} classes ({self.classes_[:5]}); "
-                             "use sklearn.multiclass.OneVsRestClassifier(VISHClassifier()) for more")
+            raise ValueError(f"Only binary classification is supported. y has {self.classes_.size} classes "
+                             f"({self.classes_[:5]}); use sklearn.multiclass.OneVsRestClassifier(VISHClassifier())")
         model = VISH(_kernel(self.kernel), self.max_degree, Bernoulli())
         self.model_ = model.fit_svi(X, labels.astype(np.float64), batch_size=self.batch_size,
                                     iterations=self.iterations, lr=self.lr, seed=int(self.random_state or 0))
@@ -170,12 +173,14 @@ class VISHClassifier(ClassifierMixin, _Standardised):
 
     def predict_proba(self, X):
         """``(N, 2)``: the predictive probabilities of ``classes_[0]`` and ``classes_[1]``."""
-        p1 = np.clip(self.model_.predict_y(self._inputs(X))[0], 0.0, 1.0)
+        X = self._inputs(X)
+        p1 = np.clip(self.model_.predict_y(X)[0], 0.0, 1.0)
         return np.column_stack([1.0 - p1, p1])
 
     def predict(self, X):
         """The more probable class of each row."""
-        return self.classes_[(self.predict_proba(X)[:, 1] > 0.5).astype(int)]
+        upper = self.predict_proba(X)[:, 1] > 0.5
+        return self.classes_[upper.astype(int)]
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

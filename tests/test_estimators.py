@@ -1,0 +1,57 @@
+"""The scikit-learn estimators: scikit-learn's own check suite (every check, none skipped by us),
+pipelines and cross-validation, and answers that are actually good."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+pytest.importorskip("sklearn")
+import spherelab as sl  # noqa: E402
+from sklearn.model_selection import cross_val_score  # noqa: E402
+from sklearn.pipeline import make_pipeline  # noqa: E402
+from sklearn.preprocessing import StandardScaler  # noqa: E402
+from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
+from spherelab.estimators import OrthogonalRegressor, VISHClassifier, VISHRegressor  # noqa: E402
+
+
+@parametrize_with_checks([VISHRegressor(max_degree=2, maxiter=30),
+                          OrthogonalRegressor(num_inducing=4, num_orthogonal=4, maxiter=20),
+                          VISHClassifier(max_degree=2, iterations=30)])
+def test_scikit_learn_checks(estimator, check):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # fit reports on the checks' toy data
+        check(estimator)
+
+
+def test_regressor_in_a_pipeline_and_cross_validation():
+    X, y = sl.datasets.synthetic_regression(600, num_inputs=3, noise=0.05, seed=0)
+    y = 50.0 + 20.0 * y  # targets far from unit scale: normalize_y handles them
+    scores = cross_val_score(make_pipeline(StandardScaler(), VISHRegressor(max_degree=4)), X, y, cv=3)
+    assert scores.min() > 0.9, scores
+    est = VISHRegressor(max_degree=4).fit(X[:400], y[:400])
+    mean, std = est.predict(X[400:], return_std=True)
+    z = (y[400:] - mean) / std
+    assert 0.5 < np.std(z) < 1.5  # calibrated uncertainty, in the targets' units
+    assert est.get_params()["max_degree"] == 4 and est.set_params(max_degree=3).max_degree == 3
+
+
+def test_orthogonal_regressor_learns():
+    X, y = sl.datasets.synthetic_regression(400, num_inputs=2, noise=0.05, seed=1)
+    assert OrthogonalRegressor(num_inducing=16, num_orthogonal=16).fit(X[:300], y[:300]).score(X[300:], y[300:]) > 0.8
+
+
+def test_classifier_probabilities_and_labels():
+    X, y = sl.datasets.banana_like(400, seed=0)
+    labels = np.where(y > 0.5, "banana", "apple")
+    clf = VISHClassifier(max_degree=6, iterations=300).fit(X[:300], labels[:300])
+    proba = clf.predict_proba(X[300:])
+    assert proba.shape == (100, 2) and np.allclose(proba.sum(1), 1.0)
+    assert set(clf.predict(X[300:])) <= {"apple", "banana"}
+    # the classes overlap: scikit-learn's exact GaussianProcessClassifier scores 0.79 on this split
+    from sklearn.gaussian_process import GaussianProcessClassifier
+
+    reference = GaussianProcessClassifier().fit(X[:300], labels[:300]).score(X[300:], labels[300:])
+    assert clf.score(X[300:], labels[300:]) >= reference - 0.03
