@@ -1,7 +1,7 @@
 r"""Phase-truncated spherical-harmonic features with learned directions (Eleftheriadis et al. §5.2).
 
 Full spherical-harmonic features need :math:`N(\ell, d)` functions per degree, which explodes
-with the dimension (:math:`N(4, 17) = 4\,692`). Seed 004 keeps at most ``max_phases`` functions
+with the dimension (:math:`N(4, 17) = 4\,692`). Eleftheriadis et al. keep at most ``max_phases`` functions
 per degree: for degree :math:`\ell` with directions :math:`v_1..v_P \in S^{d-1}`
 (:math:`P = \min(N(\ell, d), \text{max\_phases})`) the zonal functions
 :math:`g_j(x) = Z_\ell(v_j^\top x)` span a P-dimensional subspace of the degree-:math:`\ell`
