@@ -1,4 +1,4 @@
-"""Benchmark: how long one slider move takes to redraw in the spectra notebooks (02, 03).
+"""Benchmark: how long one slider move takes to redraw in notebooks 02, 03 and 07.
 
 Runs each notebook's code (non-interactive Agg canvas, full-size data, widgets live), then
 times ``slider.value = v`` followed by a full ``canvas.draw()`` — the work a browser's slider
@@ -91,6 +91,14 @@ def main() -> None:
     report("03 truncation", time_moves(e.fig, moves))
     if args.save:
         e.fig.savefig(args.save / "03_truncation.png", dpi=80)
+
+    ns = run_notebook("07_harmonic_decomposition.ipynb")
+    e = ns["explorer"]
+    moves = [(e.seed, v) for v in (1, 2, 3, 4, 5)] + [(e.T, v) for v in (3, 6, 4)]
+    moves += [(e.group, "reflect x₁ and x₂ (2 × 2)"), (e.group, "rotation by 2π/T"), (e.seed, 6)]
+    report("07 harmonic decomposition", time_moves(e.fig, moves))
+    if args.save:
+        e.fig.savefig(args.save / "07_harmonic_decomposition.png", dpi=80)
     plt.close("all")
 
 

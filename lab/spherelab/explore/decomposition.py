@@ -1,0 +1,148 @@
+r"""Samples of the components :math:`k = \sum_t k_t` of a harmonic kernel decomposition on a
+grid (Sun et al. 2021, Fig. 1), interactively.
+
+A draw from :math:`GP(0, k_t)` on n grid points needs a square root of the :math:`n \times n`
+matrix :math:`K_t`: an eigendecomposition, :math:`O(n^3)` per component — the slow part. It
+depends only on the group, so :class:`ComponentSampler` keeps the factors per group; another
+sample (a new seed) is then one matrix–vector product per component.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from ..groups import harmonic_decomposition
+
+__all__ = ["ComponentSampler", "DecompositionExplorer", "component_title"]
+
+
+def component_title(comp) -> str:
+    """A readable title for a component: ``k_2``, ``k_(0,1)``, or ``k_1 + k_3`` for a pair."""
+
+    def name(index):
+        return str(index[0]) if len(index) == 1 else "(" + ",".join(map(str, index)) + ")"
+
+    if tuple(comp.partner) != tuple(comp.index):
+        return f"k_{name(comp.index)} + k_{name(comp.partner)}"
+    return f"k_{name(comp.index)}"
+
+
+class ComponentSampler:
+    """Draws of every component of ``base`` decomposed under a group, on the points ``P``
+    ``(n, D)``, with the square-root factors cached per group key.
+
+    Parameters
+    ----------
+    base
+        The kernel to decompose.
+    P
+        Grid points ``(n, D)``.
+    max_cached
+        Groups whose factors are kept (least recently used dropped first).
+    """
+
+    def __init__(self, base, P: np.ndarray, max_cached: int = 8) -> None:
+        self.base, self.P, self.max_cached = base, np.asarray(P, dtype=np.float64), max_cached
+        self._factors: dict = {}
+
+    def cached(self, key) -> bool:
+        """Whether the factors of ``key`` are at hand (no eigendecomposition needed)."""
+        return key in self._factors
+
+    def factors(self, key, group) -> tuple[list, list[np.ndarray]]:
+        """``(components, [K_t^(1/2)])`` for the group (computed once per key)."""
+        if key in self._factors:
+            self._factors[key] = self._factors.pop(key)  # most recently used last
+            return self._factors[key]
+        comps = harmonic_decomposition(self.base, group)
+        roots = []
+        for comp in comps:
+            Kt = comp(self.P)
+            w, V = np.linalg.eigh(0.5 * (Kt + Kt.T))  # PSD up to rounding; low rank for large |G|
+            # the symmetric root: with one z for every component, sum_t K_t^(1/2) z has covariance
+            # sum_t K_t = K, since the components' matrices are mutually orthogonal on a symmetric grid
+            roots.append((V * np.sqrt(np.clip(w, 0.0, None))) @ V.T)
+        self._factors[key] = (comps, roots)
+        while len(self._factors) > self.max_cached:
+            self._factors.pop(next(iter(self._factors)))
+        return comps, roots
+
+    def samples(self, key, group, seed: int) -> tuple[list, list[np.ndarray]]:
+        """One draw per component, all from the same standard-normal vector (``seed``)."""
+        comps, roots = self.factors(key, group)
+        z = np.random.default_rng(seed).standard_normal(self.P.shape[0])
+        return comps, [R @ z for R in roots]
+
+
+class DecompositionExplorer:
+    """Dropdown for the group, sliders for T and the sample; one panel per component and one for
+    their sum (a draw of k itself). The group and T recompute the factors (cached); the sample
+    slider only redraws.
+
+    Parameters
+    ----------
+    base
+        The kernel (on 2-D inputs).
+    groups
+        ``{name: (lambda T: group)}``.
+    grid_size
+        Points per side of the grid on ``[-2, 2]^2``.
+    max_panels
+        Components shown (the sum always uses all).
+    """
+
+    def __init__(self, base, groups: dict[str, Callable], grid_size: int = 36, max_panels: int = 6,
+                 group: str | None = None, T: int = 4) -> None:
+        import ipywidgets as widgets
+        import matplotlib.pyplot as plt
+
+        self.groups, self.n, self.max_panels = groups, grid_size, max_panels
+        g = np.linspace(-2, 2, grid_size)
+        G1, G2 = np.meshgrid(g, g)
+        self.sampler = ComponentSampler(base, np.c_[G1.ravel(), G2.ravel()])
+        self.group = widgets.Dropdown(options=list(groups), value=group or next(iter(groups)), description="group")
+        self.T = widgets.IntSlider(value=T, min=1, max=8, description="T", continuous_update=False)
+        self.seed = widgets.IntSlider(value=0, min=0, max=20, description="sample", continuous_update=False)
+        self.status = widgets.Label()
+        self.fig, self.axes = plt.subplots(1, max_panels + 1, figsize=(1.55 * (max_panels + 1), 2.1))
+        self.images = []
+        for ax in self.axes:
+            im = ax.imshow(np.zeros((grid_size, grid_size)), extent=(-2, 2, -2, 2), origin="lower",
+                           cmap="RdBu_r", vmin=-2.5, vmax=2.5)
+            ax.set_xticks([])
+            ax.set_yticks([])
+            self.images.append(im)
+        self.axes[0].set_ylabel("x₂")
+        self.fig.supxlabel("x₁ ∈ [−2, 2], one panel per component; colour: the sampled function", fontsize=8)
+        self.fig.tight_layout()
+        for w in (self.group, self.T, self.seed):
+            w.observe(self.update, names="value")
+        self.update()
+
+    def widget(self):
+        """The controls and the status line, for ``display``."""
+        import ipywidgets as widgets
+
+        return widgets.VBox([widgets.HBox([self.group, self.T, self.seed]), self.status])
+
+    def update(self, change=None) -> None:
+        key = (self.group.value, self.T.value)
+        if not self.sampler.cached(key):
+            self.status.value = "computing…"
+        group = self.groups[self.group.value](self.T.value)
+        comps, draws = self.sampler.samples(key, group, self.seed.value)
+        self.components = comps
+        shown = min(len(comps), self.max_panels)
+        for i, ax in enumerate(self.axes):  # components first, then their sum; the rest hidden
+            ax.set_visible(i <= shown)
+            if i < shown:
+                self.images[i].set_data(draws[i].reshape(self.n, self.n))
+                ax.set_title(component_title(comps[i]), fontsize=8)
+            elif i == shown:
+                self.images[i].set_data(sum(draws).reshape(self.n, self.n))
+                ax.set_title("sum: a draw of k", fontsize=8)
+        extra = f" (first {self.max_panels} shown; the sum uses all)" if len(comps) > self.max_panels else ""
+        self.status.value = f"{len(comps)} real components from |G| = {group.size}{extra}"
+        self.fig.canvas.draw_idle()

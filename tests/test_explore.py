@@ -1,0 +1,79 @@
+"""The explorers behind the notebooks: built once, artists updated in place, cached recomputes,
+numbers that match the library."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import spherelab as sl  # noqa: E402
+from spherelab import activations as A  # noqa: E402
+from spherelab import kernels as K  # noqa: E402
+from spherelab.explore import ComponentSampler, DecompositionExplorer, MismatchExplorer, component_title  # noqa: E402
+from spherelab.groups import Reflection, Rotation  # noqa: E402
+
+pytest.importorskip("ipywidgets")
+
+KERNELS = {"arc-cosine, order 1": lambda d: K.ArcCosine(1), "Matérn-5/2": lambda d: K.Matern(2.5, 1.0)}
+ACTIVATIONS = {"ReLU": A.ReLU(), "erf": A.Erf()}
+
+
+def test_mismatch_explorer_updates_in_place_and_reports():
+    ex = MismatchExplorer(KERNELS, ACTIVATIONS, kernel="arc-cosine, order 1")
+    artists = list(ex.ax.get_children())
+    assert ex.rep["activation_only_zero"].size == 0  # ReLU matches the order-1 arc-cosine kernel
+    ex.act.value = "erf"
+    ex.dim.value = 7
+    assert ex.rep["kernel_only_zero"][:3].tolist() == [3, 5, 7]
+    assert list(ex.ax.get_children()) == artists  # no artist added
+    ell, k = ex.k_line.get_data()
+    lam = K.ArcCosine(1).spectrum(7, 20)
+    assert np.allclose(np.nan_to_num(k) ** 2, np.where(lam > 1e-300, lam, 0.0), rtol=1e-12)
+    lo, hi = ex.ax.get_ylim()
+    finite = np.concatenate([k[np.isfinite(k)], ex.a_line.get_data()[1][np.isfinite(ex.a_line.get_data()[1])]])
+    assert lo < finite.min() and finite.max() < hi and hi / lo < 1e40  # the curves fill the axes
+    calls = len(ex._spectra)
+    ex.dim.value = 3
+    ex.dim.value = 7  # both seen before: from the cache
+    assert len(ex._spectra) == calls
+
+
+def test_component_titles():
+    comps = sl.harmonic_decomposition(K.Matern(2.5), Rotation(2, 4))
+    assert [component_title(c) for c in comps] == ["k_0", "k_1 + k_3", "k_2"]
+    comps = sl.harmonic_decomposition(K.Matern(2.5), Reflection(2))
+    assert component_title(comps[1]) == "k_(0,1)"
+
+
+def test_component_samples_sum_to_a_draw_of_k_and_reuse_factors():
+    g = np.linspace(-2, 2, 12)
+    G1, G2 = np.meshgrid(g, g)
+    P = np.c_[G1.ravel(), G2.ravel()]
+    base = K.Matern(2.5, 0.6, bias=0.5)
+    sampler = ComponentSampler(base, P)
+    comps, roots = sampler.factors("rot4", Rotation(2, 4))
+    # the components' roots square to K_t, and their squares sum to K on the symmetric grid
+    total = sum(R @ R for R in roots)
+    assert np.allclose(total, base.K(P), atol=1e-8 * np.abs(base.K(P)).max())
+    assert sampler.cached("rot4") and not sampler.cached("other")
+    first = sampler.samples("rot4", Rotation(2, 4), 0)[1]
+    again = sampler.samples("rot4", Rotation(2, 4), 0)[1]
+    assert all(np.array_equal(a, b) for a, b in zip(first, again))
+
+
+def test_decomposition_explorer_seed_moves_do_not_refactor(monkeypatch):
+    groups = {"rotation by 2π/T": lambda T: Rotation(2, T), "reflect x₁ and x₂": lambda T: Reflection(2)}
+    ex = DecompositionExplorer(K.Matern(2.5, 0.6, bias=0.5), groups, grid_size=10)
+    eigh_calls = []
+    real = np.linalg.eigh
+    monkeypatch.setattr(np.linalg, "eigh", lambda A: eigh_calls.append(1) or real(A))
+    ex.seed.value = 3
+    assert eigh_calls == []  # a new sample reuses the factors
+    ex.T.value = 3
+    assert len(eigh_calls) == len(ex.components)
+    assert "real components" in ex.status.value
+    ex.group.value = "reflect x₁ and x₂"
+    assert [a.get_title() for a in ex.axes if a.get_visible()][-1] == "sum: a draw of k"
