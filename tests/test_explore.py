@@ -77,3 +77,46 @@ def test_decomposition_explorer_seed_moves_do_not_refactor(monkeypatch):
     assert "real components" in ex.status.value
     ex.group.value = "reflect x₁ and x₂"
     assert [a.get_title() for a in ex.axes if a.get_visible()][-1] == "sum: a draw of k"
+
+
+def test_truncation_explorer_errors_fall_and_norms_match_the_library():
+    from spherelab.explore import TruncationExplorer
+
+    acts = {"ReLU": A.ReLU(), "softplus": A.Softplus(3.0)}
+    ex = TruncationExplorer(acts, {"arc-cosine": lambda d: K.ArcCosine(1)}, max_level=20)
+    errs = []
+    for L in (2, 8, 20):
+        ex.L.value = L
+        errs.append(ex.err)
+    assert errs[0] > errs[1] > errs[2]
+    ex.dim.value = 5
+    _, norms = ex.norm_lines["softplus"].get_data()
+    lam = K.ArcCosine(1).spectrum(5, 20)
+    assert np.allclose(norms, sl.rkhs_norm_truncated(A.Softplus(3.0).coefficients(5, 20), lam, 5), rtol=1e-12)
+
+
+def test_degree_explorer_bound_rises_to_the_exact_gp():
+    from spherelab.explore import DegreeExplorer
+
+    X, y = sl.datasets.snelson_like(80, seed=0)
+    ex = DegreeExplorer(X, y, K.Matern(1.5, 1.0), max_degree=10)
+    assert np.all(np.diff(ex.elbos) >= -1e-8 * np.abs(ex.elbos[1:]))
+    assert ex.elbos[-1] <= ex.exact_lml + 1e-8 * abs(ex.exact_lml)
+    ex.L.value = 10
+    _, mean = ex.mean.get_data()
+    assert np.array_equal(mean, ex.means[10]) and ex.title.get_text().startswith("L = 10, M = 21")
+
+
+def test_orthogonal_explorer_terms_sum_to_the_variance_and_fits_are_cached():
+    from spherelab.explore import OrthogonalExplorer
+
+    X, y = sl.datasets.snelson_like(60, seed=1)
+    ex = OrthogonalExplorer(X, y, {"Matérn-5/2": lambda: K.Matern(2.5, 1.0)}, {"ReLU": A.ReLU()}, units=4,
+                            maxiter=10, levels=3, orthogonal=2)
+    _, var = ex.current["model"].predict_f(ex.grid)
+    assert np.allclose(sum(ex.current["terms"].values()), var, atol=1e-10)
+    assert np.allclose(ex.total.get_data()[1], var, atol=1e-10)
+    first = ex.current["model"]
+    ex.K.value = 3
+    ex.K.value = 2  # fitted before: the same model object, no refit
+    assert ex.current["model"] is first and len(ex._fits) == 2

@@ -3,11 +3,18 @@ artists in place on every change, keeps results it has computed (moving back to 
 instant) and shows a "computing…" state while a recompute runs. Notebooks call them in one line.
 
 * :class:`MismatchExplorer` — kernel spectra against activation coefficients (notebook 02);
+* :class:`TruncationExplorer` — an activation's truncated series and its RKHS norm (notebook 03);
+* :class:`DegreeExplorer` — VISH's fit and bound degree by degree on 1-D data (notebook 04);
+* :class:`OrthogonalExplorer` — activated features in the orthogonally decoupled posterior and
+  its variance terms (notebook 05);
 * :class:`DecompositionExplorer` — samples of the components of a harmonic kernel
   decomposition (notebook 07).
 """
 
 from .decomposition import ComponentSampler, DecompositionExplorer, component_title
 from .mismatch import MismatchExplorer
+from .orthogonal import OrthogonalExplorer
+from .truncation import TruncationExplorer
+from .vish import DegreeExplorer
 
-__all__ = ["MismatchExplorer", "DecompositionExplorer", "ComponentSampler", "component_title"]
+__all__ = ["MismatchExplorer", "TruncationExplorer", "DegreeExplorer", "OrthogonalExplorer", "DecompositionExplorer", "ComponentSampler", "component_title"]

@@ -1,0 +1,131 @@
+r"""Activated features in the orthogonally decoupled posterior on 1-D data (notebook 05; Tiao,
+thesis ch. 3 eqs. 3.11–3.12, Fig. 3.8): the fit, and the five terms of the predictive variance,
+for a choice of kernel, activation, number of levels L and orthogonal inputs K.
+
+Each configuration is a full L-BFGS-B fit (about a second): sliders act on release, a
+"fitting…" state shows while one runs, and every configuration is fitted once (moving back
+to one is instant).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import numpy as np
+
+from ..features import ActivatedFeatures
+from ..likelihoods import Gaussian
+from ..models import OrthogonalSVGP
+
+__all__ = ["OrthogonalExplorer", "TERM_STYLE"]
+
+#: colour and line style of each variance term (keys of ``OrthogonalSVGP.variance_terms``)
+TERM_STYLE = {"Kff": ("C0", "-"), "-Qff": ("C0", "--"), "+QCuQ": ("#6baed6", "-"),
+              "-SfvSvv^-1Svf": ("C1", "--"), "+SfvSvv^-1CvSvv^-1Svf": ("#fdae6b", "-")}
+
+
+class OrthogonalExplorer:
+    """Left: data, predictive mean ±2σ (data units) and the orthogonal inputs W; right: the
+    variance terms of f and their sum (standardised units).
+
+    Parameters
+    ----------
+    X, y
+        1-D inputs ``(N, 1)`` and targets, in their own units (standardised inside).
+    kernels
+        ``{name: (lambda: kernel)}``.
+    activations
+        ``{name: activation}``.
+    units
+        Activated units of the features.
+    maxiter
+        L-BFGS-B iterations per fit.
+    """
+
+    def __init__(self, X, y, kernels: dict[str, Callable], activations: dict, units: int = 10, maxiter: int = 400,
+                 kernel: str | None = None, activation: str | None = None, levels: int = 8, orthogonal: int = 0):
+        import ipywidgets as widgets
+        import matplotlib.pyplot as plt
+
+        X = np.asarray(X, dtype=np.float64).reshape(len(X), -1)
+        y = np.asarray(y, dtype=np.float64)
+        self.kernels, self.activations, self.units, self.maxiter = kernels, activations, units, maxiter
+        self.xm, self.xs, self.ym, self.ys = X.mean(), X.std(), y.mean(), y.std()
+        self.X, self.y = (X - self.xm) / self.xs, (y - self.ym) / self.ys
+        self.grid = np.linspace(self.X.min() - 1.0, self.X.max() + 1.0, 300)[:, None]
+        self._fits: dict = {}
+        opts = dict(continuous_update=False)  # refit on release, not on every pixel of a drag
+        self.kernel = widgets.Dropdown(options=list(kernels), value=kernel or next(iter(kernels)), description="kernel")
+        self.act = widgets.Dropdown(options=list(activations), value=activation or next(iter(activations)),
+                                    description="activation")
+        self.L = widgets.IntSlider(value=levels, min=1, max=16, description="levels L", **opts)
+        self.K = widgets.IntSlider(value=orthogonal, min=0, max=16, description="orthogonal K", **opts)
+        self.status = widgets.Label()
+        g = self.grid[:, 0] * self.xs + self.xm
+        self.fig, (self.ax_fit, self.ax_var) = plt.subplots(1, 2, figsize=(9, 3.6))
+        self.ax_fit.plot(X[:, 0], y, "k.", ms=3)
+        (self.mean,) = self.ax_fit.plot(g, 0 * g, "C0-", lw=2, label="mean")
+        (self.lo,) = self.ax_fit.plot(g, 0 * g, "C0-", lw=0.8, label="±2σ")
+        (self.hi,) = self.ax_fit.plot(g, 0 * g, "C0-", lw=0.8)
+        (self.wmarks,) = self.ax_fit.plot([], [], "^", color="C1", ms=8, label="orthogonal inputs W")
+        self.ax_fit.set_ylim(y.min() - 1.5 * y.std(), y.max() + 1.5 * y.std())
+        self.ax_fit.set_xlabel("x")
+        self.ax_fit.set_ylabel("y")
+        self.ax_fit.legend(loc="lower left", fontsize=8)
+        self.term_lines = {k: self.ax_var.plot(g, 0 * g, color=c, ls=ls, lw=1.5, label=k)[0]
+                           for k, (c, ls) in TERM_STYLE.items()}
+        (self.total,) = self.ax_var.plot(g, 0 * g, "k-", lw=2.5, label="predictive variance of f")
+        self.ax_var.axhline(0, color="gray", lw=0.5)
+        self.ax_var.set_xlabel("x")
+        self.ax_var.set_ylabel("variance term")
+        self.ax_var.legend(loc="upper right", fontsize=7, ncol=2)
+        self.fig.subplots_adjust(left=0.08, right=0.98, bottom=0.14, top=0.9, wspace=0.25)
+        for w in (self.kernel, self.act, self.L, self.K):
+            w.observe(self.refit, names="value")
+        self.refit()
+
+    def widget(self):
+        """The controls and the status line, for ``display``."""
+        import ipywidgets as widgets
+
+        return widgets.VBox([widgets.HBox([self.kernel, self.act]), widgets.HBox([self.L, self.K]), self.status])
+
+    def fit(self, kernel: str, activation: str, L: int, K: int) -> dict:
+        """The fitted model of one configuration and what the figure shows (fitted once)."""
+        key = (kernel, activation, L, K)
+        if key not in self._fits:
+            model = OrthogonalSVGP(self.kernels[kernel](), ActivatedFeatures(self.activations[activation], self.units, L),
+                                   K, Gaussian(1.0))
+            t0 = time.perf_counter()
+            model.fit(self.X, self.y, maxiter=self.maxiter, seed=0)
+            seconds = time.perf_counter() - t0
+            mean, var = model.predict_y(self.grid)
+            self._fits[key] = dict(model=model, mean=mean, sd=np.sqrt(var), terms=model.variance_terms(self.grid),
+                                   elbo=model.elbo(), seconds=seconds, nit=model.optimizer_result.nit)
+        return self._fits[key]
+
+    def refit(self, change=None) -> None:
+        key = (self.kernel.value, self.act.value, self.L.value, self.K.value)
+        if key not in self._fits:
+            self.status.value = "fitting…"
+        r = self.current = self.fit(*key)
+        mu, sd = r["mean"] * self.ys + self.ym, r["sd"] * self.ys
+        self.mean.set_ydata(mu)
+        self.lo.set_ydata(mu - 2 * sd)
+        self.hi.set_ydata(mu + 2 * sd)
+        W = r["model"].W[:, 0] * self.xs + self.xm
+        self.wmarks.set_data(W, np.full(W.shape, self.ax_fit.get_ylim()[0] + 0.1 * self.y.std() * self.ys))
+        total = 0
+        for k, line in self.term_lines.items():
+            line.set_ydata(r["terms"][k])
+            total = total + r["terms"][k]
+        self.total.set_ydata(total)
+        lo, hi = min(v.min() for v in r["terms"].values()), max(v.max() for v in r["terms"].values())
+        self.ax_var.set_ylim(lo - 0.05 * (hi - lo), hi + 0.05 * (hi - lo))
+        self.ax_fit.set_title(f"{self.kernel.value}, {self.act.value}, L = {self.L.value}, K = {self.K.value}",
+                              fontsize=9)
+        self.ax_var.set_title("variance terms of f (standardised units)", fontsize=9)
+        self.status.value = (f"ELBO {r['elbo']:.2f} (standardised data) · {r['nit']} L-BFGS-B iterations "
+                             f"in {r['seconds']:.1f} s")
+        self.fig.canvas.draw_idle()
