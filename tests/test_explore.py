@@ -120,3 +120,19 @@ def test_orthogonal_explorer_terms_sum_to_the_variance_and_fits_are_cached():
     ex.K.value = 3
     ex.K.value = 2  # fitted before: the same model object, no refit
     assert ex.current["model"] is first and len(ex._fits) == 2
+
+
+def test_depth_explorer_and_phase_viewer():
+    from spherelab.explore import DepthExplorer, PhaseViewer
+
+    X, y = sl.datasets.snelson_like(60, seed=2)
+    ex = DepthExplorer(X, y, max_degree=10, betas=np.linspace(0.5, 6.0, 5), maxiter=30)
+    assert len(ex.elbos) == 5 and ex.kernel.beta == ex.beta_star
+    ex.beta.value = 1.0
+    assert ex.kernel.beta == 1.0 and np.isclose(ex.elbo, ex.model.elbo())
+    lam = ex.kernel.spectrum(2, 10)
+    assert np.allclose(ex.spec.get_data()[1], lam[1:] / lam[1])
+    snaps = [[np.eye(3)[:1]] + [np.eye(3)[:2] * (1 + 0 * k) for _ in range(3)] for k in range(3)]
+    viewer = PhaseViewer(snaps)
+    viewer.round.value = 0
+    assert viewer.ax.get_title() == "phase directions after round 0 of 2"

@@ -7,14 +7,17 @@ instant) and shows a "computing…" state while a recompute runs. Notebooks call
 * :class:`DegreeExplorer` — VISH's fit and bound degree by degree on 1-D data (notebook 04);
 * :class:`OrthogonalExplorer` — activated features in the orthogonally decoupled posterior and
   its variance terms (notebook 05);
+* :class:`DepthExplorer`, :class:`PhaseViewer` — continuous depth and learned phases (notebook 06);
 * :class:`DecompositionExplorer` — samples of the components of a harmonic kernel
   decomposition (notebook 07).
 """
 
 from .decomposition import ComponentSampler, DecompositionExplorer, component_title
+from .depth import DepthExplorer, PhaseViewer
 from .mismatch import MismatchExplorer
 from .orthogonal import OrthogonalExplorer
 from .truncation import TruncationExplorer
 from .vish import DegreeExplorer
 
-__all__ = ["MismatchExplorer", "TruncationExplorer", "DegreeExplorer", "OrthogonalExplorer", "DecompositionExplorer", "ComponentSampler", "component_title"]
+__all__ = ["MismatchExplorer", "TruncationExplorer", "DegreeExplorer", "OrthogonalExplorer", "DepthExplorer",
+           "PhaseViewer", "DecompositionExplorer", "ComponentSampler", "component_title"]

@@ -95,8 +95,8 @@ class OrthogonalExplorer:
         """The fitted model of one configuration and what the figure shows (fitted once)."""
         key = (kernel, activation, L, K)
         if key not in self._fits:
-            model = OrthogonalSVGP(self.kernels[kernel](), ActivatedFeatures(self.activations[activation], self.units, L),
-                                   K, Gaussian(1.0))
+            feats = ActivatedFeatures(self.activations[activation], self.units, L)
+            model = OrthogonalSVGP(self.kernels[kernel](), feats, K, Gaussian(1.0))
             t0 = time.perf_counter()
             model.fit(self.X, self.y, maxiter=self.maxiter, seed=0)
             seconds = time.perf_counter() - t0
