@@ -1,4 +1,4 @@
-"""Benchmark: how long one slider move takes to redraw in notebooks 02, 03 and 07.
+"""Benchmark: how long one slider move takes to redraw in every notebook's explorers.
 
 Runs each notebook's code (non-interactive Agg canvas, full-size data, widgets live), then
 times ``slider.value = v`` followed by a full ``canvas.draw()`` — the work a browser's slider
@@ -28,10 +28,17 @@ from _machine import describe  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_notebook(name: str) -> dict:
-    """Execute a notebook's code cells in a fresh namespace (widget backend switched off)."""
+def run_notebook(name: str, until: str | None = None) -> dict:
+    """Execute a notebook's code cells in a fresh namespace (widget backend switched off), up to
+    the first cell that assigns ``until``."""
     nb = nbformat.read(ROOT / "notebooks" / name, as_version=4)
-    src = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    cells = []
+    for c in nb.cells:
+        if c.cell_type == "code":
+            cells.append(c.source)
+            if until and f"{until} = " in c.source:
+                break
+    src = "\n".join(cells)
     src = src.replace('get_ipython().run_line_magic("matplotlib", "widget")', "pass")
     import IPython.display
 
@@ -74,6 +81,23 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.pop("SPHERELAB_SMOKE", None)
     print("machine:", describe())
+
+    ns = run_notebook("01_spherical_harmonics.ipynb", until="addition")
+    for label, e, moves in [
+        ("01 gallery", ns["gallery"], [(ns["gallery"].degree, v) for v in (4, 6, 8)]
+         + [(ns["gallery"].order, v) for v in (1, 3, 5)] + [(ns["gallery"].view, 30.0)]),
+        ("01 addition theorem", ns["addition"], [(ns["addition"].degree, v) for v in (2, 6, 10)]
+         + [(ns["addition"].lat, v) for v in (-30.0, 45.0)] + [(ns["addition"].lon, 90.0)]),
+    ]:
+        report(label, time_moves(e.fig, moves))
+
+    ns = run_notebook("04_vish.ipynb", until="degree_explorer")
+    e = ns["degree_explorer"]
+    report("04 VISH degree", time_moves(e.fig, [(e.L, v) for v in (2, 10, 20, 30, 40)]))
+
+    ns = run_notebook("06_depth_and_phases.ipynb", until="depth")
+    e = ns["depth"]
+    report("06 depth", time_moves(e.fig, [(e.beta, v) for v in (1.0, 2.5, 4.0, 6.0)]))
 
     ns = run_notebook("02_spectra_mismatch.ipynb")
     e = ns["explorer"]

@@ -136,3 +136,20 @@ def test_depth_explorer_and_phase_viewer():
     viewer = PhaseViewer(snaps)
     viewer.round.value = 0
     assert viewer.ax.get_title() == "phase directions after round 0 of 2"
+
+
+def test_harmonics_gallery_and_addition_theorem():
+    from spherelab.explore import AdditionTheorem, HarmonicsGallery
+
+    gal = HarmonicsGallery(max_degree=6, map_size=(24, 48), globe_size=40)
+    gal.degree.value = 5
+    gal.order.value = 7
+    assert gal.title.get_text() == "degree ℓ = 5, order m = 4 · cos"
+    gal.view.value = 40.0
+    top = max(np.abs(gal.im_map.get_array()).max(), np.abs(gal.im_globe.get_array()).max())
+    assert np.isclose(top, 1.0) and gal.im_map.get_clim() == (-1, 1)  # relative colours, fixed colour bar
+    add = AdditionTheorem(max_degree=6, map_size=(24, 48))
+    for ell in (0, 3, 6):
+        add.degree.value = ell
+        assert add.err < 1e-11
+    assert np.abs(add.dots.get_data()[1]).max() <= 1.0 + 1e-12  # |Z_l| <= N(l, 3)

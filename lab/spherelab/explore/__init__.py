@@ -2,6 +2,8 @@
 artists in place on every change, keeps results it has computed (moving back to a value is
 instant) and shows a "computing…" state while a recompute runs. Notebooks call them in one line.
 
+* :class:`HarmonicsGallery`, :class:`AdditionTheorem` — the harmonics of S² and the addition
+  theorem (notebook 01);
 * :class:`MismatchExplorer` — kernel spectra against activation coefficients (notebook 02);
 * :class:`TruncationExplorer` — an activation's truncated series and its RKHS norm (notebook 03);
 * :class:`DegreeExplorer` — VISH's fit and bound degree by degree on 1-D data (notebook 04);
@@ -14,10 +16,22 @@ instant) and shows a "computing…" state while a recompute runs. Notebooks call
 
 from .decomposition import ComponentSampler, DecompositionExplorer, component_title
 from .depth import DepthExplorer, PhaseViewer
+from .harmonics import AdditionTheorem, HarmonicsGallery
 from .mismatch import MismatchExplorer
 from .orthogonal import OrthogonalExplorer
 from .truncation import TruncationExplorer
 from .vish import DegreeExplorer
 
-__all__ = ["MismatchExplorer", "TruncationExplorer", "DegreeExplorer", "OrthogonalExplorer", "DepthExplorer",
-           "PhaseViewer", "DecompositionExplorer", "ComponentSampler", "component_title"]
+__all__ = [
+    "HarmonicsGallery",
+    "AdditionTheorem",
+    "MismatchExplorer",
+    "TruncationExplorer",
+    "DegreeExplorer",
+    "OrthogonalExplorer",
+    "DepthExplorer",
+    "PhaseViewer",
+    "DecompositionExplorer",
+    "ComponentSampler",
+    "component_title",
+]
