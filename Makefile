@@ -3,6 +3,7 @@
 #   make lab HEADLESS=1 PORT=8899     same, no browser, listening on 127.0.0.1:8899
 #   make test                         install, then run every test (notebooks in smoke size)
 #   make test-fast                    the same without the tests marked slow (end-to-end fits, notebooks)
+#   make test-browser                 every notebook in Chromium through JupyterLab (benchmarks/browser.py)
 #   make lint                         ruff check (configured in pyproject.toml)
 #   make bench                        install the peer libraries, run the benchmarks
 #   make bench-peers                  GPflow / GPyTorch comparisons (separate venv)
@@ -18,7 +19,7 @@ STAMP := $(VENV)/.spherelab-installed
 BENCH_STAMP := $(VENV)/.spherelab-bench-installed
 CONSTRAINTS := .ci/constraints.txt
 
-.PHONY: lab test test-fast lint bench bench-peers install clean
+.PHONY: lab test test-fast test-browser lint bench bench-peers install clean
 
 install: $(STAMP)
 
@@ -40,6 +41,19 @@ lab: $(STAMP)
 
 test: $(STAMP)
 	SPHERELAB_SMOKE=1 MPLBACKEND=Agg $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# Every notebook in Debian's Chromium through JupyterLab (benchmarks/browser.py --check): run all
+# cells, no error output, every control redraws its figure; latencies are printed, not asserted.
+# Installs chromium with apt-get when it can (root), else skips with the reason.
+test-browser: $(STAMP)
+	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && \
+	  (apt-get update -qq && apt-get install -y -qq chromium) >/dev/null 2>&1; } || true
+	@if ! command -v chromium >/dev/null 2>&1; then \
+	  echo "test-browser: SKIPPED: Debian's chromium is not installed and could not be (apt-get install chromium, as root)"; \
+	else \
+	  $(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) playwright && \
+	  $(BIN)/python benchmarks/browser.py --check --presses 1 --chromium "$$(command -v chromium)"; \
+	fi
 
 test-fast: $(STAMP)
 	SPHERELAB_SMOKE=1 MPLBACKEND=Agg $(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)

@@ -57,8 +57,11 @@ def test_vish_fit_on_dask_matches_memory_and_predicts_lazily():
     pa, pb = a.get_params(), b.get_params()
     for key in ("bias", "input_scale"):
         assert np.array_equal(pa[key], pb[key])
+    # the spectrum stage ends on a flat optimum, which amplifies the 1e-15 differences of another
+    # summation order in its end point, not in the bound it reaches
+    assert np.isclose(a.elbo(), b.elbo(), rtol=1e-9)
     for key in ("variance", "lengthscale", "noise"):
-        assert np.isclose(pa[key], pb[key], rtol=1e-6), key
+        assert np.isclose(pa[key], pb[key], rtol=1e-4), key
     _close_stats(b.stats, a.stats)
     mean, var = b.predict_f(Xd[:2_000])
     assert type(mean).__module__.startswith("dask") and mean.shape == (2_000,)
@@ -134,7 +137,9 @@ def test_local_cluster_gives_the_same_statistics_and_survives_a_killed_worker(cl
     _close_stats(got, ref)  # ... and Dask's retry gives the same statistics
     model = sl.VISH(K.Matern(1.5), 3, sl.likelihoods.Gaussian(0.1)).fit(Xd, yd, lift_subsample=2_000, maxiter=50)
     mem = sl.VISH(K.Matern(1.5), 3, sl.likelihoods.Gaussian(0.1)).fit(X, y, lift_subsample=2_000, maxiter=50)
-    assert np.allclose(model.predict_f(Xd[:500])[0].compute(), mem.predict_f(X[:500])[0], rtol=1e-6, atol=1e-8)
+    # the same bound to 1e-9; predictions to 1e-5 (the end point of a flat spectrum optimum)
+    assert np.isclose(model.elbo(), mem.elbo(), rtol=1e-9)
+    assert np.allclose(model.predict_f(Xd[:500])[0].compute(), mem.predict_f(X[:500])[0], rtol=1e-5, atol=1e-6)
 
 
 def test_zarr_on_disk(tmp_path):

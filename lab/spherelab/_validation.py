@@ -16,6 +16,8 @@ __all__ = [
     "check_points_on_sphere",
     "check_nonnegative",
     "check_scale",
+    "check_length",
+    "check_variance",
     "Hyper",
     "MAX_MAGNITUDE",
     "memory_budget",
@@ -91,12 +93,39 @@ def check_nonnegative(value: Any, name: str) -> float:
     return v
 
 
+#: the range of a length-like hyper-parameter (lengthscale, input scale): its square and its
+#: inverse square enter the kernels, and both must stay far inside float64
+MIN_LENGTH, MAX_LENGTH = 1e-100, 1e100
+
+
+def check_length(value: Any, name: str) -> float:
+    """A lengthscale: a finite number in [1e-100, 1e100], or an error naming ``name``."""
+    v = check_positive(value, name)
+    if not MIN_LENGTH <= v <= MAX_LENGTH:
+        raise ValueError(f"{name} must lie between {MIN_LENGTH:g} and {MAX_LENGTH:g} (its square enters the "
+                         f"kernel), got {value!r}; standardise the inputs if the data need such a scale")
+    return v
+
+
+def check_variance(value: Any, name: str) -> float:
+    """A variance: a finite number in [1e-150, 1e150] (its inverse and its products with the data
+    stay inside float64), or an error naming ``name``."""
+    v = check_positive(value, name)
+    if not 1e-150 <= v <= MAX_MAGNITUDE:
+        raise ValueError(f"{name} must lie between 1e-150 and {MAX_MAGNITUDE:g}, got {value!r}; standardise the "
+                         "targets if the data need such a scale")
+    return v
+
+
 def check_scale(value: Any, name: str) -> float | np.ndarray:
     """A positive scalar, or a non-empty 1-d array of finite positives (returned read-only, so
     that an in-place change cannot bypass this check)."""
     arr = check_finite_array(value, name)
     if arr.ndim > 1 or arr.size == 0 or np.any(arr <= 0):
         raise ValueError(f"{name} must be a positive scalar or a non-empty 1-d array of positives, got {value!r}")
+    if np.any(arr < MIN_LENGTH) or np.any(arr > MAX_LENGTH):
+        raise ValueError(f"{name} must lie between {MIN_LENGTH:g} and {MAX_LENGTH:g}, got {value!r}; "
+                         "standardise the inputs if the data need such a scale")
     if arr.ndim == 0:
         return float(arr)
     arr = arr.copy()

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 from scipy.special import log_ndtr, ndtr
 
-from ._validation import check_nonnegative, check_positive
+from ._validation import check_nonnegative, check_variance
 
 __all__ = ["Gaussian", "Bernoulli", "NOISE_FLOOR"]
 
@@ -40,7 +40,7 @@ class Gaussian:
 
     @variance.setter
     def variance(self, value: Any) -> None:
-        v = check_positive(value, "variance (the noise variance)")
+        v = check_variance(value, "variance (the noise variance)")
         if v < self.floor:
             raise ValueError(f"variance (the noise variance) must be >= floor = {self.floor:g}, got {value!r}; "
                              "pass Gaussian(..., floor=smaller) if the data really are this precise")

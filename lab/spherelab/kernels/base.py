@@ -41,8 +41,8 @@ from .._validation import (
     check_dim,
     check_finite_array,
     check_nonnegative,
-    check_positive,
     check_scale,
+    check_variance,
 )
 from ..backend.ops import current
 from ..sphere.funk_hecke import apply_parity, funk_hecke_with_rule
@@ -74,7 +74,7 @@ class ZonalKernel:
     shape_params: tuple[str, ...] = ()
 
     # validated on every assignment (spherelab._validation.Hyper)
-    variance = Hyper(check_positive, "prior variance at unit radius, > 0")
+    variance = Hyper(check_variance, "prior variance at unit radius, in [1e-150, 1e150]")
     bias = Hyper(check_nonnegative, "last coordinate of the lift [x / input_scale, bias], >= 0")
     input_scale = Hyper(check_scale, "positive scalar or (D,) array dividing the inputs")
 
@@ -169,14 +169,19 @@ class ZonalKernel:
             raise ValueError(f"the lift [{name} / input_scale, bias] has entries up to {top:.3g}: the kernel's "
                              f"values r r' kappa would overflow float64 (limit {MAX_MAGNITUDE:g}); standardise "
                              "the inputs (spherelab.datasets.Standardizer), raise input_scale or lower bias")
-        r = np.sqrt(np.einsum("ij,ij->i", Xt, Xt))
+        # scaled by each row's largest entry: tiny rows (a bias of 1e-160 at x = 0) would
+        # underflow in the squares and leave the "unit" points off the sphere
+        big = np.max(np.abs(Xt), axis=1) if Xt.size else np.zeros(Xt.shape[0])
+        safe = np.where(big > 0, big, 1.0)
+        Xs = Xt / safe[:, None]
+        r = big * np.sqrt(np.einsum("ij,ij->i", Xs, Xs))
         if np.any(r == 0):
             i = int(np.flatnonzero(r == 0)[0]) + row_offset
             raise ValueError(
                 f"row {i} of {name} vanishes after the lift [x / input_scale, bias] "
                 "(a zero row with bias = 0): use a positive bias"
             )
-        return r, Xt / r[:, None]
+        return r, Xs / (r / safe)[:, None]
 
     def _fused_code(self) -> int | None:
         """Code of a fused compiled kernel for this shape (``None``: the NumPy path)."""

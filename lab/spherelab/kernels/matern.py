@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import Hyper, check_positive
+from .._validation import Hyper, check_length
 from .base import QuadratureSpectrum
 from .matern_jit import NU_CODES
 
@@ -39,7 +39,7 @@ class Matern(QuadratureSpectrum):
     shape_params = ("lengthscale",)
     structure = ("nu",)
     nu = Hyper(_check_nu, "smoothness: 1/2, 3/2, 5/2 or inf")
-    lengthscale = Hyper(check_positive, "lengthscale of the chordal distance, > 0")
+    lengthscale = Hyper(check_length, "lengthscale of the chordal distance, in [1e-100, 1e100]")
     #: use the compiled kernels of :mod:`.matern_jit` (the tests switch it off to compare paths)
     fused = True
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import Hyper, check_degree, check_dim, check_positive
+from .._validation import Hyper, check_degree, check_dim, check_length, check_positive
 from ..linalg import NumericalFailure
 from ..sphere.gegenbauer import zonal_series
 from ..sphere.special import num_harmonics
@@ -59,7 +59,8 @@ class SpectralKernel(ZonalKernel):
         # say which kernel and why instead of a bare ZeroDivisionError (NumericalFailure is a
         # ValueError; optimisers reject such trial points)
         try:
-            yield
+            with np.errstate(over="raise", invalid="raise"):  # inf/inf, inf - inf: NaN would follow
+                yield
         except (ZeroDivisionError, OverflowError, FloatingPointError) as err:
             raise NumericalFailure(f"{self!r}: the spectrum is not representable in float64 ({err}); bring "
                                    f"{', '.join(self.shape_params) or 'the hyper-parameters'} into a moderate "
@@ -238,7 +239,7 @@ class IntrinsicMatern(SpectralKernel):
     shape_params = ("lengthscale",)
     structure = ("dim", "nu")
     nu = Hyper(lambda v, name: _check_smoothness(v, name), "smoothness, > 0 or inf")
-    lengthscale = Hyper(check_positive, "lengthscale rho, > 0")
+    lengthscale = Hyper(check_length, "lengthscale rho, in [1e-100, 1e100]")
 
     @classmethod
     def dutordoir2020(cls, dim: int, nu: float = 1.5, lengthscale: float = 1.0, **kwargs: Any) -> "IntrinsicMatern":

@@ -1,0 +1,163 @@
+"""Every notebook in a real browser: JupyterLab (``make lab HEADLESS=1``) driven in Debian's
+Chromium by Playwright. For each notebook: run all cells (time it), check that no output holds a
+traceback and that the widgets and ipympl figures are live, then move every slider with the
+keyboard (ArrowRight, three times) and step every dropdown, timing key press -> first changed
+pixel of any figure canvas.
+
+    python benchmarks/browser.py [--notebooks 01 02 ...] [--chromium /usr/bin/chromium] [--check]
+
+``--check`` exits non-zero on an error output, a notebook without live widgets, or a control
+whose move never redraws (what ``make test-browser`` asserts); latencies are only reported
+(targets: median under 150 ms, worst under 300 ms).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from _machine import describe  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+DONE = """() => { const p = [...document.querySelectorAll('.jp-InputArea-prompt')].map(e => e.textContent);
+  return p.length > 0 && p.every(t => !t.includes('*')) && p.some(t => /\\d/.test(t)); }"""
+SNAP = """() => { window.__snap = [...document.querySelectorAll('.jupyter-matplotlib-canvas-div canvas:first-child')]
+  .map(c => c.toDataURL()); }"""
+CHANGED = """() => [...document.querySelectorAll('.jupyter-matplotlib-canvas-div canvas:first-child')]
+  .some((c, i) => window.__snap[i] !== undefined && c.toDataURL() !== window.__snap[i])"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_lab(port: int):
+    env = {k: v for k, v in os.environ.items() if k != "SPHERELAB_SMOKE"}
+    proc = subprocess.Popen(["make", "lab", "HEADLESS=1", f"PORT={port}"], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True)
+    t0 = time.perf_counter()
+    for line in proc.stdout:
+        m = re.search(rf"http://127\.0\.0\.1:{port}/lab\?token=(\w+)", line)
+        if m:
+            return proc, m.group(1), time.perf_counter() - t0
+    raise RuntimeError("JupyterLab did not start (no URL with a token in its log)")
+
+
+def timed_redraw(page, action, timeout_ms: int = 60_000) -> float | None:
+    """Seconds from ``action()`` to the first changed figure pixel (None: nothing redrew)."""
+    page.evaluate(SNAP)
+    t0 = time.perf_counter()
+    action()
+    try:
+        page.wait_for_function(CHANGED, timeout=timeout_ms, polling="raf")
+    except Exception:  # noqa: BLE001 - Playwright's TimeoutError
+        return None
+    return time.perf_counter() - t0
+
+
+def run_notebook(page, port: int, token: str, name: str, presses: int) -> dict:
+    page.goto(f"http://127.0.0.1:{port}/lab/tree/{name}?token={token}")
+    page.wait_for_selector(".jp-Notebook", timeout=120_000)
+    page.wait_for_function("() => document.body.innerText.includes('Idle')", timeout=120_000, polling=250)
+    page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+    page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+    t0 = time.perf_counter()
+    time.sleep(1.0)
+    page.wait_for_function(DONE, timeout=900_000, polling=500)
+    run_all = time.perf_counter() - t0
+    time.sleep(1.0)  # widgets and figures render after the last reply
+    outputs = page.locator(".jp-OutputArea-output").all_inner_texts()
+    errors = [t[:300] for t in outputs if "Traceback" in t or re.search(r"^\w+Error\b", t, re.M)]
+    sliders = page.locator(".noUi-handle")
+    dropdowns = page.locator(".widget-dropdown select")
+    figures = page.locator(".jupyter-matplotlib-canvas-div").count()
+    moves, dead = [], []
+    for i in range(sliders.count()):
+        handle = sliders.nth(i)
+        label = f"slider {i}"
+        for _ in range(presses):
+            handle.scroll_into_view_if_needed()
+            t = timed_redraw(page, lambda h=handle: h.press("ArrowRight"))
+            (moves.append((label, t)) if t is not None else dead.append(label))
+    for i in range(dropdowns.count()):
+        select = dropdowns.nth(i)
+        options = select.locator("option").count()
+        if options < 2:
+            continue
+        current = select.evaluate("s => s.selectedIndex")
+        select.scroll_into_view_if_needed()
+        t = timed_redraw(page, lambda s=select, k=(current + 1) % options: s.select_option(index=k))
+        (moves.append((f"dropdown {i}", t)) if t is not None else dead.append(f"dropdown {i}"))
+    page.locator(".lm-MenuBar-itemLabel", has_text="Kernel").first.click()
+    page.locator(".lm-Menu-itemLabel", has_text="Shut Down Kernel").first.click()
+    return dict(name=name, run_all=run_all, errors=errors, sliders=sliders.count(), dropdowns=dropdowns.count(),
+                figures=figures, moves=moves, dead=sorted(set(dead)))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--notebooks", nargs="*", default=None, help="prefixes, e.g. 01 04 (default: all)")
+    parser.add_argument("--chromium", default="/usr/bin/chromium")
+    parser.add_argument("--presses", type=int, default=3)
+    parser.add_argument("--check", action="store_true")
+    args = parser.parse_args()
+    from playwright.sync_api import sync_playwright
+
+    names = sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb"))
+    if args.notebooks:
+        names = [n for n in names if any(n.startswith(k) for k in args.notebooks)]
+    print("machine:", describe())
+    port = free_port()
+    proc, token, up = start_lab(port)
+    print(f"JupyterLab up in {up:.1f} s; Chromium {args.chromium}, window 1400 x 900")
+    results = []
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=args.chromium, args=["--no-sandbox"])
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            for name in names:
+                results.append(run_notebook(page, port, token, name, args.presses))
+                r = results[-1]
+                print(f"  {name}: run-all {r['run_all']:.1f} s, {len(r['moves'])} moves", flush=True)
+            browser.close()
+    finally:
+        import signal
+
+        os.killpg(proc.pid, signal.SIGTERM)  # make and the JupyterLab server it started
+        proc.wait(30)
+    print("\n| notebook | run all (s) | sliders / dropdowns / figures | moves | median (ms) | worst (ms) | "
+          "errors | controls that never redrew |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    failures = []
+    for r in results:
+        t = np.array([m[1] for m in r["moves"]]) * 1e3
+        med, worst = (f"{np.median(t):.0f}", f"{t.max():.0f}") if t.size else ("-", "-")
+        print(f"| {r['name']} | {r['run_all']:.1f} | {r['sliders']} / {r['dropdowns']} / {r['figures']} | "
+              f"{t.size} | {med} | {worst} | {len(r['errors'])} | {', '.join(r['dead']) or 'none'} |")
+        if r["errors"]:
+            failures.append(f"{r['name']}: error output: {r['errors'][0]}")
+        if r["figures"] and not r["moves"]:
+            failures.append(f"{r['name']}: no control redrew a figure")
+    for r in results:
+        for label in sorted({m[0] for m in r["moves"]}):
+            t = np.array([m[1] for m in r["moves"] if m[0] == label]) * 1e3
+            print(f"{r['name']} {label}: " + ", ".join(f"{v:.0f}" for v in t) + " ms")
+    if failures:
+        print("\nFAILED:\n" + "\n".join(failures))
+    return 1 if (failures and args.check) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
