@@ -29,8 +29,8 @@ from _machine import describe  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
-DONE = """() => { const p = [...document.querySelectorAll('.jp-InputArea-prompt')].map(e => e.textContent);
-  return p.length > 0 && p.every(t => !t.includes('*')) && p.some(t => /\\d/.test(t)); }"""
+DONE = """(n) => { const p = [...document.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')].map(e => e.textContent);
+  return p.length === n && p.every(t => /\\[\\d+\\]/.test(t)) && document.body.innerText.includes('Idle'); }"""
 SNAP = """() => { window.__snap = [...document.querySelectorAll('.jupyter-matplotlib-canvas-div canvas:first-child')]
   .map(c => c.toDataURL()); }"""
 CHANGED = """() => [...document.querySelectorAll('.jupyter-matplotlib-canvas-div canvas:first-child')]
@@ -68,14 +68,18 @@ def timed_redraw(page, action, timeout_ms: int = 60_000) -> float | None:
 
 
 def run_notebook(page, port: int, token: str, name: str, presses: int) -> dict:
-    page.goto(f"http://127.0.0.1:{port}/lab/tree/{name}?token={token}")
+    page.goto(f"http://127.0.0.1:{port}/lab/tree/{name}?reset&token={token}")  # reset: only this notebook open
     page.wait_for_selector(".jp-Notebook", timeout=120_000)
     page.wait_for_function("() => document.body.innerText.includes('Idle')", timeout=120_000, polling=250)
     page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
     page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
     t0 = time.perf_counter()
     time.sleep(1.0)
-    page.wait_for_function(DONE, timeout=900_000, polling=500)
+    import json
+
+    cells = json.loads((ROOT / "notebooks" / name).read_text())["cells"]
+    n_code = sum(c["cell_type"] == "code" for c in cells)
+    page.wait_for_function(DONE, arg=n_code, timeout=900_000, polling=500)  # every code cell numbered
     run_all = time.perf_counter() - t0
     time.sleep(1.0)  # widgets and figures render after the last reply
     outputs = page.locator(".jp-OutputArea-output").all_inner_texts()
@@ -89,7 +93,9 @@ def run_notebook(page, port: int, token: str, name: str, presses: int) -> dict:
         label = f"slider {i}"
         for _ in range(presses):
             handle.scroll_into_view_if_needed()
-            t = timed_redraw(page, lambda h=handle: h.press("ArrowRight"))
+            at_max = handle.get_attribute("aria-valuenow") == handle.get_attribute("aria-valuemax")
+            key = "ArrowLeft" if at_max else "ArrowRight"  # a slider at its end moves back
+            t = timed_redraw(page, lambda h=handle, k=key: h.press(k))
             (moves.append((label, t)) if t is not None else dead.append(label))
     for i in range(dropdowns.count()):
         select = dropdowns.nth(i)
