@@ -11,6 +11,7 @@
 PYTHON   ?= python3
 VENV     ?= .venv
 PORT     ?= 8888
+NOTEBOOK_DIR ?= notebooks
 HEADLESS ?=
 PYTEST_ARGS ?=
 
@@ -36,7 +37,7 @@ $(STAMP): pyproject.toml $(CONSTRAINTS) | $(BIN)/python
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 lab: $(STAMP)
-	$(BIN)/jupyter lab --notebook-dir=notebooks $(ALLOW_ROOT) \
+	$(BIN)/jupyter lab --notebook-dir=$(NOTEBOOK_DIR) $(ALLOW_ROOT) \
 	  $(if $(HEADLESS),--no-browser --ip=127.0.0.1 --ServerApp.open_browser=False,) --port=$(PORT)
 
 test: $(STAMP)

@@ -43,9 +43,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_lab(port: int):
+def start_lab(port: int, notebook_dir: str):
     env = {k: v for k, v in os.environ.items() if k != "SPHERELAB_SMOKE"}
-    proc = subprocess.Popen(["make", "lab", "HEADLESS=1", f"PORT={port}"], cwd=ROOT, stdout=subprocess.PIPE,
+    # on a copy of the notebooks: JupyterLab autosaves what it runs, and the repository's notebooks
+    # are committed without outputs
+    proc = subprocess.Popen(["make", "lab", "HEADLESS=1", f"PORT={port}", f"NOTEBOOK_DIR={notebook_dir}"], cwd=ROOT,
+                            stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True)
     t0 = time.perf_counter()
     for line in proc.stdout:
@@ -125,8 +128,14 @@ def main() -> int:
     if args.notebooks:
         names = [n for n in names if any(n.startswith(k) for k in args.notebooks)]
     print("machine:", describe())
+    import shutil
+    import tempfile
+
     port = free_port()
-    proc, token, up = start_lab(port)
+    workdir = tempfile.mkdtemp(prefix="spherelab-browser-")
+    for name in names:
+        shutil.copy(ROOT / "notebooks" / name, workdir)
+    proc, token, up = start_lab(port, workdir)
     print(f"JupyterLab up in {up:.1f} s; Chromium {args.chromium}, window 1400 x 900")
     results = []
     try:
@@ -143,6 +152,7 @@ def main() -> int:
 
         os.killpg(proc.pid, signal.SIGTERM)  # make and the JupyterLab server it started
         proc.wait(30)
+        shutil.rmtree(workdir, ignore_errors=True)
     print("\n| notebook | run all (s) | sliders / dropdowns / figures | moves | median (ms) | worst (ms) | "
           "errors | controls that never redrew |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")

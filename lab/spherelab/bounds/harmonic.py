@@ -295,32 +295,46 @@ def uncollapsed_bound_general(
     return UncollapsedBound(float(value), dm, dL, dlam, dv, 0.0, dPhi)
 
 
-def harmonic_statistics(kernel, features, X: Any, y: Any, *,
-                        chunk_size: int = 16384, progress: bool | None = None, ops=None) -> Statistics:
+def harmonic_statistics(kernel, features, X: Any, y: Any, *, chunk_size: int = 16384, progress: bool | None = None,
+                        ops=None, gram_dtype: str = "float64") -> Statistics:
     r"""VISH's sufficient statistics in one streamed pass (:func:`~spherelab.bounds.streamed_statistics`):
     :math:`G = K_{uf}K_{fu}`, :math:`c = K_{uf}y`, :math:`y^\top y` and ``sum_diag`` =
     :math:`\sum_n r_n^2`, over the features kept by ``features.bind``. Memory
     :math:`O(\text{chunk} \cdot M + M^2)` whatever N. A Dask ``X`` is summed block by block
-    (:func:`spherelab.distributed.block_statistics`) on the active scheduler."""
+    (:func:`spherelab.distributed.block_statistics`) on the active scheduler.
+
+    ``gram_dtype="float32"`` forms each chunk's :math:`AA^\top` and :math:`Ay` in single
+    precision (SGEMM, about twice DGEMM's rate), accumulated in float64; the harmonics, the lift
+    and :math:`y^\top y` stay in float64. Its error is measured in ``benchmarks/RESULTS.md``
+    ("float32 Gram pass")."""
+    if gram_dtype not in ("float64", "float32"):
+        raise ValueError(f"gram_dtype must be 'float64' or 'float32', got {gram_dtype!r}")
     if is_dask(X):  # blockwise with this very function, summed on the active scheduler
-        return block_statistics(functools.partial(harmonic_statistics, kernel, features, chunk_size=chunk_size),
-                                X, y, progress)
+        return block_statistics(functools.partial(harmonic_statistics, kernel, features, chunk_size=chunk_size,
+                                                  gram_dtype=gram_dtype), X, y, progress)
     X, y = check_data(X, y)
+    single = gram_dtype == "float32"
 
     def columns(Xc):
         ev = features.evaluate(kernel, Xc)
-        return features.Kuf_from(ev), ev.r * ev.r
+        A = features.Kuf_from(ev)
+        return (A.astype(np.float32) if single else A), ev.r * ev.r
 
     def load(Xc):  # on the host: the lift, O(N D)
         r, Xh = kernel.lift(Xc)
         return Xh, r
 
     def device_columns(Xh, r):  # where the device keeps its arrays
-        return features.device_Kuf(ops, Xh, r), r * r
+        A = features.device_Kuf(ops, Xh, r)
+        return (A.astype(np.float32) if single else A), r * r
 
     if ops is None:
         from ..backend import resolve
 
         ops = resolve("cpu")
-    return streamed_statistics(columns, X, y, chunk_size=chunk_size, progress=progress,
-                               desc="harmonic statistics", ops=ops, device_columns=(load, device_columns))
+    stats = streamed_statistics(columns, X, y.astype(np.float32) if single else y, chunk_size=chunk_size,
+                                progress=progress, desc="harmonic statistics", ops=ops,
+                                device_columns=(load, device_columns))
+    if single:
+        stats.yy = float(y @ y)  # in double precision, like everything outside the products
+    return stats

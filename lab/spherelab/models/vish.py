@@ -77,6 +77,10 @@ class VISH(Model):
         and NLPD (``benchmarks/RESULTS.md``).
     device
         ``"cpu"`` (default), ``"gpu"`` or ``"auto"`` (:func:`spherelab.backend.resolve`).
+    gram_dtype
+        ``"float64"`` (default) or ``"float32"``: the precision of the statistics pass's products
+        (:func:`~spherelab.bounds.harmonic.harmonic_statistics`; error and speed measured in
+        ``benchmarks/RESULTS.md``).
 
     Examples
     --------
@@ -88,6 +92,7 @@ class VISH(Model):
 
     def __init__(self, kernel: ZonalKernel, max_degree: int | None = None, likelihood=None, *,
                  chunk_size: int = 16384, features: SphericalFeatures | None = None, prior: str = "kernel",
+                 gram_dtype: str = "float64",
                  device: str = "cpu") -> None:
         if not isinstance(kernel, ZonalKernel):
             raise TypeError(f"kernel must be a spherelab kernel, got {kernel!r}")
@@ -105,6 +110,9 @@ class VISH(Model):
             raise ValueError(f"prior must be 'kernel' or 'features', got {prior!r}")
         self.prior = prior
         self._residual = prior == "kernel"
+        if gram_dtype not in ("float64", "float32"):
+            raise ValueError(f"gram_dtype must be 'float64' or 'float32', got {gram_dtype!r}")
+        self.gram_dtype = gram_dtype
         self.features: SphericalFeatures | None = None
         self.stats: Statistics | None = None
         self.q_mu = self.q_sqrt = None
@@ -195,7 +203,8 @@ class VISH(Model):
 
     def _statistics(self, X, y, ev=None) -> Statistics:
         if ev is None:
-            return harmonic_statistics(self.kernel, self.features, X, y, chunk_size=self.chunk_size, ops=self.ops)
+            return harmonic_statistics(self.kernel, self.features, X, y, chunk_size=self.chunk_size, ops=self.ops,
+                                       gram_dtype=getattr(self, "gram_dtype", "float64"))
         return streamed_statistics(lambda _: (self.features.Kuf_from(ev), ev.r * ev.r), X, y,
                                    chunk_size=X.shape[0], ops=self.ops)
 
