@@ -25,7 +25,7 @@ from scipy.linalg import cho_solve, solve_triangular
 
 from .._validation import check_data
 from ..distributed import block_statistics, is_dask
-from ..linalg import cholesky_or_explain
+from ..linalg import NumericalFailure, cholesky_or_explain
 from .statistics import Statistics, streamed_statistics
 
 __all__ = [
@@ -336,5 +336,8 @@ def harmonic_statistics(kernel, features, X: Any, y: Any, *, chunk_size: int = 1
                                 progress=progress, desc="harmonic statistics", ops=ops,
                                 device_columns=(load, device_columns))
     if single:
+        if not (np.all(np.isfinite(stats.G)) and np.all(np.isfinite(stats.c))):
+            raise NumericalFailure("the float32 statistics overflowed (lifted inputs too large for single "
+                                   "precision): use gram_dtype='float64' or standardise the inputs")
         stats.yy = float(y @ y)  # in double precision, like everything outside the products
     return stats

@@ -78,9 +78,9 @@ class VISH(Model):
     device
         ``"cpu"`` (default), ``"gpu"`` or ``"auto"`` (:func:`spherelab.backend.resolve`).
     gram_dtype
-        ``"float64"`` (default) or ``"float32"``: the precision of the statistics pass's products
-        (:func:`~spherelab.bounds.harmonic.harmonic_statistics`; error and speed measured in
-        ``benchmarks/RESULTS.md``).
+        ``"float64"`` (default) or ``"float32"``: the precision of the products of the pass over
+        all rows (:func:`~spherelab.bounds.harmonic.harmonic_statistics`); the lift stage always
+        runs in float64. Error and speed measured in ``benchmarks/RESULTS.md``.
 
     Examples
     --------
@@ -201,10 +201,13 @@ class VISH(Model):
         acc["bias"] = float(acc["bias"])
         return acc
 
-    def _statistics(self, X, y, ev=None) -> Statistics:
+    def _statistics(self, X, y, ev=None, final: bool = False) -> Statistics:
+        # gram_dtype applies to the pass over all rows only: the lift stage's subsample steers an
+        # optimiser, where single-precision statistics were measured to lead it astray
         if ev is None:
+            dtype = getattr(self, "gram_dtype", "float64") if final else "float64"
             return harmonic_statistics(self.kernel, self.features, X, y, chunk_size=self.chunk_size, ops=self.ops,
-                                       gram_dtype=getattr(self, "gram_dtype", "float64"))
+                                       gram_dtype=dtype)
         return streamed_statistics(lambda _: (self.features.Kuf_from(ev), ev.r * ev.r), X, y,
                                    chunk_size=X.shape[0], ops=self.ops)
 
@@ -296,7 +299,7 @@ class VISH(Model):
                 self.lift_result = self._minimize(names, lift_stage, lift_maxiter, ftol=lift_ftol)
                 if Xs is X:
                     self.passes += (1 if cached else 2) * self.lift_result.nfev
-            self.stats = self._statistics(X, y)
+            self.stats = self._statistics(X, y, final=True)
             self.passes += 1
             if optimize:
                 self.optimizer_result = self._minimize(self._spectral_names(), lambda: self._bound(self.stats),
