@@ -90,6 +90,10 @@ def run_notebook(page, port: int, token: str, name: str, presses: int) -> dict:
     sliders = page.locator(".noUi-handle")
     dropdowns = page.locator(".widget-dropdown select")
     figures = page.locator(".jupyter-matplotlib-canvas-div").count()
+    # the widest figure against the width its output area offers (the file browser open)
+    widths = page.evaluate("""() => [...document.querySelectorAll('.jupyter-matplotlib-canvas-div canvas:first-child')]
+      .map(c => [c.getBoundingClientRect().width, c.closest('.jp-OutputArea').getBoundingClientRect().width])""")
+    overflow = max((w - room for w, room in widths), default=0.0)
     moves, dead = [], []
     for i in range(sliders.count()):
         handle = sliders.nth(i)
@@ -112,7 +116,8 @@ def run_notebook(page, port: int, token: str, name: str, presses: int) -> dict:
     page.locator(".lm-MenuBar-itemLabel", has_text="Kernel").first.click()
     page.locator(".lm-Menu-itemLabel", has_text="Shut Down Kernel").first.click()
     return dict(name=name, run_all=run_all, errors=errors, sliders=sliders.count(), dropdowns=dropdowns.count(),
-                figures=figures, moves=moves, dead=sorted(set(dead)))
+                figures=figures, moves=moves, dead=sorted(set(dead)), overflow=overflow,
+                widest=max((w for w, _ in widths), default=0.0), room=min((r for _, r in widths), default=0.0))
 
 
 def main() -> int:
@@ -154,14 +159,15 @@ def main() -> int:
         proc.wait(30)
         shutil.rmtree(workdir, ignore_errors=True)
     print("\n| notebook | run all (s) | sliders / dropdowns / figures | moves | median (ms) | worst (ms) | "
-          "errors | controls that never redrew |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+          "errors | controls that never redrew | widest figure / output width (px) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     failures = []
     for r in results:
         t = np.array([m[1] for m in r["moves"]]) * 1e3
         med, worst = (f"{np.median(t):.0f}", f"{t.max():.0f}") if t.size else ("-", "-")
         print(f"| {r['name']} | {r['run_all']:.1f} | {r['sliders']} / {r['dropdowns']} / {r['figures']} | "
-              f"{t.size} | {med} | {worst} | {len(r['errors'])} | {', '.join(r['dead']) or 'none'} |")
+              f"{t.size} | {med} | {worst} | {len(r['errors'])} | {', '.join(r['dead']) or 'none'} | "
+              f"{r['widest']:.0f} / {r['room']:.0f}{' (too wide)' if r['overflow'] > 0 else ''} |")
         if r["errors"]:
             failures.append(f"{r['name']}: error output: {r['errors'][0]}")
         if r["figures"] and not r["moves"]:

@@ -106,7 +106,7 @@ class DecompositionExplorer:
         self.T = widgets.IntSlider(value=T, min=1, max=8, description="T", continuous_update=False)
         self.seed = widgets.IntSlider(value=0, min=0, max=20, description="sample", continuous_update=False)
         self.status = widgets.Label()
-        self.fig, self.axes = plt.subplots(1, max_panels + 1, figsize=(1.55 * (max_panels + 1), 2.1))
+        self.fig, self.axes = plt.subplots(1, max_panels + 1, figsize=(1.35 * (max_panels + 1), 2.0))
         self.images = []
         for ax in self.axes:
             im = ax.imshow(np.zeros((grid_size, grid_size)), extent=(-2, 2, -2, 2), origin="lower",
