@@ -14,6 +14,7 @@ __all__ = [
     "check_degree",
     "check_finite_array",
     "check_points_on_sphere",
+    "match_targets",
     "check_nonnegative",
     "check_scale",
     "check_length",
@@ -67,14 +68,19 @@ def check_int(value: Any, name: str, minimum: int | None = None) -> int:
     return value
 
 
-def check_positive(value: Any, name: str) -> float:
-    """A finite number > 0 as a Python float, or a ``TypeError``/``ValueError`` naming ``name``."""
+def _real_number(value: Any, name: str) -> float:
+    """``value`` as a Python float, or a ``TypeError`` naming ``name`` (complex refused)."""
     if isinstance(value, (complex, np.complexfloating)):
         raise TypeError(f"{name} must be a real number, got {value!r}")
     try:
-        v = float(value)
+        return float(value)
     except (TypeError, ValueError):
         raise TypeError(f"{name} must be a number, got {value!r}") from None
+
+
+def check_positive(value: Any, name: str) -> float:
+    """A finite number > 0 as a Python float, or a ``TypeError``/``ValueError`` naming ``name``."""
+    v = _real_number(value, name)
     if not np.isfinite(v) or v <= 0:
         raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
     return v
@@ -82,12 +88,7 @@ def check_positive(value: Any, name: str) -> float:
 
 def check_nonnegative(value: Any, name: str) -> float:
     """A finite number >= 0 as a Python float, or a ``TypeError``/``ValueError`` naming ``name``."""
-    if isinstance(value, (complex, np.complexfloating)):
-        raise TypeError(f"{name} must be a real number, got {value!r}")
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise TypeError(f"{name} must be a number, got {value!r}") from None
+    v = _real_number(value, name)
     if not np.isfinite(v) or v < 0:
         raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
     return v
@@ -244,19 +245,25 @@ def check_points_on_sphere(
     return np.ascontiguousarray(arr / norms[:, None])
 
 
-def check_data(X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
-    """Training inputs ``(N, D)`` and targets ``(N,)`` (or ``(N, 1)``): finite, matching,
-    non-empty; returns them as float64 with ``y`` 1-d."""
-    X = check_finite_array(X, "X", ndim=2)
-    y = check_finite_array(y, "y")
+def match_targets(y, n_rows: int):
+    """``y`` ``(N,)`` or ``(N, 1)`` (NumPy or Dask) as 1-d, checked against the ``n_rows`` of X
+    and for emptiness (the shape rules of every fit, in memory or on Dask)."""
     if y.ndim == 2 and y.shape[1] == 1:
         y = y[:, 0]
     if y.ndim != 1:
         raise ValueError(f"y must be 1-d (or a single column), got shape {y.shape}")
-    if X.shape[0] != y.shape[0]:
-        raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]} values")
-    if X.shape[0] == 0:
+    if n_rows != y.shape[0]:
+        raise ValueError(f"X has {n_rows} rows but y has {y.shape[0]} values")
+    if n_rows == 0:
         raise ValueError("X and y are empty: need at least one observation")
+    return y
+
+
+def check_data(X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Training inputs ``(N, D)`` and targets ``(N,)`` (or ``(N, 1)``): finite, matching,
+    non-empty; returns them as float64 with ``y`` 1-d."""
+    X = check_finite_array(X, "X", ndim=2)
+    y = match_targets(check_finite_array(y, "y"), X.shape[0])
     top = max(float(y.max()), -float(y.min()))  # no N-sized temporary
     if top > MAX_MAGNITUDE:
         raise ValueError(f"y has values up to {top:.3g}: their squares overflow float64 (limit "

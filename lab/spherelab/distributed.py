@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ._validation import check_data
+from ._validation import check_data, match_targets
 
 __all__ = ["is_dask", "prepare", "take_rows", "block_statistics", "predict_blocks", "lazy_rows"]
 
@@ -52,15 +52,7 @@ def prepare(X: Any, y: Any | None = None):
     X = X.rechunk({1: -1})
     if y is None:
         return X
-    y = y if is_dask(y) else da.from_array(np.asarray(y))
-    if y.ndim == 2 and y.shape[1] == 1:
-        y = y[:, 0]
-    if y.ndim != 1:
-        raise ValueError(f"y must be 1-d (or a single column), got shape {y.shape}")
-    if y.shape[0] != X.shape[0]:
-        raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]} values")
-    if X.shape[0] == 0:
-        raise ValueError("X and y are empty: need at least one observation")
+    y = match_targets(y if is_dask(y) else da.from_array(np.asarray(y)), X.shape[0])
     return X, y.rechunk((X.chunks[0],))
 
 

@@ -118,8 +118,9 @@ class VISHRegressor(_Regressor):
 
 class OrthogonalRegressor(_Regressor):
     """Regression with the orthogonally decoupled SVGP (Shi, Titsias & Mnih 2020): ``num_inducing``
-    inducing points (chosen from the data by ``initialise``) and ``num_orthogonal`` more in the
-    orthogonal complement, fitted by L-BFGS-B on the collapsed bound."""
+    inducing points (rows of the standardised data drawn with ``random_state``, shifted by 1e-3 so
+    that none coincides with a training row) and ``num_orthogonal`` more in the orthogonal
+    complement, fitted by L-BFGS-B on the collapsed bound."""
 
     def __init__(self, kernel=None, num_inducing: int = 16, num_orthogonal: int = 16, noise: float = 0.1,
                  normalize_y: bool = True, maxiter: int = 200, random_state: int = 0):
