@@ -1,7 +1,10 @@
 """VISH at scale: synthetic 8-input regression (``spherelab.datasets.synthetic_regression``),
 N = 1e4 ... 6e6, M = 210 and 660 (degrees 3 and 4 on S^8): fit + predict wall time, peak
-memory, passes over the data, test NLPD; and the fraction of the machine's measured BLAS dgemm
-rate that the Gram pass reaches.
+memory, passes over the data, test NLPD; and the fraction of the machine's syrk rate that the
+statistics pass reaches, against two references measured in the same run on the Gram shape
+(rows x M): NumPy's ``A.T @ A`` (OpenBLAS syrk) with OpenBLAS's own threads on 16 384-row
+blocks, and one single-threaded syrk per core on blocks of ``spherelab.threads.chunk_rows(M)``
+rows (the faster of the two here). Flops are counted as N M^2 (syrk's useful work).
 
 Peers (GPflow SGPR/SVGP, GPyTorch SVGP at N = 2e4) are not run yet: see RESULTS.md.
 
@@ -23,14 +26,33 @@ import spherelab as sl  # noqa: E402
 from _machine import describe  # noqa: E402
 
 
-def blas_rate(M: int, rows: int = 16384) -> float:
-    """Measured GFLOP/s of dgemm on the Gram-pass shape (rows x M)^T (rows x M)."""
-    P = np.random.default_rng(0).standard_normal((rows, M))
-    P.T @ P
+def syrk_rates(M: int, rows: int = 1 << 19) -> tuple[float, float]:
+    """GFLOP/s (N M^2 per pass) of the Gram product on ``rows`` x M: OpenBLAS's threads on
+    16 384-row blocks, and one single-threaded syrk per core on chunk_rows(M)-row blocks."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from threadpoolctl import threadpool_limits
+
+    big = np.random.default_rng(0).standard_normal((16384, M))
+    big.T @ big
     t0 = time.perf_counter()
-    for _ in range(3):
-        P.T @ P
-    return 3 * 2 * rows * M * M / (time.perf_counter() - t0) / 1e9
+    for _ in range(rows // 16384):
+        big.T @ big
+    threaded = rows * M * M / (time.perf_counter() - t0) / 1e9
+    chunk = sl.threads.chunk_rows(M)
+    cores = os.cpu_count() or 1
+    blocks = [np.random.default_rng(k).standard_normal((chunk, M)) for k in range(cores)]
+
+    def share(k):
+        for _ in range(rows // chunk // cores):
+            blocks[k].T @ blocks[k]
+
+    with threadpool_limits(1, user_api="blas"), ThreadPoolExecutor(cores) as pool:
+        list(pool.map(share, range(cores)))
+        t0 = time.perf_counter()
+        list(pool.map(share, range(cores)))
+        split = rows * M * M / (time.perf_counter() - t0) / 1e9
+    return threaded, split
 
 
 def main() -> None:
@@ -42,13 +64,14 @@ def main() -> None:
     Xte, yte = sl.datasets.synthetic_regression(20_000, seed=123)
     for degree in args.degrees:
         M = sl.cumulative_num_harmonics(degree, 9)
-        rate = blas_rate(M)
-        print(f"\nM = {M} (degree {degree}); dgemm on the Gram shape: {rate:.1f} GFLOP/s")
+        threaded, split = syrk_rates(M)
+        print(f"\nM = {M} (degree {degree}); syrk on the Gram shape (N M^2): {threaded:.1f} GFLOP/s with OpenBLAS's "
+              f"threads, {split:.1f} GFLOP/s one per core; chunks of {sl.threads.chunk_rows(M)} rows")
         print(
-            "| N | fit + predict (s) | Gram pass (s) | (fit + predict) / pass | Gram GFLOP/s (syrk, N M^2) | passes "
-            "| test NLPD | peak RSS (GB) |"
+            "| N | fit + predict (s) | Gram pass (s) | (fit + predict) / pass | pass GFLOP/s (N M^2) "
+            "| of OpenBLAS-threaded syrk | of per-core syrk | passes | test NLPD | peak RSS (GB) |"
         )
-        print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         for n in args.sizes:
             X, y = sl.datasets.synthetic_regression(n, seed=n)
             kernel = sl.kernels.Matern(1.5, 1.0, bias=1.0, input_scale=np.full(8, np.sqrt(8.0)))
@@ -62,9 +85,10 @@ def main() -> None:
             gram = time.perf_counter() - t1
             nlpd = -np.mean(model.likelihood.log_predictive_density(yte, mean, var))
             rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+            rate = n * M * M / gram / 1e9
             print(
-                f"| {n:,} | {total:.2f} | {gram:.3f} | {total / gram:.1f} | {n * M * M / gram / 1e9:.1f} | {model.passes} "
-                f"| {nlpd:.3f} | {rss:.1f} |",
+                f"| {n:,} | {total:.2f} | {gram:.3f} | {total / gram:.1f} | {rate:.1f} | {rate / threaded:.2f} "
+                f"| {rate / split:.2f} | {model.passes} | {nlpd:.3f} | {rss:.1f} |",
                 flush=True,
             )
             del X, y

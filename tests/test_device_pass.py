@@ -117,8 +117,8 @@ def test_vish_statistics_on_the_device_equal_the_cpu(rng, monkeypatch):
     cpu = harmonic_statistics(kernel, feats, X, y, chunk_size=50)
     sim = backend.resolve("sim")
     calls = []
-    original = sim.device_harmonics
-    monkeypatch.setattr(sim, "device_harmonics", lambda *a: calls.append(a[0].shape[0]) or original(*a))
+    original = sim.harmonic_columns
+    monkeypatch.setattr(sim, "harmonic_columns", lambda *a: calls.append(a[0].shape[0]) or original(*a))
     dev = harmonic_statistics(kernel, feats, X, y, chunk_size=16, ops=sim)
     assert calls == [16, 16, 16, 2]  # the CUDA kernel, chunk by chunk
     for name in ("G", "c", "yy", "sum_diag", "n"):
@@ -139,3 +139,21 @@ def test_device_pass_with_dropped_levels_and_phases(rng):
         cpu = harmonic_statistics(kernel, feats, X, y, chunk_size=20)
         dev = harmonic_statistics(kernel, feats, X, y, chunk_size=6, ops=sim)
         assert np.allclose(dev.G, cpu.G, rtol=1e-12, atol=1e-12) and np.allclose(dev.c, cpu.c, rtol=1e-12)
+
+
+@pytest.mark.parametrize("dim, degree, n", [(9, 3, 37), (9, 4, 16), (3, 6, 50), (2, 5, 1), (5, 2, 0)])
+def test_harmonic_columns_are_the_scaled_transposed_harmonics(rng, dim, degree, n):
+    """``harmonic_columns`` (the statistics pass's layout): on the CPU bit for bit
+    ``harmonics(X).T * scale`` — full blocks of 16 points and a partial one, 1 to 4 factors per
+    feature — and the simulator's the same to rounding."""
+    plan = sl.SphericalHarmonics(dim, degree).plan
+    X = sl.sample_sphere(n, dim, rng=rng) if n else np.zeros((0, dim))
+    scale = rng.uniform(0.5, 2.0, n)
+    cpu, sim = backend.resolve("cpu"), backend.resolve("sim")
+    H = cpu.harmonics(X, plan, np.empty((n, plan.degrees.size)))
+    A = cpu.harmonic_columns(X, plan, scale)
+    assert A.shape == (plan.degrees.size, n) and A.flags.c_contiguous
+    assert np.array_equal(A, (H * scale[:, None]).T)
+    if n:
+        assert np.allclose(sim.to_host(sim.harmonic_columns(sim.to_device(X), plan, sim.to_device(scale))), A,
+                           rtol=1e-13, atol=1e-13)

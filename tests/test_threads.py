@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 import numba
 import numpy as np
@@ -106,9 +107,11 @@ def test_machine_busy_reads_the_load_average(monkeypatch):
     assert threads.machine_busy() is False
 
 
-def test_overlapped_pass_equals_the_sequential_pass(auto, monkeypatch, rng):
-    """The streamed pass that computes the next chunk's columns on a second thread gives the
-    same statistics, bit for bit, and its worker sees the caller's device."""
+def test_split_pass_equals_the_sequential_pass(auto, monkeypatch, rng):
+    """The pass whose chunks are dealt to one thread per core gives the sequential statistics
+    (to rounding: the partial sums are added in another order), the same bits on every run
+    whatever the timing, and its workers see the caller's device; one worker on a busy machine
+    or under thread_limit(1)."""
     from spherelab.bounds import streamed_statistics
 
     X = rng.standard_normal((103, 3))  # 11 chunks of 10 rows
@@ -117,17 +120,63 @@ def test_overlapped_pass_equals_the_sequential_pass(auto, monkeypatch, rng):
 
     def columns(Xc):
         seen.append(sl.backend.current().device)
+        time.sleep(float(rng.uniform(0, 0.002)))  # the shares finish their chunks in any order
         return np.vstack([Xc.T, np.sin(Xc).T]), Xc[:, 0] ** 2
 
-    assert threads.overlap_pass(1.0)
+    assert threads.pass_workers(11) == 2 and threads.pass_workers(1) == 1
     a = streamed_statistics(columns, X, y, chunk_size=10)
+    a2 = streamed_statistics(columns, X, y, chunk_size=10)
     with sl.thread_limit(1):
-        assert not threads.overlap_pass(1.0)
+        assert threads.pass_workers(11) == 1
         b = streamed_statistics(columns, X, y, chunk_size=10)
-    assert np.array_equal(a.G, b.G) and np.array_equal(a.c, b.c) and a.sum_diag == b.sum_diag
-    assert set(seen) == {"cpu"}
+    A = np.vstack([X.T, np.sin(X).T])
+    assert np.array_equal(a.G, a2.G) and np.array_equal(a.c, a2.c)
+    assert np.allclose(a.G, b.G, rtol=1e-14, atol=1e-13) and np.allclose(a.G, A @ A.T, rtol=1e-14, atol=1e-13)
+    assert np.allclose(a.c, A @ y, rtol=1e-14, atol=1e-13) and np.isclose(a.sum_diag, np.sum(X[:, 0] ** 2))
+    assert set(seen) == {"cpu"} and len(seen) == 33
     monkeypatch.setattr(threads, "machine_busy", lambda: True)
-    assert not threads.overlap_pass(1.0)
+    assert threads.pass_workers(11) == 1
+
+
+def test_a_failing_share_stops_the_pass(auto):
+    """An error in one share's chunk is raised once, and the other share gives up."""
+    from spherelab.bounds import streamed_statistics
+
+    calls = []
+
+    def columns(Xc):
+        calls.append(1)
+        if len(calls) == 3:
+            raise ValueError("chunk three is bad")
+        time.sleep(0.01)
+        return Xc.T
+
+    with pytest.raises(ValueError, match="chunk three"):
+        streamed_statistics(columns, np.ones((400, 2)), np.ones(400), chunk_size=10)
+    assert len(calls) < 12
+
+
+def test_vish_bound_and_gradient_split_over_cores_equal_one_thread(auto, rng):
+    """VISH's statistics pass and its lift gradient dealt to both cores (chunks of 64 rows) give
+    the single-threaded values to rounding."""
+    X = rng.standard_normal((700, 3))
+    y = np.sin(X[:, 0]) + 0.1 * rng.standard_normal(700)
+    model = sl.VISH(sl.kernels.Matern(1.5, 1.0, bias=0.8, input_scale=np.array([1.5, 2.0, 2.5])), 4,
+                    chunk_size=64)
+    model.fit(X, y, optimize=False)
+    value, grad = model.elbo_and_gradient(X, y)
+    with sl.thread_limit(1):
+        value1, grad1 = model.elbo_and_gradient(X, y)
+    assert np.isclose(value, value1, rtol=1e-12)
+    for name in grad1:
+        assert np.allclose(grad[name], grad1[name], rtol=1e-9, atol=1e-9 * np.max(np.abs(grad1[name]))), name
+
+
+def test_chunk_rows_follow_the_cache():
+    assert threads.cache_bytes(3) > 0 and threads.cache_bytes(2) > 0
+    rows = [threads.chunk_rows(w) for w in (10, 210, 660, 5000)]
+    assert all(512 <= r <= 16384 and r % 256 == 0 for r in rows)
+    assert rows == sorted(rows, reverse=True)
 
 
 def test_a_bad_environment_value_is_ignored_with_a_warning():
@@ -180,3 +229,15 @@ def test_a_shared_writable_cache_dir_is_not_trusted(monkeypatch, tmp_path):
     os.makedirs(jitmod.private_cache_dir())
     os.chmod(jitmod.private_cache_dir(), 0o777)  # planted by someone else, writable by all
     assert not jitmod._use_private_cache_dir() and numba.config.CACHE_DIR == ""
+
+
+def test_a_pass_outside_the_main_thread_is_not_split(auto):
+    """Outside the main thread the pass runs on one share (OpenBLAS ignores a thread count set
+    there, so split workers could not be made single-threaded)."""
+    import threading
+
+    seen = []
+    worker = threading.Thread(target=lambda: seen.append(threads.pass_workers(10)))
+    worker.start()
+    worker.join()
+    assert seen == [1] and threads.pass_workers(10) == 2

@@ -9,7 +9,7 @@ from ..bounds.statistics import host_gram_pass
 from ..kernels.matern_jit import matern_backward, matern_values
 from ..linalg import cholesky_or_explain
 from ..sphere.gegenbauer import clenshaw_cpu, derivative_table_cpu, table_cpu
-from ..sphere.harmonics import harmonics_cpu, harmonics_vjp_cpu
+from ..sphere.harmonics import harmonic_columns_cpu, harmonics_cpu, harmonics_vjp_cpu
 from .ops import register
 
 __all__: list[str] = []
@@ -17,6 +17,7 @@ __all__: list[str] = []
 
 register("cpu", "harmonics")(harmonics_cpu)
 register("cpu", "harmonics_vjp")(harmonics_vjp_cpu)
+register("cpu", "harmonic_columns")(harmonic_columns_cpu)
 
 
 register("cpu", "gegenbauer_table")(table_cpu)

@@ -202,6 +202,10 @@ class CudaOperations:
                                                self.to_device(plan.index), buf, rpow, out)
         return out
 
+    def harmonic_columns(self, X, plan, scale):
+        """``scale[n]`` times every feature at ``X[n]``, as columns ``(M, N)`` of a device array."""
+        return (self.device_harmonics(X, plan) * scale[:, None]).T
+
     def harmonics(self, X, plan, out):
         """:meth:`device_harmonics` at host rows ``X``, written into the host array ``out``."""
         values = self.device_harmonics(self.to_device(X), plan)
@@ -266,5 +270,5 @@ class CudaOperations:
         """The operations this device implements, by the names of :data:`spherelab.backend.OPERATIONS`."""
         names = ("harmonics", "harmonics_vjp", "gegenbauer_table", "gegenbauer_derivative_table", "clenshaw",
                  "matern_values", "matern_backward", "gram_update", "cholesky", "solve_triangular",
-                 "device_harmonics", "gram_pass", "to_device", "to_host")
+                 "device_harmonics", "harmonic_columns", "gram_pass", "to_device", "to_host")
         return {name: getattr(self, name) for name in names}

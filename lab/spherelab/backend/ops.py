@@ -5,7 +5,7 @@ A model resolves its :class:`Operations` once, in ``__init__`` (``device="cpu" |
 "auto"``), and calls ``self.ops.<name>`` without ever branching on the device. The CPU
 implementations are the package's NumPy/Numba code (:mod:`.cpu`); a GPU backend registers its
 own with :func:`register` and is usable once every operation has one. The operations take and
-return host (NumPy) arrays, except ``device_harmonics`` and the ``columns`` of ``gram_pass``,
+return host (NumPy) arrays, except ``device_harmonics``, ``harmonic_columns`` and the ``columns`` of ``gram_pass``,
 which see the device's arrays (``to_device`` / ``to_host`` convert; both are the identity on
 the CPU): the data stay on the device only inside the streamed statistics pass.
 """
@@ -32,6 +32,8 @@ OPERATIONS: dict[str, str] = {
     "cholesky": "cholesky(A, name, hint) -> lower factor, or NumericalFailure naming the matrix",
     "solve_triangular": "solve_triangular(L, B, trans) -> L^-1 B (trans=0) or L^-T B (trans=1), L lower",
     "device_harmonics": "device_harmonics(X (N, d) device array, plan) -> (N, M) device array",
+    "harmonic_columns": ("harmonic_columns(X (N, d) device array, plan, scale (N,)) -> (M, N) device array: "
+                         "column n is scale[n] times every harmonic at X[n] (the statistics pass's layout)"),
     "gram_pass": ("gram_pass(X, y, pieces, load, columns, keep) -> (G, c, sum_d, kept): the streamed "
                   "statistics with columns(*load(chunk)) computed where the device keeps its arrays"),
     "to_device": "to_device(a) -> the device's array of a host array (the identity on the CPU)",

@@ -18,17 +18,22 @@ from .harmonic import (
     CollapsedBound,
     UncollapsedBound,
     collapsed_bound,
+    lift_gradient,
     uncollapsed_bound,
     uncollapsed_bound_general,
     uncollapsed_bound_whitened,
 )
-from .statistics import Statistics, row_chunks, streamed_statistics
+from .statistics import Statistics, columns_statistics, row_chunks, run_shares, stopping, streamed_statistics
 from .whitened import BlockBound, BlockPredictive, block_bound_whitened, block_predictive, kl_whitened
 
 __all__ = [
     "Statistics",
     "streamed_statistics",
     "row_chunks",
+    "columns_statistics",
+    "run_shares",
+    "stopping",
+    "lift_gradient",
     "CollapsedBound",
     "collapsed_bound",
     "UncollapsedBound",

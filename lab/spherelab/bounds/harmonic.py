@@ -26,10 +26,12 @@ from scipy.linalg import cho_solve, solve_triangular
 from .._validation import check_data
 from ..distributed import block_statistics, is_dask
 from ..linalg import NumericalFailure, cholesky_or_explain
-from .statistics import Statistics, streamed_statistics
+from ..threads import chunk_rows
+from .statistics import Statistics, row_chunks, run_shares, stopping, streamed_statistics
 
 __all__ = [
     "harmonic_statistics",
+    "lift_gradient",
     "CollapsedBound",
     "collapsed_bound",
     "UncollapsedBound",
@@ -295,8 +297,8 @@ def uncollapsed_bound_general(
     return UncollapsedBound(float(value), dm, dL, dlam, dv, 0.0, dPhi)
 
 
-def harmonic_statistics(kernel, features, X: Any, y: Any, *, chunk_size: int = 16384, progress: bool | None = None,
-                        ops=None, gram_dtype: str = "float64") -> Statistics:
+def harmonic_statistics(kernel, features, X: Any, y: Any, *, chunk_size: int | None = None,
+                        progress: bool | None = None, ops=None, gram_dtype: str = "float64") -> Statistics:
     r"""VISH's sufficient statistics in one streamed pass (:func:`~spherelab.bounds.streamed_statistics`):
     :math:`G = K_{uf}K_{fu}`, :math:`c = K_{uf}y`, :math:`y^\top y` and ``sum_diag`` =
     :math:`\sum_n r_n^2`, over the features kept by ``features.bind``. Memory
@@ -314,6 +316,7 @@ def harmonic_statistics(kernel, features, X: Any, y: Any, *, chunk_size: int = 1
                                                   gram_dtype=gram_dtype), X, y, progress)
     X, y = check_data(X, y)
     single = gram_dtype == "float32"
+    chunk_size = chunk_size or chunk_rows(features.num_features)
 
     def columns(Xc):
         ev = features.evaluate(kernel, Xc)
@@ -341,3 +344,41 @@ def harmonic_statistics(kernel, features, X: Any, y: Any, *, chunk_size: int = 1
                                    "precision): use gram_dtype='float64' or standardise the inputs")
         stats.yy = float(y @ y)  # in double precision, like everything outside the products
     return stats
+
+
+def lift_gradient(features, kernel, res: CollapsedBound, X: np.ndarray, y: np.ndarray, ev=None, *,
+                  chunk_size: int) -> dict[str, Any]:
+    r"""Chain the collapsed bound's :math:`\partial L/\partial G`, :math:`\partial L/\partial c`
+    and :math:`\partial L/\partial\sum r^2` into the lift (``bias``, ``input_scale``) and the
+    features' directions: :math:`\partial L/\partial K_{uf} = 2\,\partial_G K_{uf} +
+    \partial_c\,y^\top`, one chunk of rows at a time (``ev``: the rows' evaluation, else
+    recomputed), the chunks split over the cores by :func:`~spherelab.bounds.run_shares`."""
+    zero = {"bias": 0.0, "input_scale": np.zeros_like(np.asarray(kernel.input_scale, dtype=np.float64))}
+    if features.trainable:
+        zero["directions"] = np.zeros(features.get_params().size)
+    # [K_uf; y]^T [2 dG^T; dc^T] = (dL/dK_uf)^T, (N, M), in one product per chunk
+    B = np.vstack([2.0 * res.dG.T, res.dc[None, :]])
+    M, kept = B.shape[1], features.kept
+    pieces = list(row_chunks(X.shape[0], chunk_size))
+
+    def share(k, shares):  # this share's chunks of rows, single-threaded
+        acc = dict(zero)
+        for a, b in pieces[k::shares]:
+            if stopping():
+                break
+            Xc, yc = X[a:b], y[a:b]
+            e = ev.rows(a, b) if ev is not None else features.evaluate(kernel, Xc)
+            A = np.empty((b - a, M + 1))
+            np.multiply(e.values[:, kept], e.r[:, None], out=A[:, :M])
+            A[:, M] = yc
+            for d in (features.Kuf_gradients(kernel, (A @ B).T, Xc, e),
+                      kernel.lift_backward(Xc, 2.0 * res.dsum_r2 * e.Xh * e.r[:, None])):  # sum r^2
+                for name in acc:
+                    if name in d:
+                        acc[name] = acc[name] + np.asarray(d[name])
+        return acc
+
+    parts = run_shares(share, len(pieces))
+    acc = {name: sum((part[name] for part in parts[1:]), parts[0][name]) for name in zero}
+    acc["bias"] = float(acc["bias"])
+    return acc

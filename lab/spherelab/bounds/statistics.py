@@ -13,16 +13,19 @@ chunks of rows, so memory is :math:`O(P \cdot \text{chunk} + P^2)` whatever N.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+import contextlib
+import threading
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
 
 from ..backend.ops import current, use
-from ..threads import gram_policy, overlap_pass, thread_limit
+from ..threads import gram_policy, pass_worker, pass_workers, thread_limit
 
-__all__ = ["Statistics", "streamed_statistics", "host_gram_pass", "row_chunks"]
+__all__ = ["Statistics", "streamed_statistics", "host_gram_pass", "columns_statistics", "row_chunks", "run_shares",
+           "stopping"]
 
 
 @dataclass
@@ -46,61 +49,107 @@ def row_chunks(n: int, size: int):
         yield start, min(start + size, n)
 
 
-def _columns_ahead(columns, X, pieces):
-    """``(start, stop, columns(X[start:stop]))`` per chunk; the next chunk's columns are computed
-    on a second thread while the caller runs the Gram product of the current one when
-    :func:`~spherelab.threads.overlap_pass` says it pays (BLAS releases the GIL)."""
-    pieces = list(pieces)
-    first = pieces[0] if pieces else None
-    if first is None:
-        return
-    A = columns(X[first[0]:first[1]])
-    P, chunk_size = (A[0] if isinstance(A, tuple) else A).shape[0], first[1] - first[0]
-    # a few chunks do not repay starting the second thread (measured: 2 chunks of 2e4 rows, 1.6x slower)
-    if len(pieces) < 4 or not overlap_pass(2.0 * P * P * chunk_size):
-        yield first[0], first[1], A
-        for start, stop in pieces[1:]:
-            yield start, stop, columns(X[start:stop])
-        return
+def run_shares(work: Callable[[int, int], object], chunks: int, ops=None) -> list:
+    """``[work(k, shares) for k in range(shares)]`` with ``shares`` =
+    :func:`~spherelab.threads.pass_workers` ``(chunks)``, each share on its own thread with one
+    BLAS and one Numba thread (:func:`~spherelab.threads.pass_worker`); share k takes chunks
+    ``k, k + shares, ...``, so the results do not depend on timing. The first failure is
+    raised, and the other shares stop at their next :func:`stopping` check. Only the CPU's
+    operations are split (a GPU's work is queued on its own streams)."""
     device = current()
+    shares = pass_workers(chunks) if device.device == "cpu" else 1
+    if shares == 1:
+        return [work(0, 1)]
+    _stop.flag = threading.Event()
+    flag = _stop.flag
 
-    def work(start, stop):
-        with use(device), thread_limit(1):
-            return columns(X[start:stop])
+    def run(k):
+        _stop.flag = flag
+        with use(device), pass_worker():
+            return work(k, shares)
 
-    with ThreadPoolExecutor(1) as pool, thread_limit(1):
-        future = pool.submit(work, *pieces[1])
-        yield first[0], first[1], A
-        for i in range(1, len(pieces)):
-            A = future.result()
-            if i + 1 < len(pieces):
-                future = pool.submit(work, *pieces[i + 1])
-            yield pieces[i][0], pieces[i][1], A
+    with thread_limit(1), ThreadPoolExecutor(shares) as pool:
+        futures = [pool.submit(run, k) for k in range(shares)]
+        try:
+            wait(futures, return_when=FIRST_EXCEPTION)
+            return [f.result() for f in futures]
+        finally:
+            flag.set()
+            _stop.flag = None
+
+
+_stop = threading.local()
+
+
+def stopping() -> bool:
+    """Inside a :func:`run_shares` share: whether another share failed (give up between chunks)."""
+    flag = getattr(_stop, "flag", None)
+    return flag is not None and flag.is_set()
+
+
+def _gram_share(columns_at, y, pieces, keep, ops):
+    def work(share, shares):
+        G = c = None
+        sum_d = 0.0
+        kept = {}
+        for i in range(share, len(pieces), shares):
+            if stopping():
+                break
+            start, end = pieces[i]
+            A = columns_at(start, end)
+            if isinstance(A, tuple):
+                A, d = A
+                sum_d += float(np.sum(d))
+            if G is None:
+                G, c = np.zeros((A.shape[0], A.shape[0])), np.zeros(A.shape[0])
+            # alone, a large product may use BLAS's threads; in a share, BLAS is single-threaded
+            with gram_policy(2.0 * A.shape[0] ** 2 * (end - start)) if shares == 1 else contextlib.nullcontext():
+                ops.gram_update(G, c, A, y[start:end])
+            if keep:
+                kept[i] = A
+        return G, c, sum_d, kept
+
+    return work
+
+
+def _reduce(parts):
+    G, c = parts[0][0], parts[0][1]
+    for part in parts[1:]:
+        if part[0] is not None:
+            G += part[0]
+            c += part[1]
+    kept = {}
+    for part in parts:
+        kept.update(part[3])
+    return G, c, sum(part[2] for part in parts), [kept[i] for i in sorted(kept)]
 
 
 def host_gram_pass(X, y, pieces, load, columns, keep=False, ops=None):
     r"""The CPU's ``gram_pass`` (:data:`~spherelab.backend.OPERATIONS`): ``columns(*load(chunk))``
-    for every chunk — the next one on a second thread while this one's :math:`AA^\top` runs —
-    accumulated by ``ops.gram_update``. Returns ``(G, c, sum_d, kept)``."""
+    for every chunk, accumulated by ``ops.gram_update``, the chunks dealt to
+    :func:`run_shares`' threads, each computing its chunks' columns and products
+    single-threaded into its own sums: both cores stay in BLAS's single-threaded kernels, which
+    run this shape faster than OpenBLAS's own threads (measured, RESULTS.md). Returns
+    ``(G, c, sum_d, kept)``."""
     if ops is None:
         from ..backend import resolve
 
         ops = resolve("cpu")
-    G = c = None
-    sum_d = 0.0
-    kept = []
-    for start, stop, A in _columns_ahead(lambda Xc: columns(*load(Xc)), X, pieces):
-        if isinstance(A, tuple):
-            A, d = A
-            sum_d += float(np.sum(d))
-        P = A.shape[0]
-        if G is None:
-            G, c = np.zeros((P, P)), np.zeros(P)
-        with gram_policy(2.0 * P * P * (stop - start)):
-            ops.gram_update(G, c, A, y[start:stop])
-        if keep:
-            kept.append(A)
-    return G, c, sum_d, kept
+    pieces = list(pieces)
+    work = _gram_share(lambda a, b: columns(*load(X[a:b])), y, pieces, keep, ops)
+    return _reduce(run_shares(work, len(pieces), ops))
+
+
+def columns_statistics(A: np.ndarray, y: np.ndarray, d: np.ndarray, *, chunk_size: int, ops=None) -> Statistics:
+    """:class:`Statistics` of columns already computed, ``A`` ``(P, N)`` with per-row prior
+    terms ``d`` ``(N,)``: the products split over :func:`run_shares` by blocks of columns."""
+    if ops is None:
+        from ..backend import resolve
+
+        ops = resolve("cpu")
+    pieces = list(row_chunks(A.shape[1], chunk_size))
+    G, c, _, _ = _reduce(run_shares(_gram_share(lambda a, b: A[:, a:b], y, pieces, False, ops), len(pieces), ops))
+    return Statistics(0.5 * (G + G.T), c, float(y @ y), float(np.sum(d)), A.shape[1])
 
 
 def _identity_load(Xc):
@@ -161,7 +210,7 @@ def streamed_statistics(
 
         bar, inner = tqdm(total=len(pieces), desc=desc, unit="chunk"), load
 
-        def load(Xc):  # called once per chunk, in order: the bar follows the pass
+        def load(Xc):  # called once per chunk (by the pass's workers): the bar follows the pass
             bar.update(1)
             return inner(Xc)
     try:

@@ -40,6 +40,10 @@ class Evaluation:
     Xh: np.ndarray
     values: np.ndarray
 
+    def rows(self, start: int, stop: int) -> "Evaluation":
+        """The evaluation of rows ``start:stop`` (views)."""
+        return Evaluation(self.X[start:stop], self.r[start:stop], self.Xh[start:stop], self.values[start:stop])
+
 
 class SphericalFeatures(Features):
     """Base of the diagonal-:math:`K_{uu}` features. Subclasses provide ``dim``, ``max_degree``,
@@ -135,6 +139,8 @@ class SphericalFeatures(Features):
         return {name: float(dlam @ v) for name, v in kernel.spectrum_gradients(dim, L).items()}
 
     def _weights(self, G: np.ndarray, ev: Evaluation) -> np.ndarray:
+        if self._keep is None:  # every function kept: G^T itself (no copy when it is C-ordered)
+            return np.ascontiguousarray(np.asarray(G).T)
         W = np.zeros_like(ev.values)
         W[:, self.kept] = np.asarray(G).T
         return W
@@ -215,10 +221,8 @@ class HarmonicFeatures(SphericalFeatures):
         return self._ready()(Xh, out=out)
 
     def device_Kuf(self, ops, Xh: Any, r: Any) -> Any:
-        H = ops.device_harmonics(Xh, self._ready().plan)
-        if self._keep is not None:
-            H = H[:, ops.to_device(self._keep)]
-        return (H * r[:, None]).T
+        A = ops.harmonic_columns(Xh, self._ready().plan, r)
+        return A if self._keep is None else A[ops.to_device(self._keep)]
 
     def lift_vjp(self, Xh: np.ndarray, values: np.ndarray, W: np.ndarray) -> np.ndarray:
         r"""With the solid harmonic :math:`H_m = r^{\ell}\phi_m`,

@@ -149,10 +149,20 @@ class ZonalKernel:
 
     # ---- data space -------------------------------------------------------------------
     def check_lift(self, X: np.ndarray, name: str = "X", rows: int = 65536) -> None:
-        """Raise the errors :meth:`lift` would raise for ``X``, in blocks of ``rows`` rows (memory
-        bounded whatever N)."""
-        for start in range(0, max(X.shape[0], 1), rows):
-            self.lift(X[start:start + rows], name, row_offset=start)
+        """Raise the errors :meth:`lift` would raise for ``X``, reading it once in blocks of
+        ``rows`` rows (memory bounded whatever N) without lifting it: the lift overflows where
+        a column's largest magnitude over its scale (or the bias) exceeds the limit, and a row
+        vanishes only when the bias is 0 and the row's scaled entries are all 0."""
+        X = check_finite_array(X, name, ndim=2)
+        self.lift(X[:1], name)  # shapes, and the bias's own magnitude
+        scale = np.broadcast_to(np.asarray(self.input_scale, dtype=np.float64), (X.shape[1],))
+        for start in range(0, X.shape[0], rows):
+            block = np.abs(X[start:start + rows])
+            top = block.max(axis=0) / scale if block.size else np.zeros(0)
+            if np.any(top > MAX_MAGNITUDE):
+                self.lift(X[start:start + rows], name, row_offset=start)  # raises with the message
+            if self.bias == 0 and np.any(np.all(block / scale == 0, axis=1)):
+                self.lift(X[start:start + rows], name, row_offset=start)
 
     def lift(self, X: Any, name: str = "X", row_offset: int = 0) -> tuple[np.ndarray, np.ndarray]:
         r"""``(r, X_hat)``: norms :math:`r = \|[x/s, b]\|` ``(N,)`` and the points on the

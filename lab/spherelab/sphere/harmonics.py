@@ -51,7 +51,7 @@ import numpy as np
 from .._validation import check_allocation, check_degree, check_dim, check_finite_array, check_points_on_sphere
 from ..backend.ops import current
 from ..threads import policy
-from .harmonics_jit import eval_kernel, vjp_kernel
+from .harmonics_jit import columns_kernel, eval_kernel, vjp_kernel
 from .harmonics_plan import Plan, build_plan, labels
 from .special import cumulative_num_harmonics, num_harmonics
 
@@ -268,6 +268,17 @@ def harmonics_cpu(X: np.ndarray, plan: Plan, out: np.ndarray) -> np.ndarray:
     # about 4 flops per feature and point (products of factors), see spherelab.threads
     with policy(X.shape[0] * plan.degrees.shape[0] * 4):
         eval_kernel(X, plan.max_degree, plan.const, plan.index, plan.buffer_size, out)
+    return out
+
+
+def harmonic_columns_cpu(X: np.ndarray, plan: Plan, scale: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    r"""The CPU implementation of ``harmonic_columns``: ``(M, N)``, column n the features of
+    ``plan`` at the unit row ``X[n]`` times ``scale[n]`` (:math:`K_{uf}` of VISH when ``scale``
+    holds the radii of the lift), written into ``out`` when given (C-contiguous)."""
+    if out is None:
+        out = np.empty((plan.degrees.shape[0], X.shape[0]))
+    with policy(X.shape[0] * plan.degrees.shape[0] * 4):
+        columns_kernel(X, plan.max_degree, plan.const, plan.index, plan.buffer_size, scale, out)
     return out
 
 

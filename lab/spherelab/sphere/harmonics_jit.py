@@ -10,9 +10,10 @@ from numba import prange
 from ..backend.jit import jit
 from . import harmonics_src as src
 
-__all__ = ["eval_kernel", "vjp_kernel"]
+__all__ = ["eval_kernel", "columns_kernel", "vjp_kernel"]
 
 _CHUNK = 64  # points per parallel work item: buffers stay in L1/L2
+_BLOCK = 16  # points assembled together by columns_kernel: SIMD across points, one index load each
 
 
 # the per-point computations, compiled for the CPU from their one source (harmonics_src; the
@@ -36,6 +37,59 @@ def eval_kernel(X, L, const, index, buffer_size, out):  # pragma: no cover
             _inverse_norm_powers(X[i], rpow)
             _fill_core(X[i], L, buf, rpow)
             _assemble_row(buf, const, index, out[i])
+
+
+@jit(parallel=True)
+def columns_kernel(X, L, const, index, buffer_size, scale, out):  # pragma: no cover - compiled
+    """out[f, i] = scale[i] * feature f at X[i]: the transposed, scaled layout of the statistics
+    pass (its columns). Points are taken in blocks whose factor buffers sit side by side, so each
+    feature's product runs across a block of points in SIMD; the product is formed in the same
+    order as :func:`eval_kernel` then scaled, so the values are bitwise those of
+    ``eval_kernel(...).T * scale``."""
+    n_points = X.shape[0]
+    M = index.shape[0]
+    P = index.shape[1]
+    n_chunks = (n_points + _CHUNK - 1) // _CHUNK
+    for ch in prange(n_chunks):
+        buf = np.empty(buffer_size)
+        rpow = np.empty(L + 1)
+        block = np.empty((buffer_size, _BLOCK))
+        acc = np.empty(_BLOCK)
+        stop_chunk = min(ch * _CHUNK + _CHUNK, n_points)
+        for b0 in range(ch * _CHUNK, stop_chunk, _BLOCK):
+            nb = min(_BLOCK, stop_chunk - b0)
+            for p in range(nb):
+                _inverse_norm_powers(X[b0 + p], rpow)
+                _fill_core(X[b0 + p], L, buf, rpow)
+                for q in range(buffer_size):
+                    block[q, p] = buf[q]
+            if nb == _BLOCK and P <= 3:  # fixed trip counts: the loops vectorise
+                for f in range(M):
+                    c = const[f]
+                    i0 = index[f, 0]
+                    if P == 1:
+                        for p in range(_BLOCK):
+                            out[f, b0 + p] = c * block[i0, p] * scale[b0 + p]
+                    elif P == 2:
+                        i1 = index[f, 1]
+                        for p in range(_BLOCK):
+                            out[f, b0 + p] = c * block[i0, p] * block[i1, p] * scale[b0 + p]
+                    else:
+                        i1 = index[f, 1]
+                        i2 = index[f, 2]
+                        for p in range(_BLOCK):
+                            out[f, b0 + p] = c * block[i0, p] * block[i1, p] * block[i2, p] * scale[b0 + p]
+                continue
+            for f in range(M):
+                c = const[f]
+                for p in range(nb):
+                    acc[p] = c
+                for q in range(P):
+                    slot = index[f, q]
+                    for p in range(nb):
+                        acc[p] *= block[slot, p]
+                for p in range(nb):
+                    out[f, b0 + p] = acc[p] * scale[b0 + p]
 
 
 @jit(parallel=True)
