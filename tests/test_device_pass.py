@@ -145,7 +145,7 @@ def test_device_pass_with_dropped_levels_and_phases(rng):
 def test_harmonic_columns_are_the_scaled_transposed_harmonics(rng, dim, degree, n):
     """``harmonic_columns`` (the statistics pass's layout): on the CPU bit for bit
     ``harmonics(X).T * scale`` — full blocks of 16 points and a partial one, 1 to 4 factors per
-    feature — and the simulator's the same to rounding."""
+    feature — and the simulator's the same to rounding; the same for the blocked VJP."""
     plan = sl.SphericalHarmonics(dim, degree).plan
     X = sl.sample_sphere(n, dim, rng=rng) if n else np.zeros((0, dim))
     scale = rng.uniform(0.5, 2.0, n)
@@ -157,3 +157,8 @@ def test_harmonic_columns_are_the_scaled_transposed_harmonics(rng, dim, degree, 
     if n:
         assert np.allclose(sim.to_host(sim.harmonic_columns(sim.to_device(X), plan, sim.to_device(scale))), A,
                            rtol=1e-13, atol=1e-13)
+        # the CPU's VJP forms the factors' adjoints for blocks of 16 points; the simulator's kernel
+        # point by point: the same sums in the same order
+        W = rng.standard_normal((n, plan.degrees.size))
+        Xs = X * scale[:, None]
+        assert np.allclose(cpu.harmonics_vjp(Xs, W, plan), sim.harmonics_vjp(Xs, W, plan), rtol=1e-13, atol=1e-13)

@@ -3,6 +3,8 @@ numbers that match the library."""
 
 from __future__ import annotations
 
+import threading
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -67,12 +69,19 @@ def test_component_samples_sum_to_a_draw_of_k_and_reuse_factors():
 def test_decomposition_explorer_seed_moves_do_not_refactor(monkeypatch):
     groups = {"rotation by 2π/T": lambda T: Rotation(2, T), "reflect x₁ and x₂": lambda T: Reflection(2)}
     ex = DecompositionExplorer(K.Matern(2.5, 0.6, bias=0.5), groups, grid_size=10)
-    eigh_calls = []
+    assert ex.sampler.wait(60)  # the neighbouring T and the other group, computed ahead
+    assert ex.sampler.cached(("rotation by 2π/T", 3)) and ex.sampler.cached(("reflect x₁ and x₂", 4))
+    eigh_calls = []  # on the main thread, where a move waits
     real = np.linalg.eigh
-    monkeypatch.setattr(np.linalg, "eigh", lambda A: eigh_calls.append(1) or real(A))
+    main = threading.main_thread()
+    monkeypatch.setattr(np.linalg, "eigh",
+                        lambda A: (eigh_calls.append(1) if threading.current_thread() is main else None) or real(A))
     ex.seed.value = 3
     assert eigh_calls == []  # a new sample reuses the factors
     ex.T.value = 3
+    assert eigh_calls == []  # computed ahead
+    ex.sampler.wait(60)
+    ex.T.value = 7  # two moves away: computed on the spot
     assert len(eigh_calls) == len(ex.components)
     assert "real components" in ex.status.value
     ex.group.value = "reflect x₁ and x₂"
@@ -117,9 +126,15 @@ def test_orthogonal_explorer_terms_sum_to_the_variance_and_fits_are_cached():
     assert np.allclose(sum(ex.current["terms"].values()), var, atol=1e-10)
     assert np.allclose(ex.total.get_data()[1], var, atol=1e-10)
     first = ex.current["model"]
+    assert ex.fits.wait(120)
+    neighbours = ex.neighbours(("Matérn-5/2", "ReLU", 3, 2))
+    assert ("Matérn-5/2", "ReLU", 4, 2) in neighbours and ("Matérn-5/2", "ReLU", 3, 1) in neighbours
+    assert all(ex.fits.ready(k) for k in neighbours)  # fitted ahead, in the background
+    ahead = ex.fits.get(("Matérn-5/2", "ReLU", 3, 3))
     ex.K.value = 3
+    assert ex.current is ahead
     ex.K.value = 2  # fitted before: the same model object, no refit
-    assert ex.current["model"] is first and len(ex._fits) == 2
+    assert ex.current["model"] is first
 
 
 def test_depth_explorer_and_phase_viewer():
@@ -153,3 +168,30 @@ def test_harmonics_gallery_and_addition_theorem():
         add.degree.value = ell
         assert add.err < 1e-11
     assert np.abs(add.dots.get_data()[1]).max() <= 1.0 + 1e-12  # |Z_l| <= N(l, 3)
+
+
+def test_precomputer_computes_ahead_once_and_waits_for_the_background():
+    from spherelab.explore import Precomputer
+
+    calls, gate = [], threading.Event()
+
+    def compute(key):
+        calls.append(key)
+        if key == "slow":
+            gate.wait(5)
+        if key == "bad":
+            raise ValueError("bad key")
+        return key * 2
+
+    pre = Precomputer(compute, max_items=3)
+    pre.ahead(["slow", "a", "bad"])
+    threading.Timer(0.05, gate.set).start()
+    assert pre.get("slow") == "slowslow"  # waited for the background's computation, not redone
+    assert pre.wait(5) and pre.ready("a") and not pre.ready("bad")
+    with pytest.raises(ValueError, match="bad key"):  # a background failure is met by the caller
+        pre.get("bad")
+    assert calls.count("slow") == 1 and calls.count("a") == 1 and calls.count("bad") == 2
+    pre.get("a")  # used last: kept
+    pre.get("b")
+    pre.get("c")  # three kept: the least recently used ("slow") dropped
+    assert not pre.ready("slow") and pre.ready("a") and pre.ready("c")

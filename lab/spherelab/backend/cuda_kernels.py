@@ -100,7 +100,7 @@ def _harmonics_vjp_kernel(X, W, L, const, index, buf, bbar, ones, rho2bar, g, gr
     tid = cuda.grid(1)
     for i in range(tid, X.shape[0], cuda.gridsize(1)):
         _fill_core(X[i], L, buf[tid], ones[tid])
-        _vjp_point(X[i], W[i], L, const, index, buf[tid], bbar[tid], rho2bar[tid], g[tid])
+        _vjp_point(X[i], W[i], L, const, index, buf[tid], bbar[tid], rho2bar[tid], g[tid], True)
         for j in range(X.shape[1]):
             grad[i, j] = g[tid, j]
 

@@ -14,6 +14,7 @@ instant) and shows a "computing…" state while a recompute runs. Notebooks call
   decomposition (notebook 07).
 """
 
+from .background import Precomputer
 from .decomposition import ComponentSampler, DecompositionExplorer, component_title
 from .depth import DepthExplorer, PhaseViewer
 from .harmonics import AdditionTheorem, HarmonicsGallery
@@ -34,4 +35,5 @@ __all__ = [
     "DecompositionExplorer",
     "ComponentSampler",
     "component_title",
+    "Precomputer",
 ]

@@ -14,6 +14,7 @@ from typing import Callable
 import numpy as np
 
 from ..groups import harmonic_decomposition
+from .background import Precomputer
 
 __all__ = ["ComponentSampler", "DecompositionExplorer", "component_title"]
 
@@ -45,17 +46,28 @@ class ComponentSampler:
 
     def __init__(self, base, P: np.ndarray, max_cached: int = 8) -> None:
         self.base, self.P, self.max_cached = base, np.asarray(P, dtype=np.float64), max_cached
-        self._factors: dict = {}
+        self._groups: dict = {}
+        self._factors = Precomputer(lambda key: self._compute(self._groups[key]), max_items=max_cached)
 
     def cached(self, key) -> bool:
         """Whether the factors of ``key`` are at hand (no eigendecomposition needed)."""
-        return key in self._factors
+        return self._factors.ready(key)
 
     def factors(self, key, group) -> tuple[list, list[np.ndarray]]:
         """``(components, [K_t^(1/2)])`` for the group (computed once per key)."""
-        if key in self._factors:
-            self._factors[key] = self._factors.pop(key)  # most recently used last
-            return self._factors[key]
+        self._groups[key] = group
+        return self._factors.get(key)
+
+    def ahead(self, keyed_groups: dict) -> None:
+        """Compute the factors of ``{key: group}`` on a background thread, in this order."""
+        self._groups.update(keyed_groups)
+        self._factors.ahead(list(keyed_groups))
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the factors asked for ahead are computed (whether within ``timeout``)."""
+        return self._factors.wait(timeout)
+
+    def _compute(self, group) -> tuple[list, list[np.ndarray]]:
         comps = harmonic_decomposition(self.base, group)
         roots = []
         for comp in comps:
@@ -64,9 +76,6 @@ class ComponentSampler:
             # the symmetric root: with one z for every component, sum_t K_t^(1/2) z has covariance
             # sum_t K_t = K, since the components' matrices are mutually orthogonal on a symmetric grid
             roots.append((V * np.sqrt(np.clip(w, 0.0, None))) @ V.T)
-        self._factors[key] = (comps, roots)
-        while len(self._factors) > self.max_cached:
-            self._factors.pop(next(iter(self._factors)))
         return comps, roots
 
     def samples(self, key, group, seed: int) -> tuple[list, list[np.ndarray]]:
@@ -134,6 +143,10 @@ class DecompositionExplorer:
         group = self.groups[self.group.value](self.T.value)
         comps, draws = self.sampler.samples(key, group, self.seed.value)
         self.components = comps
+        T, name = self.T.value, self.group.value
+        near = [(name, T + s) for s in (1, -1) if self.T.min <= T + s <= self.T.max]
+        near += [(other, T) for other in self.groups if other != name]
+        self.sampler.ahead({k: self.groups[k[0]](k[1]) for k in near})
         shown = min(len(comps), self.max_panels)
         for i, ax in enumerate(self.axes):  # components first, then their sum; the rest hidden
             ax.set_visible(i <= shown)

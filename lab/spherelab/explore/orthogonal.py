@@ -2,9 +2,11 @@ r"""Activated features in the orthogonally decoupled posterior on 1-D data (note
 thesis ch. 3 eqs. 3.11–3.12, Fig. 3.8): the fit, and the five terms of the predictive variance,
 for a choice of kernel, activation, number of levels L and orthogonal inputs K.
 
-Each configuration is a full L-BFGS-B fit (about a second): sliders act on release, a
-"fitting…" state shows while one runs, and every configuration is fitted once (moving back
-to one is instant).
+Each configuration is a full L-BFGS-B fit (about a second): sliders act on release, every
+configuration is fitted once (moving back to one is instant), and the configurations one move
+away from the shown one are fitted ahead on a background thread
+(:class:`~spherelab.explore.background.Precomputer`), so that a move usually finds its fit
+ready; otherwise "fitting…" shows while it runs.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import numpy as np
 from ..features import ActivatedFeatures
 from ..likelihoods import Gaussian
 from ..models import OrthogonalSVGP
+from .background import Precomputer
 
 __all__ = ["OrthogonalExplorer", "TERM_STYLE"]
 
@@ -54,7 +57,8 @@ class OrthogonalExplorer:
         self.xm, self.xs, self.ym, self.ys = X.mean(), X.std(), y.mean(), y.std()
         self.X, self.y = (X - self.xm) / self.xs, (y - self.ym) / self.ys
         self.grid = np.linspace(self.X.min() - 1.0, self.X.max() + 1.0, 300)[:, None]
-        self._fits: dict = {}
+        #: every configuration's fit, computed once (the neighbours of the shown one ahead)
+        self.fits = Precomputer(self._fit, max_items=256)
         opts = dict(continuous_update=False)  # refit on release, not on every pixel of a drag
         self.kernel = widgets.Dropdown(options=list(kernels), value=kernel or next(iter(kernels)), description="kernel")
         self.act = widgets.Dropdown(options=list(activations), value=activation or next(iter(activations)),
@@ -93,23 +97,33 @@ class OrthogonalExplorer:
 
     def fit(self, kernel: str, activation: str, L: int, K: int) -> dict:
         """The fitted model of one configuration and what the figure shows (fitted once)."""
-        key = (kernel, activation, L, K)
-        if key not in self._fits:
-            feats = ActivatedFeatures(self.activations[activation], self.units, L)
-            model = OrthogonalSVGP(self.kernels[kernel](), feats, K, Gaussian(1.0))
-            t0 = time.perf_counter()
-            model.fit(self.X, self.y, maxiter=self.maxiter, seed=0)
-            seconds = time.perf_counter() - t0
-            mean, var = model.predict_y(self.grid)
-            self._fits[key] = dict(model=model, mean=mean, sd=np.sqrt(var), terms=model.variance_terms(self.grid),
-                                   elbo=model.elbo(), seconds=seconds, nit=model.optimizer_result.nit)
-        return self._fits[key]
+        return self.fits.get((kernel, activation, L, K))
+
+    def _fit(self, key) -> dict:
+        kernel, activation, L, K = key
+        feats = ActivatedFeatures(self.activations[activation], self.units, L)
+        model = OrthogonalSVGP(self.kernels[kernel](), feats, K, Gaussian(1.0))
+        t0 = time.perf_counter()
+        model.fit(self.X, self.y, maxiter=self.maxiter, seed=0)
+        seconds = time.perf_counter() - t0
+        mean, var = model.predict_y(self.grid)
+        return dict(model=model, mean=mean, sd=np.sqrt(var), terms=model.variance_terms(self.grid),
+                    elbo=model.elbo(), seconds=seconds, nit=model.optimizer_result.nit)
+
+    def neighbours(self, key) -> list:
+        """The configurations one move of one control away from ``key`` (sliders first)."""
+        kernel, activation, L, K = key
+        near = [(kernel, activation, L + s, K) for s in (1, -1) if self.L.min <= L + s <= self.L.max]
+        near += [(kernel, activation, L, K + s) for s in (1, -1) if self.K.min <= K + s <= self.K.max]
+        near += [(k, activation, L, K) for k in self.kernels if k != kernel]
+        return near + [(kernel, a, L, K) for a in self.activations if a != activation]
 
     def refit(self, change=None) -> None:
         key = (self.kernel.value, self.act.value, self.L.value, self.K.value)
-        if key not in self._fits:
+        if not self.fits.ready(key):
             self.status.value = "fitting…"
         r = self.current = self.fit(*key)
+        self.fits.ahead(self.neighbours(key))
         mu, sd = r["mean"] * self.ys + self.ym, r["sd"] * self.ys
         self.mean.set_ydata(mu)
         self.lo.set_ydata(mu - 2 * sd)

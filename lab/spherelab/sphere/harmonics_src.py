@@ -96,17 +96,20 @@ def assemble_row(buf, const, index, row):  # pragma: no cover - compiled
             row[f] = v
 
 
-def vjp_point(x, wrow, L, const, index, buf, bbar, rho2bar, g):  # pragma: no cover - compiled
+def vjp_point(x, wrow, L, const, index, buf, bbar, rho2bar, g, accumulate):  # pragma: no cover - compiled
     """The reverse mode of one point's features: ``g`` (d,) = d/dx sum_m wrow[m] H_m(x), given the
     raw factors ``buf`` of x (:func:`fill_core` with unit scales); ``bbar``, ``rho2bar`` are
-    scratch of the sizes of ``buf`` and d + 1."""
+    scratch of the sizes of ``buf`` and d + 1. With ``accumulate`` False, ``bbar`` already holds
+    the adjoints of the factors (a caller that formed them for several points at once) and
+    ``wrow`` is not read."""
     d = x.shape[0]
     M = index.shape[0]
     P = index.shape[1]
     T = L * (L + 1) // 2
-    for q in range(bbar.shape[0]):
-        bbar[q] = 0.0
-    for f in range(M):
+    if accumulate:
+        for q in range(bbar.shape[0]):
+            bbar[q] = 0.0
+    for f in range(M if accumulate else 0):
         w = wrow[f] * const[f]
         if w == 0.0:
             continue
