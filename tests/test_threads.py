@@ -142,18 +142,21 @@ def test_a_failing_share_stops_the_pass(auto):
     """An error in one share's chunk is raised once, and the other share gives up."""
     from spherelab.bounds import streamed_statistics
 
-    calls = []
+    for bad_share in (0, 1):  # the first future to be collected, or the second
+        calls = []
 
-    def columns(Xc):
-        calls.append(1)
-        if len(calls) == 3:
-            raise ValueError("chunk three is bad")
-        time.sleep(0.01)
-        return Xc.T
+        def columns(Xc, bad=bad_share):
+            start = int(Xc[0, 0])
+            calls.append(start)
+            if start == 20 + 10 * bad:  # the third chunk of that share
+                raise ValueError("a bad chunk")
+            time.sleep(0.01)
+            return Xc.T
 
-    with pytest.raises(ValueError, match="chunk three"):
-        streamed_statistics(columns, np.ones((400, 2)), np.ones(400), chunk_size=10)
-    assert len(calls) < 12
+        X = np.repeat(np.arange(400.0)[:, None], 2, axis=1)
+        with pytest.raises(ValueError, match="a bad chunk"):
+            streamed_statistics(columns, X, np.ones(400), chunk_size=10)
+        assert len(calls) < 12
 
 
 def test_vish_bound_and_gradient_split_over_cores_equal_one_thread(auto, rng):

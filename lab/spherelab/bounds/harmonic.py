@@ -32,6 +32,7 @@ from .statistics import Statistics, row_chunks, run_shares, stopping, streamed_s
 __all__ = [
     "harmonic_statistics",
     "lift_gradient",
+    "lift_statistics",
     "CollapsedBound",
     "collapsed_bound",
     "UncollapsedBound",
@@ -346,13 +347,49 @@ def harmonic_statistics(kernel, features, X: Any, y: Any, *, chunk_size: int | N
     return stats
 
 
+def lift_statistics(features, ev, y: np.ndarray, *, chunk_size: int, ops=None) -> Statistics:
+    r"""VISH's statistics of rows already evaluated (``ev``, :meth:`SphericalFeatures.evaluate`),
+    split over the cores by chunks of rows; ``Statistics.chunks`` keeps each chunk's
+    :math:`[K_{uf}^\top, y]` ``(n_chunk, M + 1)`` for :func:`lift_gradient` (the lift stage's
+    subsample, where the columns are kept between the bound and its gradient)."""
+    if ops is None:
+        from ..backend import resolve
+
+        ops = resolve("cpu")
+    n, M, kept = y.shape[0], features.num_features, features.kept
+    pieces = list(row_chunks(n, chunk_size))
+
+    def share(k, shares):
+        G, c, chunks = np.zeros((M, M)), np.zeros(M), {}
+        for i in range(k, len(pieces), shares):
+            if stopping():
+                break
+            a, b = pieces[i]
+            A = np.empty((b - a, M + 1))
+            np.multiply(ev.values[a:b, kept], ev.r[a:b, None], out=A[:, :M])
+            A[:, M] = y[a:b]
+            ops.gram_update(G, c, A[:, :M].T, y[a:b])
+            chunks[i] = A
+        return G, c, chunks
+
+    parts = run_shares(share, len(pieces), ops)
+    G, c = parts[0][0], parts[0][1]
+    for part in parts[1:]:
+        G += part[0]
+        c += part[1]
+    chunks = {i: A for part in parts for i, A in part[2].items()}
+    return Statistics(0.5 * (G + G.T), c, float(y @ y), float(np.sum(ev.r * ev.r)), n,
+                      [chunks[i] for i in sorted(chunks)])
+
+
 def lift_gradient(features, kernel, res: CollapsedBound, X: np.ndarray, y: np.ndarray, ev=None, *,
-                  chunk_size: int) -> dict[str, Any]:
+                  chunk_size: int, chunks: list | None = None) -> dict[str, Any]:
     r"""Chain the collapsed bound's :math:`\partial L/\partial G`, :math:`\partial L/\partial c`
     and :math:`\partial L/\partial\sum r^2` into the lift (``bias``, ``input_scale``) and the
     features' directions: :math:`\partial L/\partial K_{uf} = 2\,\partial_G K_{uf} +
     \partial_c\,y^\top`, one chunk of rows at a time (``ev``: the rows' evaluation, else
-    recomputed), the chunks split over the cores by :func:`~spherelab.bounds.run_shares`."""
+    recomputed; ``chunks``: :func:`lift_statistics`' kept columns, same ``chunk_size``), the
+    chunks split over the cores by :func:`~spherelab.bounds.run_shares`."""
     zero = {"bias": 0.0, "input_scale": np.zeros_like(np.asarray(kernel.input_scale, dtype=np.float64))}
     if features.trainable:
         zero["directions"] = np.zeros(features.get_params().size)
@@ -363,14 +400,18 @@ def lift_gradient(features, kernel, res: CollapsedBound, X: np.ndarray, y: np.nd
 
     def share(k, shares):  # this share's chunks of rows, single-threaded
         acc = dict(zero)
-        for a, b in pieces[k::shares]:
+        for i in range(k, len(pieces), shares):
             if stopping():
                 break
+            a, b = pieces[i]
             Xc, yc = X[a:b], y[a:b]
             e = ev.rows(a, b) if ev is not None else features.evaluate(kernel, Xc)
-            A = np.empty((b - a, M + 1))
-            np.multiply(e.values[:, kept], e.r[:, None], out=A[:, :M])
-            A[:, M] = yc
+            if chunks is not None:
+                A = chunks[i]
+            else:
+                A = np.empty((b - a, M + 1))
+                np.multiply(e.values[:, kept], e.r[:, None], out=A[:, :M])
+                A[:, M] = yc
             for d in (features.Kuf_gradients(kernel, (A @ B).T, Xc, e),
                       kernel.lift_backward(Xc, 2.0 * res.dsum_r2 * e.Xh * e.r[:, None])):  # sum r^2
                 for name in acc:

@@ -71,7 +71,9 @@ def run_shares(work: Callable[[int, int], object], chunks: int, ops=None) -> lis
     with thread_limit(1), ThreadPoolExecutor(shares) as pool:
         futures = [pool.submit(run, k) for k in range(shares)]
         try:
-            wait(futures, return_when=FIRST_EXCEPTION)
+            done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+            if any(f.exception() is not None for f in done):
+                flag.set()  # before waiting for the others: they stop at their next chunk
             return [f.result() for f in futures]
         finally:
             flag.set()

@@ -14,6 +14,7 @@ import numpy as np
 from ..kernels import PolynomialDecay
 from ..likelihoods import Gaussian
 from ..models import VISH
+from ..widgets import BlitManager
 
 __all__ = ["DepthExplorer", "PhaseViewer"]
 
@@ -72,6 +73,8 @@ class DepthExplorer:
         self.ax_spec.set_xlabel("degree ℓ")
         self.ax_spec.set_ylabel(r"$\lambda_\ell/\lambda_1$")
         self.fig.tight_layout()
+        # fixed axes: a move redraws only the curves, the marker and the title (blitting)
+        self.blit = BlitManager(self.fig, [self.mean, self.lo, self.hi, self.dot, self.spec, self.ax_fit.title])
         self.beta.observe(self.update, names="value")
         self.update()
 
@@ -93,7 +96,7 @@ class DepthExplorer:
         self.elbo = self.model.elbo()
         self.dot.set_data([self.beta.value], [self.elbo])
         self.ax_fit.set_title(f"β = {self.beta.value:.2f}: ELBO {self.elbo:.1f}", fontsize=9)
-        self.fig.canvas.draw_idle()
+        self.blit.update()
 
 
 class PhaseViewer:

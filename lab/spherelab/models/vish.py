@@ -26,8 +26,8 @@ from scipy.linalg import cho_solve
 
 from .._validation import check_data, check_finite_array, check_int
 from ..backend.ops import use
-from ..bounds.harmonic import collapsed_bound, harmonic_statistics, lift_gradient
-from ..bounds.statistics import Statistics, columns_statistics
+from ..bounds.harmonic import collapsed_bound, harmonic_statistics, lift_gradient, lift_statistics
+from ..bounds.statistics import Statistics
 from ..distributed import is_dask, prepare, take_rows
 from ..features.harmonic import HarmonicFeatures, SphericalFeatures
 from ..kernels import ZonalKernel
@@ -178,14 +178,13 @@ class VISH(Model):
                              for name in ["variance", *self.kernel.shape_params]}
         g["noise"] = res.dnoise
         if lift is not None:
-            g.update(self._lift_gradient(res, *lift))
+            ev = lift[2] if len(lift) > 2 else None  # kept columns come with an evaluation
+            g.update(lift_gradient(self.features, self.kernel, res, *lift, chunk_size=self._rows(),
+                                   chunks=stats.chunks if ev is not None else None))
         return res.value, g
 
     def _rows(self) -> int:
         return self.chunk_size or chunk_rows(self.features.num_features)
-
-    def _lift_gradient(self, res, X, y, ev=None) -> dict[str, Any]:
-        return lift_gradient(self.features, self.kernel, res, X, y, ev, chunk_size=self._rows())
 
     def _statistics(self, X, y, ev=None, final: bool = False) -> Statistics:
         # gram_dtype applies to the pass over all rows only: the lift stage's subsample steers an
@@ -194,7 +193,7 @@ class VISH(Model):
             dtype = getattr(self, "gram_dtype", "float64") if final else "float64"
             return harmonic_statistics(self.kernel, self.features, X, y, chunk_size=self._rows(), ops=self.ops,
                                        gram_dtype=dtype)
-        return columns_statistics(self.features.Kuf_from(ev), y, ev.r * ev.r, chunk_size=self._rows(), ops=self.ops)
+        return lift_statistics(self.features, ev, y, chunk_size=self._rows(), ops=self.ops)
 
     @threaded
     def elbo_and_gradient(self, X: Any, y: Any, num_data: int | None = None) -> tuple[float, dict[str, Any]]:
