@@ -2,9 +2,12 @@
 Chromium by Playwright. For each notebook: run all cells (time it), check that no output holds a
 traceback and that the widgets and ipympl figures are live, then move every slider with the
 keyboard (ArrowRight, three times) and step every dropdown, timing key press -> first changed
-pixel of any figure canvas.
+pixel of any figure canvas, and -> the final figure (an explorer that refits in the background
+first shows "fitting…" over the previous figure). Moves start ``--pause`` seconds after the last cell finished, as a
+reader's pause (explorers whose moves need a refit compute the configurations around the shown
+one in that time, in the background).
 
-    python benchmarks/browser.py [--notebooks 01 02 ...] [--chromium /usr/bin/chromium] [--check]
+    python benchmarks/browser.py [--notebooks 01 02 ...] [--chromium /usr/bin/chromium] [--pause 10] [--check]
 
 ``--check`` exits non-zero on an error output, a notebook without live widgets, or a control
 whose move never redraws (what ``make test-browser`` asserts); latencies are only reported
@@ -35,6 +38,8 @@ SNAP = """() => { window.__snap = [...document.querySelectorAll('.jupyter-matplo
   .map(c => c.toDataURL()); }"""
 CHANGED = """() => [...document.querySelectorAll('.jupyter-matplotlib-canvas-div canvas:first-child')]
   .some((c, i) => window.__snap[i] !== undefined && c.toDataURL() !== window.__snap[i])"""
+# an explorer computing in the background shows "fitting…" / "computing…" until its figure is final
+SETTLED = """() => ![...document.querySelectorAll('.widget-label')].some(e => /(fitting|computing)…/.test(e.textContent))"""
 
 
 def free_port() -> int:
@@ -58,19 +63,22 @@ def start_lab(port: int, notebook_dir: str):
     raise RuntimeError("JupyterLab did not start (no URL with a token in its log)")
 
 
-def timed_redraw(page, action, timeout_ms: int = 60_000) -> float | None:
-    """Seconds from ``action()`` to the first changed figure pixel (None: nothing redrew)."""
+def timed_redraw(page, action, timeout_ms: int = 60_000) -> tuple[float, float] | None:
+    """Seconds from ``action()`` to the first changed figure pixel, and to the final figure (no
+    "fitting…" / "computing…" label left); None: nothing redrew."""
     page.evaluate(SNAP)
     t0 = time.perf_counter()
     action()
     try:
         page.wait_for_function(CHANGED, timeout=timeout_ms, polling="raf")
+        first = time.perf_counter() - t0
+        page.wait_for_function(SETTLED, timeout=timeout_ms, polling="raf")
     except Exception:  # noqa: BLE001 - Playwright's TimeoutError
         return None
-    return time.perf_counter() - t0
+    return first, time.perf_counter() - t0
 
 
-def run_notebook(page, port: int, token: str, name: str, presses: int) -> dict:
+def run_notebook(page, port: int, token: str, name: str, presses: int, pause: float = 0.0) -> dict:
     page.goto(f"http://127.0.0.1:{port}/lab/tree/{name}?reset&token={token}")  # reset: only this notebook open
     page.wait_for_selector(".jp-Notebook", timeout=120_000)
     page.wait_for_function("() => document.body.innerText.includes('Idle')", timeout=120_000, polling=250)
@@ -84,7 +92,7 @@ def run_notebook(page, port: int, token: str, name: str, presses: int) -> dict:
     n_code = sum(c["cell_type"] == "code" for c in cells)
     page.wait_for_function(DONE, arg=n_code, timeout=900_000, polling=500)  # every code cell numbered
     run_all = time.perf_counter() - t0
-    time.sleep(1.0)  # widgets and figures render after the last reply
+    time.sleep(1.0 + pause)  # widgets and figures render after the last reply; then a reader's pause
     outputs = page.locator(".jp-OutputArea-output").all_inner_texts()
     errors = [t[:300] for t in outputs if "Traceback" in t or re.search(r"^\w+Error\b", t, re.M)]
     sliders = page.locator(".noUi-handle")
@@ -126,6 +134,7 @@ def main() -> int:
     parser.add_argument("--chromium", default="/usr/bin/chromium")
     parser.add_argument("--presses", type=int, default=3)
     parser.add_argument("--check", action="store_true")
+    parser.add_argument("--pause", type=float, default=10.0, help="seconds between run-all and the first move")
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
@@ -141,14 +150,15 @@ def main() -> int:
     for name in names:
         shutil.copy(ROOT / "notebooks" / name, workdir)
     proc, token, up = start_lab(port, workdir)
-    print(f"JupyterLab up in {up:.1f} s; Chromium {args.chromium}, window 1400 x 900")
+    print(f"JupyterLab up in {up:.1f} s; Chromium {args.chromium}, window 1400 x 900; moves {args.pause:g} s "
+          "after run-all")
     results = []
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=args.chromium, args=["--no-sandbox"])
             page = browser.new_page(viewport={"width": 1400, "height": 900})
             for name in names:
-                results.append(run_notebook(page, port, token, name, args.presses))
+                results.append(run_notebook(page, port, token, name, args.presses, args.pause))
                 r = results[-1]
                 print(f"  {name}: run-all {r['run_all']:.1f} s, {len(r['moves'])} moves", flush=True)
             browser.close()
@@ -159,14 +169,16 @@ def main() -> int:
         proc.wait(30)
         shutil.rmtree(workdir, ignore_errors=True)
     print("\n| notebook | run all (s) | sliders / dropdowns / figures | moves | median (ms) | worst (ms) | "
-          "errors | controls that never redrew | widest figure / output width (px) |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+          "final figure: median / worst (ms) | errors | controls that never redrew | widest figure / output width (px) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     failures = []
     for r in results:
-        t = np.array([m[1] for m in r["moves"]]) * 1e3
+        t = np.array([m[1][0] for m in r["moves"]]) * 1e3
+        f = np.array([m[1][1] for m in r["moves"]]) * 1e3
         med, worst = (f"{np.median(t):.0f}", f"{t.max():.0f}") if t.size else ("-", "-")
+        final = f"{np.median(f):.0f} / {f.max():.0f}" if f.size else "-"
         print(f"| {r['name']} | {r['run_all']:.1f} | {r['sliders']} / {r['dropdowns']} / {r['figures']} | "
-              f"{t.size} | {med} | {worst} | {len(r['errors'])} | {', '.join(r['dead']) or 'none'} | "
+              f"{t.size} | {med} | {worst} | {final} | {len(r['errors'])} | {', '.join(r['dead']) or 'none'} | "
               f"{r['widest']:.0f} / {r['room']:.0f}{' (too wide)' if r['overflow'] > 0 else ''} |")
         if r["errors"]:
             failures.append(f"{r['name']}: error output: {r['errors'][0]}")
@@ -174,8 +186,9 @@ def main() -> int:
             failures.append(f"{r['name']}: no control redrew a figure")
     for r in results:
         for label in sorted({m[0] for m in r["moves"]}):
-            t = np.array([m[1] for m in r["moves"] if m[0] == label]) * 1e3
-            print(f"{r['name']} {label}: " + ", ".join(f"{v:.0f}" for v in t) + " ms")
+            t = [m[1] for m in r["moves"] if m[0] == label]
+            print(f"{r['name']} {label}: " + ", ".join(f"{a * 1e3:.0f}" + (f" (final {b * 1e3:.0f})" if b - a > 0.05
+                                                                       else "") for a, b in t) + " ms")
     if failures:
         print("\nFAILED:\n" + "\n".join(failures))
     return 1 if (failures and args.check) else 0

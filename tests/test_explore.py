@@ -195,3 +195,35 @@ def test_precomputer_computes_ahead_once_and_waits_for_the_background():
     pre.get("b")
     pre.get("c")  # three kept: the least recently used ("slow") dropped
     assert not pre.ready("slow") and pre.ready("a") and pre.ready("c")
+
+
+def test_precomputer_in_an_event_loop_answers_later_and_only_the_newest():
+    """Inside a running loop (a Jupyter kernel) a missing value is computed on a worker thread and
+    handed over in the loop's thread; of the requests made meanwhile only the newest runs."""
+    import asyncio
+
+    from spherelab.explore import Precomputer
+
+    async def scenario():
+        gate, calls, got = threading.Event(), [], []
+        main = threading.current_thread()
+
+        def compute(key):
+            calls.append(key)
+            gate.wait(5)
+            return key + 100
+
+        pre = Precomputer(compute)
+        assert pre.when_ready(1, got.append) is False  # answered later, the loop free meanwhile
+        await asyncio.sleep(0.05)
+        assert pre.when_ready(2, got.append) is False
+        assert pre.when_ready(3, lambda v: got.append((v, threading.current_thread() is main))) is False
+        gate.set()
+        for _ in range(200):
+            if len(got) == 2:
+                break
+            await asyncio.sleep(0.01)
+        assert got == [101, (103, True)] and calls == [1, 3]  # 2 was superseded before it started
+        assert pre.when_ready(3, got.append) is True and got[-1] == 103  # at hand: at once
+
+    asyncio.run(scenario())

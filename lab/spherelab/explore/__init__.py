@@ -11,7 +11,11 @@ instant) and shows a "computing…" state while a recompute runs. Notebooks call
   its variance terms (notebook 05);
 * :class:`DepthExplorer`, :class:`PhaseViewer` — continuous depth and learned phases (notebook 06);
 * :class:`DecompositionExplorer` — samples of the components of a harmonic kernel
-  decomposition (notebook 07).
+  decomposition (notebook 07);
+* :func:`sphere_posterior` — a model of two inputs in data space, on a map of the sphere and on
+  a globe; :func:`degree_sweep` / :func:`plot_sweep` — test NLPD and ELBO against M and against
+  wall time (notebook 04);
+* :class:`Precomputer` — the background computation behind the explorers that refit.
 """
 
 from .background import Precomputer
@@ -20,6 +24,8 @@ from .depth import DepthExplorer, PhaseViewer
 from .harmonics import AdditionTheorem, HarmonicsGallery
 from .mismatch import MismatchExplorer
 from .orthogonal import OrthogonalExplorer
+from .sphere import on_sphere, sphere_posterior
+from .sweep import degree_sweep, plot_sweep
 from .truncation import TruncationExplorer
 from .vish import DegreeExplorer
 
@@ -36,4 +42,8 @@ __all__ = [
     "ComponentSampler",
     "component_title",
     "Precomputer",
+    "sphere_posterior",
+    "on_sphere",
+    "degree_sweep",
+    "plot_sweep",
 ]

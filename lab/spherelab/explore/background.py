@@ -1,14 +1,17 @@
 """Slow values of an explorer's configurations, computed once each and ahead of the user.
 
 An explorer whose configuration needs a real recompute (a refit, an eigendecomposition) asks a
-:class:`Precomputer` for the value of the shown configuration and tells it which configurations
-are one move away (:meth:`Precomputer.ahead`); those are computed on a background thread while
-the user reads, so that the next move finds its value ready. The kernel's main thread stays free
-for the widgets: NumPy, BLAS and the compiled kernels release the GIL while they work.
+:class:`Precomputer` for the value of the shown configuration (:meth:`Precomputer.when_ready`:
+at once when it is at hand; otherwise, in a Jupyter kernel, on a worker thread while the figure
+shows the previous value and a "fitting…" state, the kernel staying free for the widgets) and
+tells it which configurations are one move away (:meth:`Precomputer.ahead`): those are computed
+on a background thread while the user reads, so that the next move finds its value ready.
+NumPy, BLAS and the compiled kernels release the GIL while they work.
 """
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import threading
 from typing import Any, Callable, Hashable, Iterable
@@ -39,6 +42,12 @@ class Precomputer:
         self._queue: collections.deque = collections.deque()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._latest: tuple | None = None  # the newest when_ready request not yet started
+        self._foreground: threading.Thread | None = None
+        try:  # a Jupyter kernel runs its cells and widget callbacks inside this loop
+            self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            self._loop = None
 
     def ready(self, key: Hashable) -> bool:
         """Whether the value of ``key`` is at hand."""
@@ -70,6 +79,39 @@ class Precomputer:
                 with self._lock:
                     self._pending.pop(key, None)
                 event.set()
+
+    def when_ready(self, key: Hashable, done: Callable[[Any], None],
+                   failed: Callable[[BaseException], None] | None = None, wait: bool = False) -> bool:
+        """Call ``done(value)`` with the value of ``key``: now when it is at hand, with ``wait``,
+        or outside an event loop (scripts, tests; returns True); otherwise compute it on a worker
+        thread and call ``done`` (or ``failed(error)``) in the loop's thread when it is ready,
+        returning False at once. Of several requests made while one computes, only the newest
+        is started."""
+        if wait or self._loop is None or not self._loop.is_running() or self.ready(key):
+            done(self.get(key))
+            return True
+        with self._lock:
+            self._latest = (key, done, failed)
+            if self._foreground is None:
+                self._foreground = threading.Thread(target=self._serve, name="spherelab-compute", daemon=True)
+                self._foreground.start()
+        return False
+
+    def _serve(self) -> None:
+        while True:
+            with self._lock:
+                job, self._latest = self._latest, None
+                if job is None:
+                    self._foreground = None
+                    return
+            key, done, failed = job
+            try:
+                value = self.get(key)
+            except Exception as err:  # noqa: BLE001 - handed to the loop's thread
+                if failed is not None:
+                    self._loop.call_soon_threadsafe(failed, err)
+                continue
+            self._loop.call_soon_threadsafe(done, value)
 
     def ahead(self, keys: Iterable[Hashable]) -> None:
         """Compute ``keys`` (in this order, the missing ones) on the background thread, replacing

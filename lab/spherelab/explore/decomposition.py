@@ -44,7 +44,7 @@ class ComponentSampler:
         Groups whose factors are kept (least recently used dropped first).
     """
 
-    def __init__(self, base, P: np.ndarray, max_cached: int = 8) -> None:
+    def __init__(self, base, P: np.ndarray, max_cached: int = 10) -> None:
         self.base, self.P, self.max_cached = base, np.asarray(P, dtype=np.float64), max_cached
         self._groups: dict = {}
         self._factors = Precomputer(lambda key: self._compute(self._groups[key]), max_items=max_cached)
@@ -57,6 +57,12 @@ class ComponentSampler:
         """``(components, [K_t^(1/2)])`` for the group (computed once per key)."""
         self._groups[key] = group
         return self._factors.get(key)
+
+    def when_ready(self, key, group, done, failed=None, wait: bool = False) -> bool:
+        """:meth:`factors` handed to ``done`` — at once when at hand or with ``wait``, else (in a
+        Jupyter kernel) from a worker thread (:meth:`Precomputer.when_ready`)."""
+        self._groups[key] = group
+        return self._factors.when_ready(key, done, failed, wait)
 
     def ahead(self, keyed_groups: dict) -> None:
         """Compute the factors of ``{key: group}`` on a background thread, in this order."""
@@ -128,7 +134,19 @@ class DecompositionExplorer:
         self.fig.tight_layout()
         for w in (self.group, self.T, self.seed):
             w.observe(self.update, names="value")
+        self._wait = True  # the first figure is complete when the constructor returns
         self.update()
+        self._wait = False
+
+    def select(self, **values) -> None:
+        """Set controls by name (``group``, ``T``, ``seed``) and show the result before returning
+        (scripts, tests: in a kernel a move otherwise returns at once and shows it when ready)."""
+        self._wait = True
+        try:
+            for name, value in values.items():
+                getattr(self, name).value = value
+        finally:
+            self._wait = False
 
     def widget(self):
         """The controls and the status line, for ``display``."""
@@ -137,15 +155,32 @@ class DecompositionExplorer:
         return widgets.VBox([widgets.HBox([self.group, self.T, self.seed]), self.status])
 
     def update(self, change=None) -> None:
-        key = (self.group.value, self.T.value)
+        """Show the selection: at once when its factors are at hand, else when computed (the
+        previous draw stays, titled "computing…", while a worker thread computes in a kernel)."""
+        key = self._want = (self.group.value, self.T.value)
+        group = self.groups[self.group.value](self.T.value)
         if not self.sampler.cached(key):
             self.status.value = "computing…"
-        group = self.groups[self.group.value](self.T.value)
-        comps, draws = self.sampler.samples(key, group, self.seed.value)
+            self.axes[-1].set_title("computing…", fontsize=8)
+            self.axes[-1].set_visible(True)
+            self.fig.canvas.draw_idle()
+        self.sampler.when_ready(key, group, lambda factors: self._show(key, group, factors), self._failed,
+                                wait=self._wait)
+
+    def _failed(self, err: BaseException) -> None:
+        self.status.value = f"the decomposition failed: {type(err).__name__}: {err}"
+
+    def _show(self, key, group, factors) -> None:
+        if key != self._want:  # the selection moved on meanwhile
+            return
+        comps, roots = factors
+        z = np.random.default_rng(self.seed.value).standard_normal(self.sampler.P.shape[0])
+        draws = [R @ z for R in roots]
         self.components = comps
-        T, name = self.T.value, self.group.value
+        T, name = key[1], key[0]
         near = [(name, T + s) for s in (1, -1) if self.T.min <= T + s <= self.T.max]
         near += [(other, T) for other in self.groups if other != name]
+        near += [(name, T + s) for s in (2, -2) if self.T.min <= T + s <= self.T.max]
         self.sampler.ahead({k: self.groups[k[0]](k[1]) for k in near})
         shown = min(len(comps), self.max_panels)
         for i, ax in enumerate(self.axes):  # components first, then their sum; the rest hidden

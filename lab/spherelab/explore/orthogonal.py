@@ -87,7 +87,20 @@ class OrthogonalExplorer:
         self.fig.subplots_adjust(left=0.08, right=0.98, bottom=0.14, top=0.9, wspace=0.25)
         for w in (self.kernel, self.act, self.L, self.K):
             w.observe(self.refit, names="value")
+        self._wait = True  # the first figure is complete when the constructor returns
         self.refit()
+        self._wait = False
+
+    def select(self, **values) -> None:
+        """Set controls by name (``kernel``, ``act``, ``L``, ``K``) and show the result before
+        returning (scripts, tests: in a kernel a move otherwise returns at once and shows its
+        fit when ready)."""
+        self._wait = True
+        try:
+            for name, value in values.items():
+                getattr(self, name).value = value
+        finally:
+            self._wait = False
 
     def widget(self):
         """The controls and the status line, for ``display``."""
@@ -111,18 +124,39 @@ class OrthogonalExplorer:
                     elbo=model.elbo(), seconds=seconds, nit=model.optimizer_result.nit)
 
     def neighbours(self, key) -> list:
-        """The configurations one move of one control away from ``key`` (sliders first)."""
+        """The configurations one move of one control away from ``key``, then two steps of a
+        slider away (the order in which they are fitted ahead)."""
         kernel, activation, L, K = key
-        near = [(kernel, activation, L + s, K) for s in (1, -1) if self.L.min <= L + s <= self.L.max]
-        near += [(kernel, activation, L, K + s) for s in (1, -1) if self.K.min <= K + s <= self.K.max]
-        near += [(k, activation, L, K) for k in self.kernels if k != kernel]
-        return near + [(kernel, a, L, K) for a in self.activations if a != activation]
+        near = []
+        for step in (1, 2):
+            near += [(kernel, activation, L + s, K) for s in (step, -step) if self.L.min <= L + s <= self.L.max]
+            near += [(kernel, activation, L, K + s) for s in (step, -step) if self.K.min <= K + s <= self.K.max]
+            if step == 1:
+                near += [(k, activation, L, K) for k in self.kernels if k != kernel]
+                near += [(kernel, a, L, K) for a in self.activations if a != activation]
+        return near
 
     def refit(self, change=None) -> None:
-        key = (self.kernel.value, self.act.value, self.L.value, self.K.value)
+        """Show the selected configuration: at once when fitted, else after its fit (the previous
+        fit stays on screen, titled "fitting…", while a worker thread fits in a kernel)."""
+        key = self._want = (self.kernel.value, self.act.value, self.L.value, self.K.value)
         if not self.fits.ready(key):
             self.status.value = "fitting…"
-        r = self.current = self.fit(*key)
+            self.ax_fit.set_title(f"{self._title(key)}: fitting… (the previous fit shown)", fontsize=9)
+            self.fig.canvas.draw_idle()
+        self.fits.when_ready(key, lambda r: self._show(key, r), self._failed, wait=self._wait)
+
+    @staticmethod
+    def _title(key) -> str:
+        return f"{key[0]}, {key[1]}, L = {key[2]}, K = {key[3]}"
+
+    def _failed(self, err: BaseException) -> None:
+        self.status.value = f"the fit failed: {type(err).__name__}: {err}"
+
+    def _show(self, key, r: dict) -> None:
+        if key != self._want:  # the selection moved on while this one was fitted
+            return
+        self.current = r
         self.fits.ahead(self.neighbours(key))
         mu, sd = r["mean"] * self.ys + self.ym, r["sd"] * self.ys
         self.mean.set_ydata(mu)
@@ -137,8 +171,7 @@ class OrthogonalExplorer:
         self.total.set_ydata(total)
         lo, hi = min(v.min() for v in r["terms"].values()), max(v.max() for v in r["terms"].values())
         self.ax_var.set_ylim(lo - 0.05 * (hi - lo), hi + 0.05 * (hi - lo))
-        self.ax_fit.set_title(f"{self.kernel.value}, {self.act.value}, L = {self.L.value}, K = {self.K.value}",
-                              fontsize=9)
+        self.ax_fit.set_title(self._title(key), fontsize=9)
         self.ax_var.set_title("variance terms of f (standardised units)", fontsize=9)
         self.status.value = (f"ELBO {r['elbo']:.2f} (standardised data) · {r['nit']} L-BFGS-B iterations "
                              f"in {r['seconds']:.1f} s")
