@@ -14,6 +14,7 @@ from typing import Callable
 import numpy as np
 
 from ..groups import harmonic_decomposition
+from ..widgets import BlitManager
 from .background import Precomputer
 
 __all__ = ["ComponentSampler", "DecompositionExplorer", "component_title"]
@@ -132,6 +133,10 @@ class DecompositionExplorer:
         self.axes[0].set_ylabel("x₂")
         self.fig.supxlabel("x₁ ∈ [−2, 2], one panel per component; colour: the sampled function", fontsize=8)
         self.fig.tight_layout()
+        # images and titles change on a move; the rest is redrawn only when the number of panels
+        # shown changes (blitting)
+        self.blit = BlitManager(self.fig, [*self.images, *(ax.title for ax in self.axes)])
+        self._shown = None
         for w in (self.group, self.T, self.seed):
             w.observe(self.update, names="value")
         self._wait = True  # the first figure is complete when the constructor returns
@@ -161,9 +166,8 @@ class DecompositionExplorer:
         group = self.groups[self.group.value](self.T.value)
         if not self.sampler.cached(key):
             self.status.value = "computing…"
-            self.axes[-1].set_title("computing…", fontsize=8)
-            self.axes[-1].set_visible(True)
-            self.fig.canvas.draw_idle()
+            self.axes[0].set_title("computing…", fontsize=8)
+            self.blit.update()
         self.sampler.when_ready(key, group, lambda factors: self._show(key, group, factors), self._failed,
                                 wait=self._wait)
 
@@ -184,7 +188,8 @@ class DecompositionExplorer:
         self.sampler.ahead({k: self.groups[k[0]](k[1]) for k in near})
         shown = min(len(comps), self.max_panels)
         for i, ax in enumerate(self.axes):  # components first, then their sum; the rest hidden
-            ax.set_visible(i <= shown)
+            for artist in (ax, self.images[i], ax.title):  # blitting draws visible artists only
+                artist.set_visible(i <= shown)
             if i < shown:
                 self.images[i].set_data(draws[i].reshape(self.n, self.n))
                 ax.set_title(component_title(comps[i]), fontsize=8)
@@ -193,4 +198,8 @@ class DecompositionExplorer:
                 ax.set_title("sum: a draw of k", fontsize=8)
         extra = f" (first {self.max_panels} shown; the sum uses all)" if len(comps) > self.max_panels else ""
         self.status.value = f"{len(comps)} real components from |G| = {group.size}{extra}"
-        self.fig.canvas.draw_idle()
+        if shown != self._shown:  # panels appear or vanish: a full render
+            self._shown = shown
+            self.blit.full()
+        else:
+            self.blit.update()

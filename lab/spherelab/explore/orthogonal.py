@@ -19,6 +19,7 @@ import numpy as np
 from ..features import ActivatedFeatures
 from ..likelihoods import Gaussian
 from ..models import OrthogonalSVGP
+from ..widgets import BlitManager
 from .background import Precomputer
 
 __all__ = ["OrthogonalExplorer", "TERM_STYLE"]
@@ -85,6 +86,11 @@ class OrthogonalExplorer:
         self.ax_var.set_ylabel("variance term")
         self.ax_var.legend(loc="upper right", fontsize=7, ncol=2)
         self.fig.subplots_adjust(left=0.08, right=0.98, bottom=0.14, top=0.9, wspace=0.25)
+        self.ax_var.set_title("variance terms of f (standardised units)", fontsize=9)
+        # the curves, markers and the left title change on a move; axes, legends and labels are
+        # redrawn only when the variance panel's range must change (blitting)
+        self.blit = BlitManager(self.fig, [self.mean, self.lo, self.hi, self.wmarks, self.total, self.ax_fit.title,
+                                           *self.term_lines.values()])
         for w in (self.kernel, self.act, self.L, self.K):
             w.observe(self.refit, names="value")
         self._wait = True  # the first figure is complete when the constructor returns
@@ -143,7 +149,7 @@ class OrthogonalExplorer:
         if not self.fits.ready(key):
             self.status.value = "fitting…"
             self.ax_fit.set_title(f"{self._title(key)}: fitting… (the previous fit shown)", fontsize=9)
-            self.fig.canvas.draw_idle()
+            self.blit.update()
         self.fits.when_ready(key, lambda r: self._show(key, r), self._failed, wait=self._wait)
 
     @staticmethod
@@ -170,9 +176,12 @@ class OrthogonalExplorer:
             total = total + r["terms"][k]
         self.total.set_ydata(total)
         lo, hi = min(v.min() for v in r["terms"].values()), max(v.max() for v in r["terms"].values())
-        self.ax_var.set_ylim(lo - 0.05 * (hi - lo), hi + 0.05 * (hi - lo))
         self.ax_fit.set_title(self._title(key), fontsize=9)
-        self.ax_var.set_title("variance terms of f (standardised units)", fontsize=9)
         self.status.value = (f"ELBO {r['elbo']:.2f} (standardised data) · {r['nit']} L-BFGS-B iterations "
                              f"in {r['seconds']:.1f} s")
-        self.fig.canvas.draw_idle()
+        y0, y1 = self.ax_var.get_ylim()
+        if lo < y0 or hi > y1 or hi - lo < 0.5 * (y1 - y0):  # out of range, or squashed: new axes
+            self.ax_var.set_ylim(lo - 0.05 * (hi - lo), hi + 0.05 * (hi - lo))
+            self.blit.full()
+        else:
+            self.blit.update()
