@@ -227,3 +227,37 @@ def test_precomputer_in_an_event_loop_answers_later_and_only_the_newest():
         assert pre.when_ready(3, got.append) is True and got[-1] == 103  # at hand: at once
 
     asyncio.run(scenario())
+
+
+def test_on_sphere_is_the_model_divided_by_the_radius_and_blank_below():
+    """g(x̂) = f(x) / r at the lifted inputs (and their sd likewise); no value where no input maps."""
+    from spherelab.explore import on_sphere, sphere_posterior
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((60, 2))
+    y = np.sin(X[:, 0]) + 0.1 * rng.standard_normal(60)
+    model = sl.VISH(K.Matern(1.5, 1.0, bias=0.7, input_scale=np.array([1.3, 0.8])), 5).fit(X, y, maxiter=30)
+    r, Xh = model.kernel.lift(X)
+    mean, sd = on_sphere(model, Xh)
+    mu, var = model.predict_f(X)
+    assert np.allclose(mean * r, mu, rtol=1e-9, atol=1e-12) and np.allclose(sd * r, np.sqrt(var), rtol=1e-9)
+    below = np.array([[0.0, 0.6, -0.8], [1.0, 0.0, 0.0]])
+    assert np.all(np.isnan(on_sphere(model, below)[0]))
+    fig = sphere_posterior(model, X, y, map_size=(10, 20), globe_size=20, grid_size=10)
+    assert len(fig.axes) >= 6 and "posterior" in fig._suptitle.get_text()
+    with pytest.raises(ValueError, match="two inputs"):
+        sphere_posterior(model, np.zeros((5, 3)))
+
+
+def test_degree_sweep_rises_towards_the_exact_gp():
+    """The bound grows with M and stays below the exact log marginal likelihood at the last
+    fit's hyper-parameters; the plot has the three panels."""
+    from spherelab.explore import degree_sweep, plot_sweep
+
+    X, y = sl.datasets.snelson_like(120, seed=2)
+    sweep = degree_sweep(lambda L: sl.VISH(K.Matern(1.5, 1.0), L), X[:100], y[:100], X[100:], y[100:],
+                         [2, 6, 12], maxiter=50)
+    rows = sweep["rows"]
+    assert [r["M"] for r in rows] == [5, 13, 25] and all(r["seconds"] > 0 for r in rows)
+    assert rows[-1]["elbo"] <= sweep["exact"]["lml"] + 1e-8 * abs(sweep["exact"]["lml"])
+    assert len(plot_sweep(sweep, "t").axes) == 3
