@@ -203,3 +203,20 @@ def test_uncollapsed_phi_gradients_against_finite_differences(residual, rng):
             E[i, j] = h
             num = (f(Phi + E).value - f(Phi - E).value) / (2 * h)
             assert dPhi[i, j] == pytest.approx(num, rel=1e-6, abs=1e-7)
+
+
+def test_lift_stage_columns_kept_between_bound_and_gradient_equal_the_streamed_path(rng):
+    """The lift stage's path (rows evaluated once, [K_uf^T, y] kept per chunk by lift_statistics
+    and reused by lift_gradient) gives the bound and every gradient of the streamed path."""
+    X = rng.standard_normal((300, 3))
+    y = np.sin(X[:, 0]) + 0.1 * rng.standard_normal(300)
+    model = sl.VISH(sl.kernels.Matern(1.5, 1.0, bias=0.8, input_scale=np.array([1.5, 2.0, 2.5])), 4, chunk_size=64)
+    model.fit(X, y, optimize=False)
+    value, grad = model.elbo_and_gradient(X, y)
+    ev = model.features.evaluate(model.kernel, X)
+    stats = model._statistics(X, y, ev)
+    assert len(stats.chunks) == 5 and stats.chunks[0].shape == (64, model.features.num_features + 1)
+    value2, grad2 = model._bound(stats, lift=(X, y, ev))
+    assert np.isclose(value, value2, rtol=1e-12)
+    for name in grad:
+        assert np.allclose(grad[name], grad2[name], rtol=1e-9, atol=1e-10 * np.max(np.abs(grad[name]))), name

@@ -18,12 +18,11 @@ from .harmonic import (
     CollapsedBound,
     UncollapsedBound,
     collapsed_bound,
-    lift_gradient,
-    lift_statistics,
     uncollapsed_bound,
     uncollapsed_bound_general,
     uncollapsed_bound_whitened,
 )
+from .lift import lift_gradient, lift_statistics
 from .statistics import Statistics, columns_statistics, row_chunks, run_shares, stopping, streamed_statistics
 from .whitened import BlockBound, BlockPredictive, block_bound_whitened, block_predictive, kl_whitened
 

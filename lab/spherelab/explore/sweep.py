@@ -60,7 +60,8 @@ def plot_sweep(sweep: dict, title: str = ""):
     b.plot([r["seconds"] for r in rows], [r["nlpd"] for r in rows], "o-", color="C0")
     c.plot(M, [r["elbo"] for r in rows], "o-", color="C2", label="ELBO")
     for r in rows:
-        a.annotate(f"L={r['L']}", (r["M"], r["nlpd"]), fontsize=7, xytext=(3, 3), textcoords="offset points")
+        for ax, x in ((a, r["M"]), (b, r["seconds"])):
+            ax.annotate(f"L={r['L']}", (x, r["nlpd"]), fontsize=7, xytext=(3, 3), textcoords="offset points")
     if ref is not None:
         for ax in (a, b):
             ax.axhline(ref["nlpd"], color="k", ls="--", lw=1, label="exact GP, same hyper-parameters")

@@ -26,7 +26,8 @@ from scipy.linalg import cho_solve
 
 from .._validation import check_data, check_finite_array, check_int
 from ..backend.ops import use
-from ..bounds.harmonic import collapsed_bound, harmonic_statistics, lift_gradient, lift_statistics
+from ..bounds.harmonic import collapsed_bound, harmonic_statistics
+from ..bounds.lift import lift_gradient, lift_statistics
 from ..bounds.statistics import Statistics
 from ..distributed import is_dask, prepare, take_rows
 from ..features.harmonic import HarmonicFeatures, SphericalFeatures
