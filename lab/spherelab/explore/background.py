@@ -16,7 +16,7 @@ import collections
 import threading
 from typing import Any, Callable, Hashable, Iterable
 
-__all__ = ["Precomputer"]
+__all__ = ["Precomputer", "Selectable"]
 
 
 class Precomputer:
@@ -143,3 +143,22 @@ class Precomputer:
                 self.get(key)
             except Exception:  # noqa: BLE001 - the caller meets it when it asks for this key
                 pass
+
+
+class Selectable:
+    """Mixin of the explorers that compute on a worker thread: :meth:`select` sets controls and
+    shows the result before returning (the explorer passes ``wait=self._wait`` on to
+    :meth:`Precomputer.when_ready`)."""
+
+    _wait = False
+
+    def select(self, **values) -> None:
+        """Set controls by their attribute names (e.g. ``select(L=4, K=2)``) and show the result
+        before returning — for scripts and tests: in a kernel a move otherwise returns at once
+        and shows its result when ready."""
+        self._wait = True
+        try:
+            for name, value in values.items():
+                getattr(self, name).value = value
+        finally:
+            self._wait = False

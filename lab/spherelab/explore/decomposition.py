@@ -15,7 +15,7 @@ import numpy as np
 
 from ..groups import harmonic_decomposition
 from ..widgets import BlitManager
-from .background import Precomputer
+from .background import Precomputer, Selectable
 
 __all__ = ["ComponentSampler", "DecompositionExplorer", "component_title"]
 
@@ -92,7 +92,7 @@ class ComponentSampler:
         return comps, [R @ z for R in roots]
 
 
-class DecompositionExplorer:
+class DecompositionExplorer(Selectable):
     """Dropdown for the group, sliders for T and the sample; one panel per component and one for
     their sum (a draw of k itself). The group and T recompute the factors (cached); the sample
     slider only redraws.
@@ -107,6 +107,9 @@ class DecompositionExplorer:
         Points per side of the grid on ``[-2, 2]^2``.
     max_panels
         Components shown (the sum always uses all).
+
+    The controls are ``group``, ``T``, ``seed``; ``select(T=3)`` sets them and shows the result
+    before returning.
     """
 
     def __init__(self, base, groups: dict[str, Callable], grid_size: int = 36, max_panels: int = 6,
@@ -142,16 +145,6 @@ class DecompositionExplorer:
         self._wait = True  # the first figure is complete when the constructor returns
         self.update()
         self._wait = False
-
-    def select(self, **values) -> None:
-        """Set controls by name (``group``, ``T``, ``seed``) and show the result before returning
-        (scripts, tests: in a kernel a move otherwise returns at once and shows it when ready)."""
-        self._wait = True
-        try:
-            for name, value in values.items():
-                getattr(self, name).value = value
-        finally:
-            self._wait = False
 
     def widget(self):
         """The controls and the status line, for ``display``."""

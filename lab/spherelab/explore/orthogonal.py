@@ -20,7 +20,7 @@ from ..features import ActivatedFeatures
 from ..likelihoods import Gaussian
 from ..models import OrthogonalSVGP
 from ..widgets import BlitManager
-from .background import Precomputer
+from .background import Precomputer, Selectable
 
 __all__ = ["OrthogonalExplorer", "TERM_STYLE"]
 
@@ -29,7 +29,7 @@ TERM_STYLE = {"Kff": ("C0", "-"), "-Qff": ("C0", "--"), "+QCuQ": ("#6baed6", "-"
               "-SfvSvv^-1Svf": ("C1", "--"), "+SfvSvv^-1CvSvv^-1Svf": ("#fdae6b", "-")}
 
 
-class OrthogonalExplorer:
+class OrthogonalExplorer(Selectable):
     """Left: data, predictive mean ±2σ (data units) and the orthogonal inputs W; right: the
     variance terms of f and their sum (standardised units).
 
@@ -45,6 +45,9 @@ class OrthogonalExplorer:
         Activated units of the features.
     maxiter
         L-BFGS-B iterations per fit.
+
+    The controls are ``kernel``, ``act``, ``L``, ``K``; ``select(L=4, K=2)`` sets them and shows
+    the fit before returning.
     """
 
     def __init__(self, X, y, kernels: dict[str, Callable], activations: dict, units: int = 10, maxiter: int = 400,
@@ -96,17 +99,6 @@ class OrthogonalExplorer:
         self._wait = True  # the first figure is complete when the constructor returns
         self.refit()
         self._wait = False
-
-    def select(self, **values) -> None:
-        """Set controls by name (``kernel``, ``act``, ``L``, ``K``) and show the result before
-        returning (scripts, tests: in a kernel a move otherwise returns at once and shows its
-        fit when ready)."""
-        self._wait = True
-        try:
-            for name, value in values.items():
-                getattr(self, name).value = value
-        finally:
-            self._wait = False
 
     def widget(self):
         """The controls and the status line, for ``display``."""
