@@ -229,7 +229,8 @@ class VISH(Model):
 
     # ---- fitting --------------------------------------------------------------------------
     #: largest subsample (rows x features) whose harmonics are kept in memory between the bound
-    #: and its lift gradient (float64: 160 MB); larger ones are streamed twice per step
+    #: and its lift gradient (float64: 160 MB, and as much again for the kept [K_uf^T, y]);
+    #: larger ones are streamed twice per step
     lift_cache_elements = 20_000_000
 
     def fit(self, X: Any, y: Any, *, optimize: bool = True, train_lift: bool = True, lift_subsample: int = 20_000,
