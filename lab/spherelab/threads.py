@@ -27,9 +27,9 @@ a minibatch step at M = 64 5x slower. So:
 
 * a streamed statistics pass (every Gaussian bound's data pass) deals its chunks to one thread
   per core (:func:`pass_workers`), each with one BLAS and one Numba thread and its own sums,
-  chunks sized from the cache (:func:`chunk_rows`): at 10^6 rows, M = 210, 0.7 s against 1.1-1.5 s
-  with the harmonics on one core and OpenBLAS's threads on the products; on a busy machine, or
-  under a fixed count of one, the pass is sequential.
+  chunks sized from the cache (:func:`chunk_rows`): at 10^6 rows, M = 210, 0.71 s against 1.80 s
+  with the harmonics on one core beside a single-threaded product (RESULTS.md); on a busy
+  machine, or under a fixed count of one, the pass is sequential.
 
 Everything small — every tiny model, every slider redraw, every test — is single-threaded, which
 costs at most 2x on an idle machine and avoids 20x on a busy one. Every public entry point
@@ -197,9 +197,9 @@ def pass_workers(chunks: int) -> int:
     there is one), one on a busy machine, never more than the chunks, and one outside the main
     thread: the workers' BLAS is made single-threaded by their caller, and OpenBLAS honours a
     thread count set from the main thread only (measured: set from another thread, it changes
-    nothing, not even for that thread). Measured at 10^6 rows,
-    M = 210: two single-threaded products on halves of the chunks 0.48 s against OpenBLAS's two
-    threads on every chunk 0.71 s (RESULTS.md)."""
+    nothing, not even for that thread). Measured (RESULTS.md, "VISH at scale"): the Gram product
+    at M = 210 runs at 88-95 GFLOP/s as one single-threaded syrk per core against 65-85 with
+    OpenBLAS's own threads, at M = 660 at 110 against 91."""
     if threading.current_thread() is not threading.main_thread():
         return 1
     f = _fixed()
@@ -248,9 +248,10 @@ def chunk_rows(width: int) -> int:
     """Rows per chunk of a streamed pass whose columns have ``width`` float64 entries per row: the
     chunks of all cores together fill an eighth of the last-level cache (a chunk is written by the
     harmonics and read back by the product while still cached), at least 512 rows (below, the
-    product's own efficiency drops) and at most 16 384, in multiples of 256. Measured at
-    10^6 rows on a 2-core machine with 32 MiB of L3 (RESULTS.md): M = 210 best at 512-1 024
-    rows (4 096: 10 % slower, 16 384: 15 %), M = 660 best at 512-768 rows."""
+    product's own efficiency drops) and at most 16 384, in multiples of 256. Measured on a
+    2-core machine with 32 MiB of L3 (RESULTS.md, "chunk size"): at M = 210 its 1 024 rows are
+    within 1 % of the best (16 384 rows: 8 % slower), at M = 660 its 512 rows are the best
+    (16 384 rows: 28 % slower)."""
     rows = cache_bytes(3) // (8 * max(_max_threads(), 1) * 8 * max(int(width), 1))
     return int(min(16384, max(512, rows // 256 * 256)))
 
