@@ -15,7 +15,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 import spherelab as sl  # noqa: E402
-from _machine import describe  # noqa: E402
+from _machine import describe, vish_features  # noqa: E402
 from spherelab.bounds.harmonic import harmonic_statistics  # noqa: E402
 
 
@@ -25,10 +25,7 @@ def main() -> None:
     print("| --- | --- | --- | --- | --- |")
     for degree, n in ((3, 1_000_000), (4, 500_000)):
         X, y = sl.datasets.synthetic_regression(n, seed=0)
-        kernel = sl.kernels.Matern(1.5, 1.0, bias=1.0, input_scale=np.full(8, np.sqrt(8.0)))
-        features = sl.HarmonicFeatures(degree)
-        features.initialise(9, None)
-        features.bind(kernel)
+        kernel, features = vish_features(degree)
         M = features.num_features
         picked = sl.threads.chunk_rows(M)
         times = {}

@@ -9,24 +9,11 @@ from __future__ import annotations
 
 import os
 import sys
-import time
-
-import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 import spherelab as sl  # noqa: E402
-from _machine import describe  # noqa: E402
+from _machine import describe, median_seconds, vish_features  # noqa: E402
 from spherelab.backend import resolve  # noqa: E402
-
-
-def median_ms(func, repeats: int = 200) -> float:
-    func()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        func()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times)) * 1e3
 
 
 def main() -> None:
@@ -35,10 +22,7 @@ def main() -> None:
     print("| M | rows per chunk | lift (ms) | harmonic columns (ms) | A A^T (ms) | A y (ms) | product's share |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for degree in (3, 4):
-        kernel = sl.kernels.Matern(1.5, 1.0, bias=1.0, input_scale=np.full(8, np.sqrt(8.0)))
-        features = sl.HarmonicFeatures(degree)
-        features.initialise(9, None)
-        features.bind(kernel)
+        kernel, features = vish_features(degree)
         M = features.num_features
         rows = sl.threads.chunk_rows(M)
         X, y = sl.datasets.synthetic_regression(rows, seed=0)
@@ -46,8 +30,9 @@ def main() -> None:
         with sl.thread_limit(1):
             r, Xh = kernel.lift(X)
             A = cpu.harmonic_columns(Xh, plan, r)
-            parts = [median_ms(lambda: kernel.lift(X)), median_ms(lambda: cpu.harmonic_columns(Xh, plan, r)),
-                     median_ms(lambda: A @ A.T), median_ms(lambda: A @ y)]
+            parts = [1e3 * median_seconds(f, 200) for f in (lambda: kernel.lift(X),
+                                                            lambda: cpu.harmonic_columns(Xh, plan, r),
+                                                            lambda: A @ A.T, lambda: A @ y)]
         print(f"| {M} | {rows} | " + " | ".join(f"{p:.3f}" for p in parts) + f" | {parts[2] / sum(parts):.2f} |")
 
 

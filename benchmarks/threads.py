@@ -24,7 +24,7 @@ from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, os.path.dirname(__file__))
 import spherelab as sl  # noqa: E402
-from _machine import describe  # noqa: E402
+from _machine import describe, median_seconds  # noqa: E402
 
 QUICK = "--quick" in sys.argv
 
@@ -56,13 +56,7 @@ class Load:
 
 
 def best(fn, repeat=7):
-    fn()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
+    return median_seconds(fn, repeat)
 
 
 def crossover_rows(label):

@@ -11,23 +11,12 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 import spherelab as sl  # noqa: E402
-from _machine import describe  # noqa: E402
-
-
-def median_s(func, repeats: int) -> float:
-    func()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        func()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
+from _machine import describe, median_seconds  # noqa: E402
 
 
 def main() -> None:
@@ -42,16 +31,16 @@ def main() -> None:
             X = sl.sample_sphere(20_000, 9, rng=rng)
             W = rng.standard_normal((20_000, Y.num_features))
             print(f"| harmonics VJP, d = 9, L = {L} | 20,000 x {Y.num_features} | "
-                  f"{median_s(lambda: Y.solid_vjp(X, W), 10):.4f} |", flush=True)
+                  f"{median_seconds(lambda: Y.solid_vjp(X, W), 10):.4f} |", flush=True)
         kernel = sl.kernels.Matern(1.5, 1.0, bias=1.0, input_scale=np.full(8, np.sqrt(8.0)))
         Xbig, _ = sl.datasets.synthetic_regression(6_000_000, seed=1)
         print(f"| kernel.check_lift (fit's input check) | 6,000,000 x 8 | "
-              f"{median_s(lambda: kernel.check_lift(Xbig), 3):.3f} |", flush=True)
+              f"{median_seconds(lambda: kernel.check_lift(Xbig), 3):.3f} |", flush=True)
         Xbig = None  # frees its 384 MB
         X, y = sl.datasets.synthetic_regression(20_000, seed=2)
         model = sl.VISH(kernel, 3, sl.likelihoods.Gaussian(0.1)).fit(X, y, optimize=False)
         Xte, _ = sl.datasets.synthetic_regression(20_000, seed=3)
-        print(f"| VISH.predict_f, M = 210 | 20,000 x 8 | {median_s(lambda: model.predict_f(Xte), 5):.4f} |")
+        print(f"| VISH.predict_f, M = 210 | 20,000 x 8 | {median_seconds(lambda: model.predict_f(Xte), 5):.4f} |")
 
 
 if __name__ == "__main__":
