@@ -23,14 +23,13 @@ from .harmonic import (
     uncollapsed_bound_whitened,
 )
 from .lift import lift_gradient, lift_statistics
-from .statistics import Statistics, columns_statistics, row_chunks, run_shares, stopping, streamed_statistics
+from .statistics import Statistics, row_chunks, run_shares, stopping, streamed_statistics
 from .whitened import BlockBound, BlockPredictive, block_bound_whitened, block_predictive, kl_whitened
 
 __all__ = [
     "Statistics",
     "streamed_statistics",
     "row_chunks",
-    "columns_statistics",
     "run_shares",
     "stopping",
     "lift_gradient",

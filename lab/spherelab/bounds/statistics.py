@@ -24,7 +24,7 @@ import numpy as np
 from ..backend.ops import current, use
 from ..threads import gram_policy, pass_worker, pass_workers, thread_limit
 
-__all__ = ["Statistics", "streamed_statistics", "host_gram_pass", "columns_statistics", "row_chunks", "run_shares",
+__all__ = ["Statistics", "streamed_statistics", "host_gram_pass", "row_chunks", "run_shares",
            "stopping"]
 
 
@@ -140,18 +140,6 @@ def host_gram_pass(X, y, pieces, load, columns, keep=False, ops=None):
     pieces = list(pieces)
     work = _gram_share(lambda a, b: columns(*load(X[a:b])), y, pieces, keep, ops)
     return _reduce(run_shares(work, len(pieces), ops))
-
-
-def columns_statistics(A: np.ndarray, y: np.ndarray, d: np.ndarray, *, chunk_size: int, ops=None) -> Statistics:
-    """:class:`Statistics` of columns already computed, ``A`` ``(P, N)`` with per-row prior
-    terms ``d`` ``(N,)``: the products split over :func:`run_shares` by blocks of columns."""
-    if ops is None:
-        from ..backend import resolve
-
-        ops = resolve("cpu")
-    pieces = list(row_chunks(A.shape[1], chunk_size))
-    G, c, _, _ = _reduce(run_shares(_gram_share(lambda a, b: A[:, a:b], y, pieces, False, ops), len(pieces), ops))
-    return Statistics(0.5 * (G + G.T), c, float(y @ y), float(np.sum(d)), A.shape[1])
 
 
 def _identity_load(Xc):

@@ -88,8 +88,12 @@ class ComponentSampler:
     def samples(self, key, group, seed: int) -> tuple[list, list[np.ndarray]]:
         """One draw per component, all from the same standard-normal vector (``seed``)."""
         comps, roots = self.factors(key, group)
+        return comps, self.draws(roots, seed)
+
+    def draws(self, roots: list[np.ndarray], seed: int) -> list[np.ndarray]:
+        """``[K_t^(1/2) z]`` for one standard-normal ``z`` drawn with ``seed``."""
         z = np.random.default_rng(seed).standard_normal(self.P.shape[0])
-        return comps, [R @ z for R in roots]
+        return [R @ z for R in roots]
 
 
 class DecompositionExplorer(Selectable):
@@ -171,8 +175,7 @@ class DecompositionExplorer(Selectable):
         if key != self._want:  # the selection moved on meanwhile
             return
         comps, roots = factors
-        z = np.random.default_rng(self.seed.value).standard_normal(self.sampler.P.shape[0])
-        draws = [R @ z for R in roots]
+        draws = self.sampler.draws(roots, self.seed.value)
         self.components = comps
         T, name = key[1], key[0]
         near = [(name, T + s) for s in (1, -1) if self.T.min <= T + s <= self.T.max]

@@ -271,12 +271,11 @@ def harmonics_cpu(X: np.ndarray, plan: Plan, out: np.ndarray) -> np.ndarray:
     return out
 
 
-def harmonic_columns_cpu(X: np.ndarray, plan: Plan, scale: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+def harmonic_columns_cpu(X: np.ndarray, plan: Plan, scale: np.ndarray) -> np.ndarray:
     r"""The CPU implementation of ``harmonic_columns``: ``(M, N)``, column n the features of
     ``plan`` at the unit row ``X[n]`` times ``scale[n]`` (:math:`K_{uf}` of VISH when ``scale``
-    holds the radii of the lift), written into ``out`` when given (C-contiguous)."""
-    if out is None:
-        out = np.empty((plan.degrees.shape[0], X.shape[0]))
+    holds the radii of the lift)."""
+    out = np.empty((plan.degrees.shape[0], X.shape[0]))
     with policy(X.shape[0] * plan.degrees.shape[0] * 4):
         columns_kernel(X, plan.max_degree, plan.const, plan.index, plan.buffer_size, scale, out)
     return out
