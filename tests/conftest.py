@@ -21,6 +21,41 @@ from spherelab import activations as A  # noqa: E402
 from spherelab.features import ActivatedFeatures, HarmonicFeatures, InducingPoints  # noqa: E402
 
 
+@pytest.fixture(params=["sim", pytest.param("gpu", marks=pytest.mark.gpu)])
+def cuda_device(request) -> str:
+    """A CUDA device for the parity tests: ``"sim"`` (numba-cuda's simulator on host arrays, where
+    CuPy is absent) or ``"gpu"`` (a real card through CuPy: ``pytest -m gpu`` on a machine with
+    one). One process has one or the other: the simulator replaces ``numba.cuda`` at import."""
+    from spherelab import backend
+
+    pytest.importorskip("numba.cuda")
+    if request.param == "sim" and not backend.ops.simulator_enabled():
+        pytest.skip("numba-cuda's simulator is off (CuPy is installed): the real GPU is tested instead")
+    if request.param == "gpu":
+        if backend.ops.simulator_enabled():
+            pytest.skip("no real GPU in this process: numba-cuda's simulator is on (NUMBA_ENABLE_CUDASIM=1)")
+        if not backend.gpu_available():
+            pytest.skip(f"no usable GPU: {backend.gpu_unavailable_reason()}")
+    return request.param
+
+
+@pytest.fixture
+def fresh_cuda_tables(monkeypatch):
+    """Empty the registered CUDA tables for one test, so that a kernel patched on the class is what
+    the next ``resolve`` registers (restored afterwards); calling the fixture's value empties them again."""
+    from spherelab.backend import ops
+
+    ops.implemented("cpu")
+
+    def reset():
+        monkeypatch.setattr(ops, "_cuda_loaded", set())
+        monkeypatch.setattr(ops, "_SIM", {})
+        monkeypatch.setattr(ops, "_IMPLEMENTATIONS", {"cpu": dict(ops._IMPLEMENTATIONS["cpu"]), "gpu": {}})
+
+    reset()
+    return reset
+
+
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(20261122)

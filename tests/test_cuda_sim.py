@@ -1,128 +1,65 @@
-"""The CUDA kernels, proved on the CPU: numba-cuda's simulator runs them on host arrays
-(``device="sim"``; conftest switches it on when CuPy is absent). Each kernel and each model's
-bound, gradient and prediction on ``device="sim"`` must equal the CPU path to 1e-10. Kept small:
-the simulator runs every CUDA thread in Python."""
+"""The CUDA kernels against the CPU: every case of :mod:`spherelab.backend.parity` (each kernel, the
+streamed pass, each model's bound, gradient and prediction) to 1e-10, on ``"sim"`` — numba-cuda's
+simulator on host arrays, where CuPy is absent (conftest switches it on) — and on ``"gpu"`` where a
+card is present (``pytest -m gpu``). Kept small: the simulator runs every CUDA thread in Python."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-import spherelab as sl
-from spherelab import activations as A
 from spherelab import backend
-from spherelab import kernels as K
+from spherelab.backend import parity
 from spherelab.linalg import NumericalFailure
 
-pytest.importorskip("numba.cuda")
-if not backend.ops.simulator_enabled():  # pragma: no cover - a machine with CuPy runs the real GPU tests
-    pytest.skip("numba-cuda's simulator is off (NUMBA_ENABLE_CUDASIM unset)", allow_module_level=True)
+
+@pytest.mark.parametrize("case", list(parity.CASES))
+def test_parity_with_the_cpu(cuda_device, case):
+    result = parity.compare(case, cuda_device)
+    assert result.ok, f"{case} on {cuda_device}: error {result.error:.3g} > {parity.TOLERANCE:g}"
 
 
-@pytest.fixture(scope="module")
-def ops():
-    return backend.resolve("cpu"), backend.resolve("sim")
+def test_device_table_uses_cuda_kernels(cuda_device):
+    ops = backend.resolve(cuda_device)
+    assert ops.device == cuda_device
+    assert set(backend.OPERATIONS) <= set(vars(ops))
+    assert ops.clenshaw is not backend.resolve("cpu").clenshaw
+    assert set(backend.OPERATIONS) <= backend.ops.implemented(cuda_device)
 
 
-def close(a, b, tol=1e-10):
-    a, b = np.asarray(a), np.asarray(b)
-    assert a.shape == b.shape
-    assert np.allclose(a, b, rtol=tol, atol=tol * (1 + np.abs(b).max(initial=0))), np.abs(a - b).max()
+def test_parity_fails_when_a_kernel_is_off(cuda_device, fresh_cuda_tables, monkeypatch):
+    """The check can fail: a Matérn kernel off by 1e-8 of its scale is reported, a raising one too."""
+    from spherelab.backend import cuda_kernels
+
+    original = cuda_kernels.CudaOperations.matern_values
+    monkeypatch.setattr(cuda_kernels.CudaOperations, "matern_values",
+                        lambda self, *a: original(self, *a) * (1 + 1e-8))
+    result = parity.compare("matern code 1", cuda_device)
+    assert not result.ok and 1e-9 < result.error < 1e-7
+    assert parity.compare("gegenbauer + clenshaw, alpha = 0.5", cuda_device).ok  # the others unaffected
+
+    def broken(self, *a):
+        raise RuntimeError("launch failed")
+
+    monkeypatch.setattr(cuda_kernels.CudaOperations, "matern_values", broken)
+    fresh_cuda_tables()
+    (failed,) = parity.run_cases(cuda_device, ["matern code 1"])
+    assert not failed.ok and "launch failed" in failed.note
 
 
-def test_sim_table_uses_cuda_kernels(ops):
-    _, sim = ops
-    assert sim.device == "sim"
-    assert set(backend.OPERATIONS) <= backend.ops.implemented("sim")
-    assert sim.clenshaw is not ops[0].clenshaw
-
-
-@pytest.mark.parametrize("alpha", [0.0, 0.5, 3.5])
-def test_gegenbauer_kernels(ops, alpha, rng):
-    cpu, sim = ops
-    t = np.concatenate([[-1.0, 1.0, 0.0], rng.uniform(-1, 1, 20)])
-    close(sim.gegenbauer_table(12, alpha, t), cpu.gegenbauer_table(12, alpha, t))
-    close(sim.gegenbauer_derivative_table(12, alpha, t), cpu.gegenbauer_derivative_table(12, alpha, t))
-    c = rng.standard_normal(9)
-    for deriv in (False, True):
-        close(sim.clenshaw(c, alpha, t, deriv), cpu.clenshaw(c, alpha, t, deriv))
-    close(sim.clenshaw(c[:1], alpha, t), cpu.clenshaw(c[:1], alpha, t))
-
-
-@pytest.mark.parametrize("code", [0, 1, 2])
-@pytest.mark.parametrize("same", [False, True])
-def test_matern_kernels(ops, code, same, rng):
-    cpu, sim = ops
-    n2 = 5 if same else 7
-    T = rng.uniform(-1, 1, (5, n2))
-    if same:
-        T = 0.5 * (T + T.T)
-    r1, r2 = rng.uniform(0.5, 2, 5), rng.uniform(0.5, 2, n2)
-    close(sim.matern_values(T, r1, r2, code, 0.7, 1.3, same), cpu.matern_values(T, r1, r2, code, 0.7, 1.3, same))
-    G = rng.standard_normal(T.shape)
-    for a, b in zip(sim.matern_backward(T, G, r1, r2, code, 0.7, 1.3, same),
-                    cpu.matern_backward(T, G, r1, r2, code, 0.7, 1.3, same)):
-        close(a, b)
-
-
-@pytest.mark.parametrize("dim, L", [(2, 6), (3, 4), (5, 3)])
-def test_harmonics_kernels(ops, dim, L, rng):
-    from spherelab.sphere.harmonics_plan import build_plan
-
-    cpu, sim = ops
-    plan = build_plan(dim, L)
-    X = sl.sample_sphere(11, dim, rng=rng)
-    M = plan.degrees.shape[0]
-    close(sim.harmonics(X, plan, np.empty((11, M))), cpu.harmonics(X, plan, np.empty((11, M))))
-    W = rng.standard_normal((11, M))
-    Xs = X * rng.uniform(0.5, 2.0, (11, 1))  # the solid harmonics' VJP at any norm
-    close(sim.harmonics_vjp(Xs, W, plan), cpu.harmonics_vjp(Xs, W, plan))
-    with backend.use(sim):  # the public class reaches the CUDA kernels inside a device block
-        close(sl.SphericalHarmonics(dim, L)(X), sl.SphericalHarmonics(dim, L)(X))
-
-
-def test_checked_cholesky_explains_failures(ops, rng):
-    _, sim = ops
+def test_checked_cholesky_explains_failures(cuda_device, rng):
+    dev = backend.resolve(cuda_device)
     A = rng.standard_normal((4, 4))
     S = A @ A.T + 4 * np.eye(4)
-    close(sim.cholesky(S, "S", ""), np.linalg.cholesky(S))
+    assert np.allclose(dev.cholesky(S, "S", ""), np.linalg.cholesky(S), rtol=1e-12, atol=1e-12)
     with pytest.raises(NumericalFailure, match="Cholesky of S"):
-        sim.cholesky(-S, "S", "try more jitter")
+        dev.cholesky(-S, "S", "try more jitter")
     with pytest.raises(NumericalFailure, match="non-finite"):
-        sim.cholesky(np.full((2, 2), np.nan), "S", "")
+        dev.cholesky(np.full((2, 2), np.nan), "S", "")
 
 
-CASES = {
-    "points+orthogonal": lambda X, dev: sl.OrthogonalSVGP(K.Matern(2.5, 0.9, bias=0.8), sl.InducingPoints(X[:4] + 0.1),
-                                                          2, sl.likelihoods.Gaussian(0.1), device=dev),
-    "activated": lambda X, dev: sl.ActivatedSVGP(K.Matern(1.5, 1.0), sl.ActivatedFeatures(A.Softplus(2.0), 4, 4),
-                                                 sl.likelihoods.Gaussian(0.1), device=dev),
-    "hvgp": lambda X, dev: sl.HarmonicSVGP(K.Matern(2.5, 0.9), sl.groups.Reflection(2), 2,
-                                           sl.likelihoods.Gaussian(0.1), device=dev),
-    "vish": lambda X, dev: sl.VISH(K.Matern(1.5, 1.0), 3, sl.likelihoods.Gaussian(0.1), device=dev),
-    "vish-phases": lambda X, dev: sl.VISH(K.Matern(1.5, 1.0), None, sl.likelihoods.Gaussian(0.1), device=dev,
-                                          features=sl.PhaseTruncatedHarmonics(3, 3, 2, seed=0)),
-    "harmonics+orthogonal": lambda X, dev: sl.OrthogonalSVGP(K.Matern(1.5, 0.8), sl.HarmonicFeatures(3), 2,
-                                                             sl.likelihoods.Gaussian(0.1), device=dev),
-}
-
-
-@pytest.mark.parametrize("case", CASES)
-def test_models_on_the_simulator_equal_the_cpu(case, rng):
-    X = rng.standard_normal((12, 2))
-    y = np.sin(X[:, 0]) + 0.1 * rng.standard_normal(12)
-    cpu = CASES[case](X, "cpu").fit(X, y, optimize=False)
-    sim = CASES[case](X, "sim").fit(X, y, optimize=False)
-    assert sim.device == "sim" and cpu.device == "cpu"
-    close(sim.elbo(), cpu.elbo())
-    theta = cpu.parameter_vector()
-    close(sim.objective(theta, X, y)[1], cpu.objective(theta, X, y)[1])
-    Xs = rng.standard_normal((4, 2))
-    for a, b in zip(sim.predict_f(Xs), cpu.predict_f(Xs)):
-        close(a, b)
-
-
-def test_the_simulator_really_runs_the_cuda_kernels(rng, monkeypatch):
-    """A model on "sim" reaches the CUDA launch (not the CPU kernel) for its kernel matrices."""
+def test_the_model_really_runs_the_cuda_kernels(cuda_device, fresh_cuda_tables, rng, monkeypatch):
+    """A model on a CUDA device reaches the CUDA launch (not the CPU kernel) for its kernel matrices."""
+    import spherelab as sl
     from spherelab.backend import cuda_kernels
 
     calls = []
@@ -133,31 +70,15 @@ def test_the_simulator_really_runs_the_cuda_kernels(rng, monkeypatch):
         return original(self, *args, **kwargs)
 
     monkeypatch.setattr(cuda_kernels.CudaOperations, "matern_values", spy)
-    monkeypatch.setattr(backend.ops, "_cuda_loaded", set())
-    monkeypatch.setattr(backend.ops, "_SIM", {})
     X = rng.standard_normal((6, 2))
-    model = CASES["points+orthogonal"](X, "sim").fit(X, np.sin(X[:, 0]), optimize=False)
-    model.predict_f(X[:2])
-    assert calls and set(calls) == {"sim"}
+    model = sl.OrthogonalSVGP(sl.kernels.Matern(2.5, 0.9), sl.InducingPoints(X[:4] + 0.1), 2,
+                              sl.likelihoods.Gaussian(0.1), device=cuda_device)
+    model.fit(X, np.sin(X[:, 0]), optimize=False).predict_f(X[:2])
+    assert calls and set(calls) == {cuda_device}
 
 
-@pytest.mark.slow
-def test_gpu_benchmark_runs_end_to_end_in_the_simulator():
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    script = Path(__file__).resolve().parent.parent / "benchmarks" / "gpu.py"
-    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1"}
-    out = subprocess.run([sys.executable, str(script), "--sim", "--tiny"], capture_output=True, text=True,
-                         env=env, timeout=300)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert "| matern_values | 0.00e+00 |" in out.stdout or "| matern_values |" in out.stdout
-    assert "not measured" in out.stdout
-
-
-def test_overlapped_pass_keeps_the_device(ops, monkeypatch, rng):
+def test_overlapped_pass_keeps_the_device(cuda_device, monkeypatch, rng):
+    import spherelab as sl
     from spherelab import threads
     from spherelab.bounds import streamed_statistics
 
@@ -171,8 +92,44 @@ def test_overlapped_pass_keeps_the_device(ops, monkeypatch, rng):
         return Xc.T
 
     try:
-        with backend.use(ops[1]):
+        with backend.use(backend.resolve(cuda_device)):
             streamed_statistics(columns, rng.standard_normal((40, 2)), rng.standard_normal(40), chunk_size=7)
     finally:
         sl.set_threads(previous if previous is not None else "auto")
-    assert set(seen) == {"sim"} and len(seen) == 6
+    assert set(seen) == {cuda_device} and len(seen) == 6
+
+
+def test_pass_rows_are_sized_for_the_device(cuda_device):
+    """CPU chunks fill the cache (512-16 384 rows); a CUDA device's hold ~512 MiB of columns, a power of
+    two between 2^14 and 2^19 rows."""
+    cpu, dev = backend.resolve("cpu"), backend.resolve(cuda_device)
+    for width in (1, 210, 660, 4692, 10**6):
+        assert 512 <= cpu.pass_rows(width) <= 16384
+        rows = dev.pass_rows(width)
+        assert (1 << 14) <= rows <= (1 << 19) and rows & (rows - 1) == 0
+        assert rows * width * 8 <= max(1 << 29, (1 << 14) * width * 8)
+    assert dev.pass_rows(660) == 1 << 16 and dev.pass_rows(210) == 1 << 18
+
+
+@pytest.mark.slow
+def test_device_check_runs_end_to_end_in_the_simulator(tmp_path):
+    """benchmarks/gpu_check.py --sim --tiny: every stage done, every parity case within 1e-10, the
+    JSON and the Markdown written (CI also runs it in a venv shaped like the lent machine)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": str(root / "lab")}
+    out = subprocess.run([sys.executable, str(root / "benchmarks" / "gpu_check.py"), "--sim", "--tiny",
+                          "--out", str(tmp_path)], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    data = json.loads((tmp_path / "gpu_check.json").read_text())
+    assert [s["key"] for s in data["sections"]] == ["environment", "parity", "kernels", "pass", "vish", "decoupled"]
+    assert all(s["status"] == "done" for s in data["sections"])
+    rows = data["sections"][1]["rows"]
+    assert len(rows) == len(parity.CASES) and all(r[2] == "yes" for r in rows)
+    markdown = (tmp_path / "gpu_check.md").read_text()
+    assert "### Parity with the CPU, float64 (done" in markdown and "| case | error |" in markdown

@@ -107,7 +107,7 @@ def test_double_buffered_pass_orders_copies_and_compute(rng):
             assert log.index(("copy waits", computes[k - 2])) < refill
 
 
-def test_vish_statistics_on_the_device_equal_the_cpu(rng, monkeypatch):
+def test_vish_statistics_on_the_device_equal_the_cpu(cuda_device, rng, monkeypatch):
     X = rng.standard_normal((50, 2))
     y = np.sin(X[:, 0])
     kernel = K.Matern(1.5, 1.0, bias=0.7)
@@ -115,7 +115,7 @@ def test_vish_statistics_on_the_device_equal_the_cpu(rng, monkeypatch):
     feats.initialise(3, None)
     feats.bind(kernel)
     cpu = harmonic_statistics(kernel, feats, X, y, chunk_size=50)
-    sim = backend.resolve("sim")
+    sim = backend.resolve(cuda_device)
     calls = []
     original = sim.harmonic_columns
     monkeypatch.setattr(sim, "harmonic_columns", lambda *a: calls.append(a[0].shape[0]) or original(*a))
@@ -125,12 +125,12 @@ def test_vish_statistics_on_the_device_equal_the_cpu(rng, monkeypatch):
         assert np.allclose(getattr(dev, name), getattr(cpu, name), rtol=1e-12, atol=1e-12), name
 
 
-def test_device_pass_with_dropped_levels_and_phases(rng):
+def test_device_pass_with_dropped_levels_and_phases(cuda_device, rng):
     """Features keeping a subset of levels (the even part of a kernel) and features without a device
     kernel of their own (phases: computed on the host, copied) give the CPU's statistics."""
     X = rng.standard_normal((20, 2))
     y = np.cos(X[:, 1])
-    sim = backend.resolve("sim")
+    sim = backend.resolve(cuda_device)
     for kernel, feats in [(K.Parity(K.Matern(2.5, 1.0), even=True), sl.HarmonicFeatures(4)),
                           (K.Matern(1.5, 1.0), sl.PhaseTruncatedHarmonics(3, 3, 2, seed=0))]:
         feats.initialise(3, None)
@@ -142,14 +142,14 @@ def test_device_pass_with_dropped_levels_and_phases(rng):
 
 
 @pytest.mark.parametrize("dim, degree, n", [(9, 3, 37), (9, 4, 16), (3, 6, 50), (2, 5, 1), (5, 2, 0)])
-def test_harmonic_columns_are_the_scaled_transposed_harmonics(rng, dim, degree, n):
+def test_harmonic_columns_are_the_scaled_transposed_harmonics(cuda_device, rng, dim, degree, n):
     """``harmonic_columns`` (the statistics pass's layout): on the CPU bit for bit
     ``harmonics(X).T * scale`` — full blocks of 16 points and a partial one, 1 to 4 factors per
     feature — and the simulator's the same to rounding; the same for the blocked VJP."""
     plan = sl.SphericalHarmonics(dim, degree).plan
     X = sl.sample_sphere(n, dim, rng=rng) if n else np.zeros((0, dim))
     scale = rng.uniform(0.5, 2.0, n)
-    cpu, sim = backend.resolve("cpu"), backend.resolve("sim")
+    cpu, sim = backend.resolve("cpu"), backend.resolve(cuda_device)
     H = cpu.harmonics(X, plan, np.empty((n, plan.degrees.size)))
     A = cpu.harmonic_columns(X, plan, scale)
     assert A.shape == (plan.degrees.size, n) and A.flags.c_contiguous

@@ -10,6 +10,7 @@ from ..kernels.matern_jit import matern_backward, matern_values
 from ..linalg import cholesky_or_explain
 from ..sphere.gegenbauer import clenshaw_cpu, derivative_table_cpu, table_cpu
 from ..sphere.harmonics import harmonic_columns_cpu, harmonics_cpu, harmonics_vjp_cpu
+from ..threads import chunk_rows
 from .ops import register
 
 __all__: list[str] = []
@@ -49,5 +50,6 @@ def device_harmonics(X, plan):
 
 
 register("cpu", "gram_pass")(host_gram_pass)
+register("cpu", "pass_rows")(chunk_rows)
 register("cpu", "to_device")(np.asarray)
 register("cpu", "to_host")(np.asarray)

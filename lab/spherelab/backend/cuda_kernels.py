@@ -105,6 +105,27 @@ def _harmonics_vjp_kernel(X, W, L, const, index, buf, bbar, ones, rho2bar, g, gr
             grad[i, j] = g[tid, j]
 
 
+def _touch(a):  # pragma: no cover - compiled
+    a[0] = 0.0
+
+
+def _load_typing_registries() -> None:
+    """Compile one trivial kernel with NumPy's ``row_stack`` present. numba-cuda (0.30.x) registers
+    an overload of ``np.row_stack`` when its typing registries load, at the first compilation,
+    and NumPy 2.5 removed that alias: on NumPy >= 2.5 every kernel compilation then fails with
+    ``AttributeError: module 'numpy' has no attribute 'row_stack'`` (found by the device check
+    on the lent H200; NVIDIA/numba-cuda#907, which upstream will not fix). The alias is lent to
+    NumPy for that one compilation and taken back: the registries load once per process."""
+    if hasattr(np, "row_stack"):
+        cuda.jit("void(float64[:])")(_touch)
+        return
+    np.row_stack = np.vstack
+    try:
+        cuda.jit("void(float64[:])")(_touch)
+    finally:
+        del np.row_stack
+
+
 class CudaOperations:
     """The host side of the CUDA devices: the array interface (:class:`~.transfer.CupyArrays`,
     or its NumPy stand-in in the simulator), the triangular solver and the launch configuration.
@@ -118,6 +139,7 @@ class CudaOperations:
         if device == "gpu":
             from cupyx.scipy.linalg import solve_triangular
 
+            _load_typing_registries()
             self.arrays, self._solve = CupyArrays(), solve_triangular
             self.threads, self.max_blocks = 256, 4096
         else:  # the simulator runs every thread in Python: few threads, grid-stride loops
@@ -230,6 +252,18 @@ class CudaOperations:
         (:func:`~.transfer.double_buffered_pass`)."""
         return double_buffered_pass(self.arrays, X, y, pieces, load, columns, keep)
 
+    #: bytes of one chunk's columns in the device's statistics pass (see :meth:`pass_rows`)
+    pass_bytes = 1 << 29
+
+    def pass_rows(self, width):
+        """Rows per chunk of the device's statistics pass: columns of about :attr:`pass_bytes`
+        (512 MiB), a power of two between 2^14 and 2^19 rows. A GPU's Gram product on an
+        (M, n) chunk needs n in the tens of thousands to reach its rate, and each chunk costs a few
+        launches and an event; the CPU's cache-sized chunks (512-16 384 rows) would leave it idle.
+        The sizes against the measured rate: ``benchmarks/gpu_check.py``'s chunk sweep."""
+        rows = self.pass_bytes // (8 * max(int(width), 1))
+        return int(min(1 << 19, max(1 << 14, 1 << max(int(rows).bit_length() - 1, 0))))
+
     # ---- dense algebra (cuBLAS / cuSOLVER on the GPU) ---------------------------------------
     def gram_update(self, G, c, A, y):
         """Host-side accumulation (the models' host columns): on the GPU the product runs on the
@@ -270,5 +304,5 @@ class CudaOperations:
         """The operations this device implements, by the names of :data:`spherelab.backend.OPERATIONS`."""
         names = ("harmonics", "harmonics_vjp", "gegenbauer_table", "gegenbauer_derivative_table", "clenshaw",
                  "matern_values", "matern_backward", "gram_update", "cholesky", "solve_triangular",
-                 "device_harmonics", "harmonic_columns", "gram_pass", "to_device", "to_host")
+                 "device_harmonics", "harmonic_columns", "gram_pass", "pass_rows", "to_device", "to_host")
         return {name: getattr(self, name) for name in names}

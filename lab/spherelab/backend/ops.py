@@ -36,6 +36,8 @@ OPERATIONS: dict[str, str] = {
                          "column n is scale[n] times every harmonic at X[n] (the statistics pass's layout)"),
     "gram_pass": ("gram_pass(X, y, pieces, load, columns, keep) -> (G, c, sum_d, kept): the streamed "
                   "statistics with columns(*load(chunk)) computed where the device keeps its arrays"),
+    "pass_rows": ("pass_rows(width) -> rows per chunk of a streamed statistics pass whose columns have width "
+                  "entries per row (the CPU's from its cache, a GPU's from the product's efficiency)"),
     "to_device": "to_device(a) -> the device's array of a host array (the identity on the CPU)",
     "to_host": "to_host(a) -> a NumPy array of a device array (the identity on the CPU)",
 }

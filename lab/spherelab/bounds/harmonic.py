@@ -26,7 +26,6 @@ from scipy.linalg import cho_solve, solve_triangular
 from .._validation import check_data
 from ..distributed import block_statistics, is_dask
 from ..linalg import NumericalFailure, cholesky_or_explain
-from ..threads import chunk_rows
 from .statistics import Statistics, streamed_statistics
 
 __all__ = [
@@ -315,7 +314,6 @@ def harmonic_statistics(kernel, features, X: Any, y: Any, *, chunk_size: int | N
                                                   gram_dtype=gram_dtype), X, y, progress)
     X, y = check_data(X, y)
     single = gram_dtype == "float32"
-    chunk_size = chunk_size or chunk_rows(features.num_features)
 
     def columns(Xc):
         ev = features.evaluate(kernel, Xc)
@@ -334,6 +332,7 @@ def harmonic_statistics(kernel, features, X: Any, y: Any, *, chunk_size: int | N
         from ..backend import resolve
 
         ops = resolve("cpu")
+    chunk_size = chunk_size or ops.pass_rows(features.num_features)
     stats = streamed_statistics(columns, X, y.astype(np.float32) if single else y, chunk_size=chunk_size,
                                 progress=progress, desc="harmonic statistics", ops=ops,
                                 device_columns=(load, device_columns))

@@ -60,8 +60,9 @@ class VISH(Model):
         :class:`~spherelab.likelihoods.Gaussian` (default) or
         :class:`~spherelab.likelihoods.Bernoulli` (:meth:`fit_svi` only).
     chunk_size
-        Rows per chunk of the streamed passes (default: :func:`spherelab.threads.chunk_rows`,
-        from the cache size and M).
+        Rows per chunk of the streamed passes (default: the device's ``pass_rows``: on the CPU
+        :func:`spherelab.threads.chunk_rows`, from the cache size and M; on a GPU chunks of
+        about 512 MiB of columns).
     features
         Optional :class:`~spherelab.features.HarmonicFeatures` or
         :class:`~spherelab.PhaseTruncatedHarmonics` (Eleftheriadis et al.: at most ``max_phases``
@@ -185,7 +186,8 @@ class VISH(Model):
         return res.value, g
 
     def _rows(self) -> int:
-        return self.chunk_size or chunk_rows(self.features.num_features)
+        """Rows per chunk of the passes: ``chunk_size``, else the device's (``ops.pass_rows``)."""
+        return self.chunk_size or self.ops.pass_rows(self.features.num_features)
 
     def _statistics(self, X, y, ev=None, final: bool = False) -> Statistics:
         # gram_dtype applies to the pass over all rows only: the lift stage's subsample steers an
@@ -371,7 +373,8 @@ class VISH(Model):
         v = self.kernel.at_one()
         means, variances = [], []
         with use(self.ops), policy(float(X.shape[0]) * lam.size ** 2, lam.size):
-            step = 8 * self._rows()
+            # host arrays of (step, M): sized from the CPU's cache whatever the device
+            step = 8 * (self.chunk_size or chunk_rows(lam.size))
             for s in range(0, X.shape[0], step):
                 ev = self.features.evaluate(self.kernel, X[s:s + step])
                 Phi = self.features.Kuf_from(ev).T

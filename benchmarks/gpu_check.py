@@ -1,0 +1,515 @@
+"""The device check: the one command for a lent GPU machine, and the same command in the simulator.
+
+    PYTHONPATH=lab python3 benchmarks/gpu_check.py --out "$OUT"              # on the card (<= 6 min, H100)
+    NUMBA_ENABLE_CUDASIM=1 PYTHONPATH=lab python3 benchmarks/gpu_check.py --sim --tiny --out DIR  # CI
+    python3 benchmarks/gpu_check.py --render DIR/gpu_check.json              # a run's tables as Markdown
+
+Stages, in order, each under its own time limit inside one budget (``--budget``, default 330 s):
+
+1. **environment**: versions, the card and its memory, its fp64 rates (a square gemm; the Gram
+   product ``A A^T`` of the statistics pass's shape by gemm and by syrk) and host-to-device
+   bandwidth from pinned and from pageable memory;
+2. **parity**: every case of :mod:`spherelab.backend.parity` (every CUDA kernel, the streamed
+   pass, every model's bound, gradient and prediction) on the device against the CPU, 1e-10;
+3. **kernels**: 660 harmonics (d = 9, L = 4) at 10^6 points and the other kernels, CPU and device;
+4. **statistics pass**: M = 210 and 660 over 6e6 rows, CPU and device, GFLOP/s (N M^2) against the
+   card's Gram product (the faster of syrk and gemm), the bytes moved against the measured bandwidth, and the device's chunk sizes swept;
+5. **VISH**: fit + predict at 6e6 rows, M = 210 / 660, CPU and device (issue 27's targets on an
+   H100: 1 s and 3 s; seed 001 reports 41 s and 161 s on its GPU);
+6. **decoupled**: OrthogonalSVGP minibatch steps per second (64 + 64 features, batch 256, float64)
+   against GPyTorch's SVGP with 128 inducing points on the same card.
+
+Every row is written as soon as it is measured: ``DIR/gpu_check.json`` and ``DIR/gpu_check.md`` are
+rewritten whole (atomically) after each, so a run cut off returns what it measured. One pair of
+files holds every stage because the device tool brings back at most 8 files. ``--sim`` runs every
+stage in numba-cuda's simulator with NumPy standing in for CuPy (timings there only show that the
+code runs). Exit status 1 when a stage failed or a parity case missed its tolerance.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import math
+import os
+import platform
+import signal
+import sys
+import time
+import traceback
+from datetime import datetime, timezone
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+TARGETS = {210: 1.0, 660: 3.0}  # issue 27: VISH fit + predict at 6e6 rows on an H100, seconds
+SEED_001 = {210: 41.0, 660: 161.0}  # Dutordoir et al. 2020, the same fits on their GPU
+
+
+class StageTimeout(Exception):
+    pass
+
+
+class Report:
+    """The run's sections, saved as JSON and Markdown after every change."""
+
+    def __init__(self, out: Path, meta: dict) -> None:
+        self.out, self.meta, self.sections = out, meta, []
+        out.mkdir(parents=True, exist_ok=True)
+
+    def section(self, key: str, title: str, columns: list[str]) -> dict:
+        sec = {"key": key, "title": title, "columns": columns, "rows": [], "notes": [], "status": "running",
+               "seconds": None}
+        self.sections.append(sec)
+        return sec
+
+    def row(self, sec: dict, *cells) -> None:
+        sec["rows"].append([_plain(c) for c in cells])
+        print("| " + " | ".join(_cell(c) for c in sec["rows"][-1]) + " |", flush=True)
+        self.save()
+
+    def note(self, sec: dict, text: str) -> None:
+        sec["notes"].append(text)
+        print(text, flush=True)
+        self.save()
+
+    def save(self) -> None:
+        data = {**self.meta, "sections": self.sections}
+        for name, text in (("gpu_check.json", json.dumps(data, indent=1)), ("gpu_check.md", render(data))):
+            tmp = self.out / (name + ".tmp")
+            tmp.write_text(text)
+            os.replace(tmp, self.out / name)
+
+
+def _plain(value):
+    """JSON-safe: NumPy scalars to Python, non-finite floats to strings."""
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return value
+
+
+def _cell(value) -> str:
+    if isinstance(value, float):
+        if value == 0 or 1e-3 <= abs(value) < 1e5:
+            return f"{value:.4g}"
+        return f"{value:.2e}"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return str(value)
+
+
+def render(data: dict) -> str:
+    """The Markdown tables of a run (its JSON)."""
+    lines = [f"Device check, {data.get('started', '?')}: {data.get('device_name', '?')} "
+             f"({data.get('mode', '?')}); host: {data.get('host', '?')}", ""]
+    for sec in data.get("sections", []):
+        took = f", {sec['seconds']:.1f} s" if sec.get("seconds") is not None else ""
+        lines += [f"### {sec['title']} ({sec['status']}{took})", ""]
+        if sec["rows"]:
+            lines.append("| " + " | ".join(sec["columns"]) + " |")
+            lines.append("| " + " | ".join("---" for _ in sec["columns"]) + " |")
+            lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in sec["rows"]]
+            lines.append("")
+        lines += [*sec["notes"], ""] if sec["notes"] else []
+    return "\n".join(lines)
+
+
+# ---- the run's context: device, array module, timing ---------------------------------------
+class Context:
+    def __init__(self, args) -> None:
+        import numpy as np
+        import spherelab as sl
+
+        self.args, self.np, self.sl = args, np, sl
+        self.device = "sim" if args.sim else "gpu"
+        self.tiny = args.tiny
+        self.cpu = sl.backend.resolve("cpu")
+        self.dev = sl.backend.resolve(self.device)
+        if self.device == "gpu":
+            import cupy
+
+            self.xp = cupy
+        else:
+            self.xp = np
+        self.rates = collections.defaultdict(lambda: float("nan"))  # filled by the environment stage
+        self.pass_seconds: dict = {}
+        self._data = None
+
+    def sync(self) -> None:
+        if self.device == "gpu":
+            self.xp.cuda.runtime.deviceSynchronize()
+
+    def best(self, fn, repeat: int = 3, warm: bool = True) -> float:
+        """Best wall time of ``fn()`` over ``repeat`` calls, the device synchronised."""
+        if warm:
+            fn()
+            self.sync()
+        best = float("inf")
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            fn()
+            self.sync()
+            best = min(best, time.perf_counter() - t0)
+        return best
+
+    def data(self):
+        """The 8-input synthetic regression of the VISH benchmarks: training rows and 2e4 test rows."""
+        if self._data is None:
+            n = 40 if self.tiny else 6_000_000
+            X, y = self.sl.datasets.synthetic_regression(n, seed=n)
+            Xte, yte = self.sl.datasets.synthetic_regression(20 if self.tiny else 20_000, seed=123)
+            self._data = X, y, Xte, yte
+        return self._data
+
+
+# ---- stages ------------------------------------------------------------------------------
+def stage_environment(ctx: Context, rep: Report, sec: dict) -> None:
+    import importlib.metadata as md
+
+    from _machine import describe
+
+    np, xp = ctx.np, ctx.xp
+    rep.row(sec, "host", describe())
+    versions = []
+    for name in ("scipy", "numba-cuda", "cupy-cuda13x", "cupy-cuda12x", "torch", "gpytorch", "threadpoolctl"):
+        try:
+            versions.append(f"{name} {md.version(name)}")
+        except md.PackageNotFoundError:
+            pass
+    rep.row(sec, "packages", ", ".join(versions))
+    rep.row(sec, "Numba threading layer", ctx.sl.processes.threading_layer())
+    if ctx.device == "gpu":
+        rt = xp.cuda.runtime
+        props = rt.getDeviceProperties(0)
+        free, total = rt.memGetInfo()
+        name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+        rep.row(sec, "device", f"{name}, {total / 2**30:.1f} GiB ({free / 2**30:.1f} free), "
+                               f"compute capability {props['major']}.{props['minor']}, "
+                               f"{props['multiProcessorCount']} SMs")
+        rep.row(sec, "CUDA", f"driver {rt.driverGetVersion()}, runtime {rt.runtimeGetVersion()}")
+        from numba import cuda
+
+        seen = cuda.get_current_device().name
+        rep.row(sec, "numba-cuda sees", seen.decode() if isinstance(seen, bytes) else str(seen))
+    else:
+        rep.row(sec, "device", "numba-cuda's simulator, NumPy standing in for CuPy (rates below are NumPy's)")
+    n = 256 if ctx.tiny else 8192
+    A = xp.asarray(np.random.default_rng(0).standard_normal((n, n)))
+    t = ctx.best(lambda: A @ A)
+    ctx.rates["gemm"] = 2 * n**3 / t / 1e9
+    rep.row(sec, f"fp64 gemm, {n} x {n} x {n}", f"{ctx.rates['gemm']:.0f} GFLOP/s")
+    rows = 64 if ctx.tiny else 1 << 17
+    for M in (210, 660):
+        B = xp.asarray(np.random.default_rng(1).standard_normal((M, rows)))
+        t_gemm = ctx.best(lambda: B @ B.T)
+        ctx.rates[f"gram_gemm_{M}"] = 2 * rows * M * M / t_gemm / 1e9
+        syrk = _syrk(ctx, B)
+        if syrk is not None:
+            t_syrk = ctx.best(syrk)
+            ctx.rates[f"syrk_{M}"] = rows * M * M / t_syrk / 1e9
+            text = f"{ctx.rates[f'syrk_{M}']:.0f} GFLOP/s by syrk (N M^2), "
+        else:
+            ctx.rates[f"syrk_{M}"] = ctx.rates[f"gram_gemm_{M}"] / 2
+            text = "syrk not available: half the gemm rate stands in, "
+        # the reference of the pass: the faster of the two, in useful flops (N M^2)
+        ctx.rates[f"gram_{M}"] = max(ctx.rates[f"syrk_{M}"], ctx.rates[f"gram_gemm_{M}"] / 2)
+        rep.row(sec, f"Gram product A A^T, A {M} x {rows:,}",
+                text + f"{ctx.rates[f'gram_gemm_{M}']:.0f} GFLOP/s by gemm (2 N M^2)")
+    size = (1 << 20) if ctx.tiny else (1 << 29)  # bytes
+    host = np.ones(size // 8)
+    dev = xp.empty(size // 8)
+    if ctx.device == "gpu":
+        import cupyx
+
+        pinned = cupyx.empty_pinned(size // 8)
+        pinned[...] = 1.0
+        t_pin = ctx.best(lambda: dev.set(pinned))
+        t_page = ctx.best(lambda: dev.set(host))
+        t_back = ctx.best(lambda: dev.get(out=pinned))
+    else:
+        def copy():
+            dev[...] = host
+
+        t_pin = t_page = t_back = ctx.best(copy)
+    ctx.rates["h2d_pinned"], ctx.rates["h2d_pageable"] = size / t_pin / 1e9, size / t_page / 1e9
+    rep.row(sec, f"host to device, {size / 2**20:.0f} MiB", f"{ctx.rates['h2d_pinned']:.1f} GB/s pinned, "
+                                                           f"{ctx.rates['h2d_pageable']:.1f} GB/s pageable")
+    rep.row(sec, f"device to host, {size / 2**20:.0f} MiB", f"{size / t_back / 1e9:.1f} GB/s pinned")
+
+
+def _syrk(ctx: Context, B):
+    """cuBLAS's syrk on B (M, n): C = B B^T, or None where CuPy lacks it (NumPy: its gemm)."""
+    if ctx.device != "gpu":
+        return lambda: B @ B.T
+    try:
+        from cupy import cublas
+
+        cublas.syrk("N", B[:8, :8], lower=True)
+        return lambda: cublas.syrk("N", B, lower=True)
+    except Exception:
+        return None
+
+
+def stage_parity(ctx: Context, rep: Report, sec: dict) -> None:
+    from spherelab.backend import parity
+
+    failed = 0
+    for name in parity.CASES:
+        r = parity.run_cases(ctx.device, [name])[0]
+        failed += not r.ok
+        rep.row(sec, r.case, r.error, "yes" if r.ok else "NO", r.seconds, r.note)
+    rep.note(sec, f"{len(parity.CASES) - failed} of {len(parity.CASES)} cases within {parity.TOLERANCE:g} "
+                  "(error: max |device - CPU| / max(1, max |CPU|) over the case's outputs; seconds: the "
+                  "device's run, its first kernel launch compiling)")
+    if failed:
+        raise AssertionError(f"{failed} parity case(s) missed {parity.TOLERANCE:g}")
+
+
+def stage_kernels(ctx: Context, rep: Report, sec: dict) -> None:
+    np, sl, cpu, dev = ctx.np, ctx.sl, ctx.cpu, ctx.dev
+    rng = np.random.default_rng(0)
+    plan = sl.SphericalHarmonics(9, 4).plan
+    M = plan.degrees.shape[0]
+    n_harm = 64 if ctx.tiny else 1_000_000
+    X = sl.sample_sphere(n_harm, 9, rng=rng)
+    Xd = dev.to_device(X)
+    out = np.empty((n_harm, M))
+    harm = sl.SphericalHarmonics(9, 4)
+    n_pts = 256 if ctx.tiny else 10_000_000
+    t = rng.uniform(-1, 1, n_pts)
+    td = dev.to_device(t)
+    c = rng.standard_normal(9)
+    n_gram = 16 if ctx.tiny else 4096
+    T = rng.uniform(-1, 1, (n_gram, n_gram))
+    Td, ones = dev.to_device(T), np.ones(n_gram)
+    rows = [
+        (f"harmonics d = 9, L = 4 ({M}), {n_harm:,} points: device result", lambda: harm(X),
+         lambda: dev.device_harmonics(Xd, plan)),
+        (f"the same, host in and host out ({n_harm * M * 8 / 1e9:.2g} GB back)", lambda: harm(X),
+         lambda: dev.harmonics(X, plan, out)),
+        (f"Gegenbauer table L = 20, {n_pts:,} points", lambda: cpu.gegenbauer_table(20, 3.5, t),
+         lambda: dev.gegenbauer_table(20, 3.5, td)),
+        (f"Clenshaw series L = 8, {n_pts:,} points", lambda: cpu.clenshaw(c, 3.5, t),
+         lambda: dev.clenshaw(c, 3.5, td)),
+        (f"Matern-5/2 Gram values {n_gram} x {n_gram}", lambda: cpu.matern_values(T, ones, ones, 1, 0.7, 1.0, False),
+         lambda: dev.matern_values(Td, ones, ones, 1, 0.7, 1.0, False)),
+    ]
+    for name, f_cpu, f_dev in rows:
+        a = ctx.best(f_cpu, repeat=2)
+        b = ctx.best(f_dev, repeat=3)
+        rep.row(sec, name, a, b, a / b)
+    rep.note(sec, "Best of 2 (CPU, all cores under spherelab's thread policy) and of 3 (device, synchronised), "
+                  "after a warm-up call; the table's operations other than the device result include the copy back.")
+
+
+def stage_pass(ctx: Context, rep: Report, sec: dict) -> None:
+    from spherelab.bounds.harmonic import harmonic_statistics
+
+    np, sl = ctx.np, ctx.sl
+    X, y, _, _ = ctx.data()
+    n = X.shape[0]
+    for degree in (3, 4):
+        kernel = sl.kernels.Matern(1.5, 1.0, bias=1.0, input_scale=np.full(8, np.sqrt(8.0)))
+        feats = sl.HarmonicFeatures(degree)
+        feats.initialise(9, None)
+        feats.bind(kernel)
+        M = feats.num_features
+        t_cpu = ctx.best(lambda: harmonic_statistics(kernel, feats, X, y, ops=ctx.cpu), repeat=1, warm=False)
+        default = 16 if ctx.tiny else ctx.dev.pass_rows(M)
+        sizes = [default] if ctx.tiny else sorted({1 << 15, 1 << 16, 1 << 17, 1 << 18, 1 << 19, default})
+        moved = n * (9 + 1 + 1) * 8  # the lifted rows, their radii and y travel; G and c come back
+        for rows in sizes:
+            t_dev = ctx.best(lambda: harmonic_statistics(kernel, feats, X, y, chunk_size=rows, ops=ctx.dev),
+                             repeat=1, warm=rows == sizes[0])
+            if rows == default:
+                ctx.pass_seconds[M] = t_dev
+            rate = n * M * M / t_dev / 1e9
+            rep.row(sec, M, f"{rows:,}{' (default)' if rows == default else ''}", t_cpu if rows == default else "",
+                    t_dev, t_cpu / t_dev, rate, rate / ctx.rates[f"gram_{M}"],
+                    moved / 1e9 / ctx.rates["h2d_pinned"] / t_dev)
+    rep.note(sec, f"N = {n:,} rows of 8 inputs lifted to S^8. GFLOP/s counts N M^2 (syrk's useful work), against "
+                  "the faster of the card's syrk and gemm on the same shape in the same units (environment); 'copy share': the bytes uploaded (lifted rows, "
+                  "radii, y) at the measured pinned bandwidth, as a fraction of the device pass. CPU: all cores.")
+
+
+def stage_vish(ctx: Context, rep: Report, sec: dict) -> None:
+    np, sl = ctx.np, ctx.sl
+    X, y, Xte, yte = ctx.data()
+    opts = {"maxiter": 2, "lift_maxiter": 2} if ctx.tiny else {}
+    for degree in (3, 4):
+        results = {}
+        for device in ("cpu", ctx.device):
+            kernel = sl.kernels.Matern(1.5, 1.0, bias=1.0, input_scale=np.full(8, np.sqrt(8.0)))
+            model = sl.VISH(kernel, degree, sl.likelihoods.Gaussian(0.1), device=device)
+            t0 = time.perf_counter()
+            model.fit(X, y, **opts)
+            mean, var = model.predict_f(Xte)
+            ctx.sync()
+            seconds = time.perf_counter() - t0
+            nlpd = -float(np.mean(model.likelihood.log_predictive_density(yte, mean, var)))
+            results[device] = (seconds, model.elbo(), nlpd, model.passes, model.features.num_features)
+        (tc, ec, nc, _, M), (td, ed, nd, passes, _) = results["cpu"], results[ctx.device]
+        target = TARGETS[210 if degree == 3 else 660]
+        one_pass = ctx.pass_seconds.get(M)
+        rep.row(sec, M, tc, td, tc / td, f"{target:g} s: {'met' if td <= target else 'not met'}",
+                SEED_001[210 if degree == 3 else 660], td / one_pass if one_pass else "", passes,
+                abs(ed - ec) / max(1.0, abs(ec)), f"{nc:.4f} / {nd:.4f}")
+    rep.note(sec, f"N = {X.shape[0]:,}: fit (lift stage on a 2e4-row subsample, then one pass over every row and "
+                  f"the spectrum) and predict_f at {Xte.shape[0]:,} test rows, transfers included. 'x pass': the "
+                  "device's fit + predict over its one statistics pass (previous stage). The bound of the two fits "
+                  "(relative difference) and their test NLPD (CPU / device) should agree.")
+
+
+def stage_decoupled(ctx: Context, rep: Report, sec: dict) -> None:
+    sl = ctx.sl
+    X, y, _, _ = ctx.data()
+    Xs, ys = X[: 40 if ctx.tiny else 20_000], y[: 40 if ctx.tiny else 20_000]
+    steps, Z, batch = (2, 4, 16) if ctx.tiny else (200, 64, 256)
+
+    def ours(device):
+        model = sl.OrthogonalSVGP(sl.kernels.Matern(1.5, 1.0), sl.InducingPoints(Xs[:Z]), Z,
+                                  sl.likelihoods.Gaussian(0.1), device=device)
+        model.fit_svi(Xs, ys, batch_size=batch, iterations=steps)
+
+    for device in ("cpu", ctx.device):
+        t = ctx.best(lambda: ours(device), repeat=1)
+        rep.row(sec, f"spherelab OrthogonalSVGP, {Z} + {Z} features ({device})", steps / t, "")
+    peer = gpytorch_steps(Xs, ys, steps, 2 * Z, batch) if ctx.device == "gpu" else "not run in the simulator"
+    if isinstance(peer, float):
+        rep.row(sec, f"GPyTorch SVGP, {2 * Z} inducing points (cuda)", peer, "")
+    else:
+        rep.row(sec, "GPyTorch SVGP", "", peer)
+    rep.note(sec, f"{steps} minibatch steps of batch {batch} on {Xs.shape[0]:,} rows, float64, after a warm-up fit; "
+                  "each model's full update (ELBO estimate, gradient, Adam).")
+
+
+def gpytorch_steps(X, y, steps: int, M: int, batch: int):
+    """Steps per second of GPyTorch's SVGP (M inducing points, learnt) on CUDA in float64, or why not."""
+    try:
+        import gpytorch
+        import torch
+    except ImportError as exc:
+        return f"not measured ({exc})"
+    if not torch.cuda.is_available():
+        return "not measured (no CUDA device for torch)"
+
+    class SVGP(gpytorch.models.ApproximateGP):
+        def __init__(self, Z):
+            q = gpytorch.variational.CholeskyVariationalDistribution(Z.shape[0])
+            super().__init__(gpytorch.variational.VariationalStrategy(self, Z, q, learn_inducing_locations=True))
+            self.mean = gpytorch.means.ZeroMean()
+            self.cov = gpytorch.kernels.ScaleKernel(gpytorch.kernels.MaternKernel(1.5))
+
+        def forward(self, x):
+            return gpytorch.distributions.MultivariateNormal(self.mean(x), self.cov(x))
+
+    dev = torch.device("cuda")
+    Xt, yt = torch.as_tensor(X, device=dev), torch.as_tensor(y, device=dev)
+    model = SVGP(Xt[:M].clone()).to(dev).double()
+    lik = gpytorch.likelihoods.GaussianLikelihood().to(dev).double()
+    opt = torch.optim.Adam([*model.parameters(), *lik.parameters()], lr=0.01)
+    mll = gpytorch.mlls.VariationalELBO(lik, model, num_data=Xt.shape[0])
+    gen = torch.Generator(device="cpu").manual_seed(0)
+
+    def run(k):
+        for _ in range(k):
+            idx = torch.randint(0, Xt.shape[0], (batch,), generator=gen).to(dev)
+            opt.zero_grad()
+            loss = -mll(model(Xt[idx]), yt[idx])
+            loss.backward()
+            opt.step()
+        torch.cuda.synchronize()
+
+    run(10)  # warm-up
+    t0 = time.perf_counter()
+    run(steps)
+    return steps / (time.perf_counter() - t0)
+
+
+STAGES = {
+    "environment": ("Environment", ["quantity", "value"], stage_environment, 60),
+    "parity": ("Parity with the CPU, float64", ["case", "error", "<= 1e-10", "device s", "note"], stage_parity, 150),
+    "kernels": ("Kernels, CPU and device in the same run", ["operation", "CPU s", "device s", "CPU / device"],
+                stage_kernels, 60),
+    "pass": ("Statistics pass over every row, CPU and device",
+             ["M", "device rows per chunk", "CPU s", "device s", "CPU / device", "device GFLOP/s",
+              "of the card's Gram product", "copy share"], stage_pass, 90),
+    "vish": ("VISH fit + predict, CPU and device",
+             ["M", "CPU s", "device s", "CPU / device", "target (H100)", "seed 001 s", "x pass", "passes",
+              "bound rel. diff", "test NLPD"], stage_vish, 150),
+    "decoupled": ("Decoupled minibatch steps against GPyTorch", ["model", "steps / s", "note"], stage_decoupled, 60),
+}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", default="gpu-check", help="folder for gpu_check.json and gpu_check.md")
+    parser.add_argument("--sim", action="store_true", help="numba-cuda's simulator (sets NUMBA_ENABLE_CUDASIM=1)")
+    parser.add_argument("--tiny", action="store_true", help="tiny sizes (the simulator runs threads in Python)")
+    parser.add_argument("--budget", type=float, default=330.0, help="seconds for every stage together")
+    parser.add_argument("--stages", nargs="*", choices=list(STAGES), default=list(STAGES))
+    parser.add_argument("--render", metavar="JSON", help="print the Markdown of a run's JSON and exit")
+    args = parser.parse_args()
+    if args.render:
+        print(render(json.loads(Path(args.render).read_text())))
+        return 0
+    if args.sim:
+        os.environ["NUMBA_ENABLE_CUDASIM"] = "1"  # before Numba's first import
+    os.environ.setdefault("TQDM_DISABLE", "1")  # the passes' progress bars would bury the tables
+    sys.path.insert(0, str(HERE))
+    start = time.perf_counter()
+    meta = {"started": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "argv": sys.argv[1:],
+            "mode": "simulator" if args.sim else "GPU", "host": f"{platform.node()}, {os.cpu_count()} cores",
+            "device_name": "numba-cuda simulator" if args.sim else "?"}
+    rep = Report(Path(args.out), meta)
+    try:
+        ctx = Context(args)
+    except Exception as exc:  # no GPU, no CuPy, no numba-cuda: say so in the files too
+        sec = rep.section("environment", "Environment", ["quantity", "value"])
+        sec["status"] = f"failed: {type(exc).__name__}: {exc}"
+        rep.save()
+        print(sec["status"], file=sys.stderr)
+        return 1
+    if ctx.device == "gpu":
+        name = ctx.xp.cuda.runtime.getDeviceProperties(0)["name"]
+        meta["device_name"] = name.decode() if isinstance(name, bytes) else str(name)
+
+    def alarm(signum, frame):
+        raise StageTimeout()
+
+    signal.signal(signal.SIGALRM, alarm)
+    ok = True
+    for key in args.stages:
+        title, columns, func, cap = STAGES[key]
+        sec = rep.section(key, title, columns)
+        print(f"\n### {title}\n\n| " + " | ".join(columns) + " |", flush=True)
+        left = args.budget - (time.perf_counter() - start)
+        if left < 5:
+            sec["status"] = "not run: the budget was spent"
+            rep.save()
+            continue
+        t0 = time.perf_counter()
+        signal.alarm(max(1, int(min(cap * (4 if args.sim else 1), left))))
+        try:
+            func(ctx, rep, sec)
+            sec["status"] = "done"
+        except StageTimeout:
+            sec["status"] = f"cut off at its limit ({min(cap, left):.0f} s)"
+            ok = False
+        except Exception as exc:
+            sec["status"] = f"failed: {type(exc).__name__}: {exc}"
+            sec["notes"].append("```\n" + traceback.format_exc()[-3000:] + "```")
+            ok = False
+        finally:
+            signal.alarm(0)
+        sec["seconds"] = time.perf_counter() - t0
+        rep.save()
+        print(f"({sec['status']}, {sec['seconds']:.1f} s)", flush=True)
+    print(f"\nwrote {rep.out / 'gpu_check.md'} and gpu_check.json in {time.perf_counter() - start:.0f} s")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
