@@ -5,6 +5,7 @@
 #   make test-fast                    the same without the tests marked slow (end-to-end fits, notebooks)
 #   make test-browser                 every notebook in Chromium through JupyterLab (benchmarks/browser.py)
 #   make lint                         ruff check (configured in pyproject.toml)
+#   make check-device-shape           benchmarks/gpu_check.py --sim --tiny in a venv shaped like the lent GPU machine
 #   make bench                        install the peer libraries, run the benchmarks
 #   make bench-peers                  GPflow / GPyTorch comparisons (separate venv)
 
@@ -20,7 +21,7 @@ STAMP := $(VENV)/.spherelab-installed
 BENCH_STAMP := $(VENV)/.spherelab-bench-installed
 CONSTRAINTS := .ci/constraints.txt
 
-.PHONY: lab test test-fast test-browser lint bench bench-peers install clean
+.PHONY: lab test test-fast test-browser lint bench bench-peers install clean check-device-shape
 
 install: $(STAMP)
 
@@ -62,6 +63,18 @@ test-fast: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check lab tests benchmarks notebooks
 
+# The device check in numba-cuda's simulator, in a venv holding only what the lent GPU machine
+# is known to have of spherelab's needs (no TBB, Dask, zarr, JupyterLab, ipywidgets), spherelab
+# imported from lab/ as it is there: the one command a lent session runs cannot rot between loans.
+DEVICE_VENV := .venv-device
+$(DEVICE_VENV)/.installed: $(CONSTRAINTS)
+	bash .ci/make_venv.sh "$(PYTHON)" "$(DEVICE_VENV)"
+	$(DEVICE_VENV)/bin/python -m pip install --quiet -c $(CONSTRAINTS) numpy scipy numba numba-cuda tqdm threadpoolctl
+	touch $@
+
+check-device-shape: $(DEVICE_VENV)/.installed
+	PYTHONPATH=lab $(DEVICE_VENV)/bin/python benchmarks/gpu_check.py --sim --tiny --out $(DEVICE_VENV)/gpu-check
+
 $(BENCH_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) -e ".[lab,test,bench]"
 	touch $@
@@ -92,4 +105,4 @@ bench-peers: $(PEERS)/.installed
 	$(PEERS)/bin/python benchmarks/decoupled_throughput.py
 
 clean:
-	rm -rf $(VENV) build lab/*.egg-info .pytest_cache
+	rm -rf $(VENV) $(DEVICE_VENV) build lab/*.egg-info .pytest_cache

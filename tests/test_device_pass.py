@@ -162,3 +162,32 @@ def test_harmonic_columns_are_the_scaled_transposed_harmonics(cuda_device, rng, 
         W = rng.standard_normal((n, plan.degrees.size))
         Xs = X * scale[:, None]
         assert np.allclose(cpu.harmonics_vjp(Xs, W, plan), sim.harmonics_vjp(Xs, W, plan), rtol=1e-13, atol=1e-13)
+
+
+@pytest.mark.parametrize("where", ["cpu", "device"])
+def test_pass_with_the_lift_on_the_device_rejects_bad_rows(cuda_device, where, rng):
+    """The statistics pass lifts the raw rows where the columns are computed; a row that vanishes
+    (bias 0) or overflows the lift is reported after the pass with the lift's own message and row
+    number — no NaN reaches the sums, no warning is raised on the way."""
+    import warnings
+
+    ops = backend.resolve("cpu" if where == "cpu" else cuda_device)
+    X = rng.standard_normal((40, 2))
+    y = rng.standard_normal(40)
+    feats = sl.HarmonicFeatures(3)
+    feats.initialise(3, None)
+    kernel = K.Matern(1.5, 1.0, bias=0.0)
+    feats.bind(kernel)
+    X[23] = 0.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match="row 23 of X vanishes"):
+            harmonic_statistics(kernel, feats, X, y, chunk_size=16, ops=ops)
+        X[23] = [1e200, 0.0]
+        kernel.bias = 1.0
+        with pytest.raises(ValueError, match="overflow"):
+            harmonic_statistics(kernel, feats, X, y, chunk_size=16, ops=ops)
+    X[23] = [0.3, -0.2]  # and a clean pass equals the CPU's lift of every row
+    stats = harmonic_statistics(kernel, feats, X, y, chunk_size=16, ops=ops)
+    A = feats.Kuf(kernel, X)
+    assert np.allclose(stats.G, A @ A.T, rtol=1e-12, atol=1e-12) and np.allclose(stats.c, A @ y, rtol=1e-12)

@@ -23,8 +23,10 @@ from typing import Any
 import numpy as np
 from scipy.linalg import cho_solve, solve_triangular
 
-from .._validation import check_data
+from .._validation import MAX_MAGNITUDE, check_data
+from ..backend import array_module
 from ..distributed import block_statistics, is_dask
+from ..kernels.base import lift_rows
 from ..linalg import NumericalFailure, cholesky_or_explain
 from .statistics import Statistics, streamed_statistics
 
@@ -320,11 +322,27 @@ def harmonic_statistics(kernel, features, X: Any, y: Any, *, chunk_size: int | N
         A = features.Kuf_from(ev)
         return (A.astype(np.float32) if single else A), ev.r * ev.r
 
-    def load(Xc):  # on the host: the lift, O(N D)
-        r, Xh = kernel.lift(Xc)
-        return Xh, r
+    def load(Xc):  # the raw rows travel: the lift runs where the columns are computed
+        return (Xc,)
 
-    def device_columns(Xh, r):  # where the device keeps its arrays
+    kernel.lift(X[:1])  # the input scale's shape and the bias's magnitude, with their messages
+    scale = np.asarray(kernel.input_scale, dtype=np.float64)
+    on_device: dict = {}
+    rejected: list = []  # per chunk, a device scalar: rows whose lift overflows or vanishes
+
+    def device_columns(Xd):  # where the device keeps its arrays
+        xp = array_module(Xd)
+        s = on_device.get("scale")
+        if s is None:
+            s = on_device["scale"] = xp.asarray(scale)
+            on_device["xp"] = xp
+        with np.errstate(all="ignore"):  # rejected rows are reported after the pass
+            r, Xh, big = lift_rows(xp, Xd, s, kernel.bias)
+            ok = (big <= MAX_MAGNITUDE) & (r > 0)
+        rejected.append(xp.count_nonzero(~ok))
+        # a rejected row contributes nothing (no NaN reaches the sums); the pass then raises
+        r = xp.where(ok, r, 0.0)
+        Xh = xp.where(ok[:, None], Xh, 1.0 / np.sqrt(Xh.shape[1]))
         A = features.device_Kuf(ops, Xh, r)
         return (A.astype(np.float32) if single else A), r * r
 
@@ -336,6 +354,9 @@ def harmonic_statistics(kernel, features, X: Any, y: Any, *, chunk_size: int | N
     stats = streamed_statistics(columns, X, y.astype(np.float32) if single else y, chunk_size=chunk_size,
                                 progress=progress, desc="harmonic statistics", ops=ops,
                                 device_columns=(load, device_columns))
+    if rejected and int(ops.to_host(on_device["xp"].stack(rejected)).sum()):
+        kernel.check_lift(X)  # raises the lift's own error, naming the row
+        raise ValueError("rows of X lift outside the usable range (check_lift found none: report this)")
     if single:
         if not (np.all(np.isfinite(stats.G)) and np.all(np.isfinite(stats.c))):
             raise NumericalFailure("the float32 statistics overflowed (lifted inputs too large for single "

@@ -48,7 +48,23 @@ from ..backend.ops import current
 from ..sphere.funk_hecke import apply_parity, funk_hecke_with_rule
 from ..threads import entry_point
 
-__all__ = ["ZonalKernel", "QuadratureSpectrum", "quadrature_spectrum"]
+__all__ = ["ZonalKernel", "QuadratureSpectrum", "quadrature_spectrum", "lift_rows"]
+
+
+def lift_rows(xp, X, scale, bias: float):
+    r"""The lift's arithmetic in any array module ``xp`` (NumPy, or CuPy on a device's rows),
+    unchecked: :math:`\tilde x = [x / s, b]`, its norm :math:`r` and the unit point
+    :math:`\hat x = \tilde x / r`, each row first scaled by its largest magnitude ``big`` (tiny
+    rows, a bias of 1e-160 at x = 0, would underflow in the squares and leave the unit points off
+    the sphere). Returns ``(r (N,), X_hat (N, D + 1), big (N,))``; a row with ``r = 0`` vanished and
+    ``max(big)`` above :data:`~spherelab._validation.MAX_MAGNITUDE` overflows the kernel's values
+    (:meth:`ZonalKernel.lift` raises for both)."""
+    Xt = xp.concatenate([X / scale, xp.full((X.shape[0], 1), bias)], axis=1)
+    big = xp.max(xp.abs(Xt), axis=1) if Xt.size else xp.zeros(Xt.shape[0])
+    safe = xp.where(big > 0, big, 1.0)
+    Xs = Xt / safe[:, None]
+    r = big * xp.sqrt(xp.einsum("ij,ij->i", Xs, Xs))
+    return r, Xs / (r / safe)[:, None], big
 
 
 def _gram_work(kernel, *args, **kwargs) -> float:
@@ -173,25 +189,20 @@ class ZonalKernel:
             raise ValueError(
                 f"input_scale has {scale.shape[0]} entries but {name} has {X.shape[1]} columns"
             )
-        Xt = np.concatenate([X / scale, np.full((X.shape[0], 1), self.bias)], axis=1)
-        top = float(np.max(np.abs(Xt))) if Xt.size else 0.0
-        if top > MAX_MAGNITUDE:
+        with np.errstate(all="ignore"):  # overflow and vanishing rows are reported below
+            r, Xh, big = lift_rows(np, X, scale, self.bias)
+        top = float(np.max(big)) if big.size else 0.0
+        if not top <= MAX_MAGNITUDE:
             raise ValueError(f"the lift [{name} / input_scale, bias] has entries up to {top:.3g}: the kernel's "
                              f"values r r' kappa would overflow float64 (limit {MAX_MAGNITUDE:g}); standardise "
                              "the inputs (spherelab.datasets.Standardizer), raise input_scale or lower bias")
-        # scaled by each row's largest entry: tiny rows (a bias of 1e-160 at x = 0) would
-        # underflow in the squares and leave the "unit" points off the sphere
-        big = np.max(np.abs(Xt), axis=1) if Xt.size else np.zeros(Xt.shape[0])
-        safe = np.where(big > 0, big, 1.0)
-        Xs = Xt / safe[:, None]
-        r = big * np.sqrt(np.einsum("ij,ij->i", Xs, Xs))
         if np.any(r == 0):
             i = int(np.flatnonzero(r == 0)[0]) + row_offset
             raise ValueError(
                 f"row {i} of {name} vanishes after the lift [x / input_scale, bias] "
                 "(a zero row with bias = 0): use a positive bias"
             )
-        return r, Xs / (r / safe)[:, None]
+        return r, Xh
 
     def _fused_code(self) -> int | None:
         """Code of a fused compiled kernel for this shape (``None``: the NumPy path)."""

@@ -186,15 +186,17 @@ class VISH(Model):
         return res.value, g
 
     def _rows(self) -> int:
-        """Rows per chunk of the passes: ``chunk_size``, else the device's (``ops.pass_rows``)."""
-        return self.chunk_size or self.ops.pass_rows(self.features.num_features)
+        """Rows per chunk of the host's passes (the lift stage, predictions): ``chunk_size``, else
+        the CPU's cache-sized chunks, whatever the device: their products run on the host's cores.
+        The pass over every row takes the device's own (``ops.pass_rows``)."""
+        return self.chunk_size or chunk_rows(self.features.num_features)
 
     def _statistics(self, X, y, ev=None, final: bool = False) -> Statistics:
         # gram_dtype applies to the pass over all rows only: the lift stage's subsample steers an
         # optimiser, where single-precision statistics were measured to lead it astray
         if ev is None:
             dtype = getattr(self, "gram_dtype", "float64") if final else "float64"
-            return harmonic_statistics(self.kernel, self.features, X, y, chunk_size=self._rows(), ops=self.ops,
+            return harmonic_statistics(self.kernel, self.features, X, y, chunk_size=self.chunk_size, ops=self.ops,
                                        gram_dtype=dtype)
         return lift_statistics(self.features, ev, y, chunk_size=self._rows(), ops=self.ops)
 
@@ -373,8 +375,7 @@ class VISH(Model):
         v = self.kernel.at_one()
         means, variances = [], []
         with use(self.ops), policy(float(X.shape[0]) * lam.size ** 2, lam.size):
-            # host arrays of (step, M): sized from the CPU's cache whatever the device
-            step = 8 * (self.chunk_size or chunk_rows(lam.size))
+            step = 8 * self._rows()
             for s in range(0, X.shape[0], step):
                 ev = self.features.evaluate(self.kernel, X[s:s + step])
                 Phi = self.features.Kuf_from(ev).T
