@@ -182,6 +182,11 @@ def stage_environment(ctx: Context, rep: Report, sec: dict) -> None:
             pass
     rep.row(sec, "packages", ", ".join(versions))
     rep.row(sec, "Numba threading layer", ctx.sl.processes.threading_layer())
+    from threadpoolctl import threadpool_info
+
+    blas = [f"{i.get('internal_api')} {i.get('version')} ({i.get('num_threads')} threads)" for i in threadpool_info()
+            if i.get("user_api") == "blas"]
+    rep.row(sec, "host BLAS", ", ".join(blas) or "none found")
     th = ctx.sl.threads
     rep.row(sec, "host thread policy", f"pass workers {th.pass_workers(10**6)}, machine busy {th.machine_busy()}, "
                                        f"L3 {th.cache_bytes(3) / 2**20:.0f} MiB, chunk rows at M = 210: "
@@ -223,6 +228,13 @@ def stage_environment(ctx: Context, rep: Report, sec: dict) -> None:
         ctx.rates[f"gram_{M}"] = max(ctx.rates[f"syrk_{M}"], ctx.rates[f"gram_gemm_{M}"] / 2)
         rep.row(sec, f"Gram product A A^T, A {M} x {rows:,}",
                 text + f"{ctx.rates[f'gram_gemm_{M}']:.0f} GFLOP/s by gemm (2 N M^2)")
+    from vish_scale import syrk_rates
+
+    for M in (210, 660):
+        # does the host's Gram product scale over its cores? (the CPU pass's split relies on it)
+        threaded, split = syrk_rates(M, rows=16384 if ctx.tiny else 1 << 19)
+        rep.row(sec, f"host Gram product, M = {M}", f"{threaded:.0f} GFLOP/s with OpenBLAS's threads, {split:.0f} "
+                                                   "GFLOP/s as one single-threaded product per core (N M^2)")
     size = (1 << 20) if ctx.tiny else (1 << 29)  # bytes
     host = np.ones(size // 8)
     dev = xp.empty(size // 8)
