@@ -58,7 +58,7 @@ from .sphere import (
     zonal_series,
     zonal_table,
 )
-from .persistence import load, save
+from .persistence import FormatError, load, save
 from .threads import get_threads, set_threads, thread_limit
 
 __version__ = "0.1.0"
@@ -136,6 +136,7 @@ __all__ = [
     "thread_limit",
     "warmup",
     "save",
+    "FormatError",
     "load",
     "persistence",
     "processes",

@@ -72,6 +72,8 @@ def _real_number(value: Any, name: str) -> float:
     """``value`` as a Python float, or a ``TypeError`` naming ``name`` (complex refused)."""
     if isinstance(value, (complex, np.complexfloating)):
         raise TypeError(f"{name} must be a real number, got {value!r}")
+    if isinstance(value, (str, bytes)):  # float("1e3") would parse it: text is not a number here
+        raise TypeError(f"{name} must be a number, got the text {value!r}")
     try:
         return float(value)
     except (TypeError, ValueError):

@@ -21,13 +21,14 @@ from typing import Any
 import numpy as np
 from scipy.special import erf, expit, gammaln
 
+from ._state import Saveable
 from ._validation import Hyper, check_degree, check_dim, check_positive
 from .sphere.funk_hecke import funk_hecke_with_rule
 
 __all__ = ["Activation", "ReLU", "Step", "SquaredReLU", "Softplus", "Swish", "Erf"]
 
 
-class Activation:
+class Activation(Saveable):
     """Base class: a shape :math:`\\sigma(t)` with declared kinks and parity."""
 
     kinks: tuple[float, ...] = ()
@@ -36,6 +37,9 @@ class Activation:
 
     def shape(self, t: Any) -> np.ndarray:
         raise NotImplementedError  # pragma: no cover - abstract
+
+    def _save_state(self) -> dict[str, Any]:
+        return {p: getattr(self, p) for p in self.params}
 
     def shape_gradients(self, t: Any) -> dict[str, np.ndarray]:
         """Derivatives of ``shape(t)`` with respect to each parameter."""

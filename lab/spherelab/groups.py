@@ -29,13 +29,14 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ._state import Saveable
 from ._validation import check_finite_array, check_int
 from .kernels import Parity, ZonalKernel
 
 __all__ = ["Group", "Reflection", "Rotation", "Product", "Antipodal", "HarmonicComponent", "harmonic_decomposition"]
 
 
-class Group:
+class Group(Saveable):
     r"""A product of commuting cyclic transformations of :math:`\mathbb R^D`, each an orthogonal
     matrix :math:`R_j` with :math:`R_j^{T_j} = I` (subclasses build them)."""
 
@@ -125,8 +126,11 @@ class Reflection(Group):
             D = np.ones(dim)
             D[g] = -1.0
             gens.append(Q @ np.diag(D) @ Q.T)
-        self.groups = groups
+        self.groups, self.basis = groups, Q
         super().__init__(gens, [2] * len(gens), dim)
+
+    def _save_state(self) -> dict[str, Any]:
+        return {"dim": self.dim, "groups": self.groups, "basis": self.basis}
 
     @classmethod
     def pca(cls, X: Any, num_axes: int | None = None) -> "Reflection":
@@ -156,6 +160,9 @@ class Rotation(Group):
         self.T, self.plane = T, (i, j)
         super().__init__([R], [T], dim)
 
+    def _save_state(self) -> dict[str, Any]:
+        return {"dim": self.dim, "T": self.T, "plane": self.plane}
+
 
 class Product(Group):
     """The multi-way product of commuting groups (Sun et al. 2021 §3.5): generators concatenated."""
@@ -169,8 +176,18 @@ class Product(Group):
         self.factors = groups
         super().__init__([R for g in groups for R in g.generators], [T for g in groups for T in g.orders], dim)
 
+    def _save_state(self) -> dict[str, Any]:
+        return {"groups": list(self.factors)}
 
-class Antipodal:
+    @classmethod
+    def _load_state(cls, state):
+        groups = state.value("groups")
+        if not isinstance(groups, list) or not groups or not all(isinstance(g, Group) for g in groups):
+            raise state.fail("groups", "a non-empty list of saved groups", groups)
+        return cls(*groups)
+
+
+class Antipodal(Saveable):
     r"""The antipodal map :math:`\hat x \mapsto -\hat x` of the sphere (T = 2), acting on the
     lifted points :math:`\hat x` of :math:`\tilde x = [x/s, b]`: every zonal kernel is invariant,
     and its two components are the even- and odd-degree parts
@@ -185,6 +202,9 @@ class Antipodal:
 
     def __repr__(self) -> str:
         return "Antipodal()"
+
+    def _save_state(self) -> dict[str, Any]:
+        return {}
 
 
 class HarmonicComponent:

@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 from scipy.special import log_ndtr, ndtr
 
-from ._validation import check_nonnegative, check_variance
+from ._state import Saveable
+from ._validation import check_int, check_nonnegative, check_variance
 
 __all__ = ["Gaussian", "Bernoulli", "NOISE_FLOOR"]
 
@@ -19,7 +20,7 @@ __all__ = ["Gaussian", "Bernoulli", "NOISE_FLOOR"]
 NOISE_FLOOR = 1e-6
 
 
-class Gaussian:
+class Gaussian(Saveable):
     r"""Homoscedastic Gaussian noise, :math:`y = f(x) + \epsilon`,
     :math:`\epsilon \sim N(0, \sigma^2)` with ``variance`` :math:`\sigma^2 \ge` ``floor``.
 
@@ -33,6 +34,9 @@ class Gaussian:
     def __init__(self, variance: float = 1.0, floor: float | None = None) -> None:
         self.floor = NOISE_FLOOR if floor is None else check_nonnegative(floor, "floor")
         self.variance = variance
+
+    def _save_state(self) -> dict[str, Any]:
+        return {"variance": self.variance, "floor": self.floor}
 
     @property
     def variance(self) -> float:
@@ -72,17 +76,25 @@ class Gaussian:
         return f"Gaussian(variance={self.variance!r}{floor})"
 
 
-class Bernoulli:
+class Bernoulli(Saveable):
     r"""Binary classification with the probit link, :math:`p(y = 1 \mid f) = \Phi(f)`,
     :math:`y \in \{0, 1\}`. Variational expectations by Gauss–Hermite quadrature
     (``num_points`` nodes); predictions in closed form,
     :math:`p(y = 1) = \Phi(\mu / \sqrt{1 + v})`."""
 
+    #: more Gauss-Hermite nodes add nothing in float64 (the weights underflow) and cost O(n^2)
+    max_points = 1000
+
     def __init__(self, num_points: int = 20) -> None:
-        self.num_points = int(num_points)
+        self.num_points = check_int(num_points, "num_points", minimum=1)
+        if self.num_points > self.max_points:
+            raise ValueError(f"num_points must be at most {self.max_points}, got {num_points!r}")
         t, w = np.polynomial.hermite.hermgauss(self.num_points)
         self._nodes = np.sqrt(2.0) * t  # for N(0, 1): E[g] = sum w g(sqrt2 t) / sqrt(pi)
         self._weights = w / np.sqrt(np.pi)
+
+    def _save_state(self) -> dict[str, Any]:
+        return {"num_points": self.num_points}
 
     @staticmethod
     def check_targets(y: np.ndarray) -> None:

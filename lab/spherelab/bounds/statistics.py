@@ -21,6 +21,7 @@ from typing import Callable
 
 import numpy as np
 
+from .._state import Saveable
 from ..backend.ops import current, use
 from ..threads import gram_policy, pass_worker, pass_workers, thread_limit
 
@@ -29,7 +30,7 @@ __all__ = ["Statistics", "streamed_statistics", "host_gram_pass", "row_chunks", 
 
 
 @dataclass
-class Statistics:
+class Statistics(Saveable):
     r"""Sufficient statistics of a Gaussian bound: ``G = A A^T`` ``(P, P)``, ``c = A y`` ``(P,)``,
     ``yy = y^T y``, ``sum_diag`` = :math:`\sum_n d(x_n)`, ``n`` rows; ``chunks`` holds the
     chunks' A when asked to keep them (for a backward pass without recomputing them)."""
@@ -40,6 +41,18 @@ class Statistics:
     sum_diag: float
     n: int
     chunks: list = field(default_factory=list, repr=False)
+
+    def _save_state(self) -> dict:
+        return {"G": self.G, "c": self.c, "yy": self.yy, "sum_diag": self.sum_diag, "n": self.n}
+
+    @classmethod
+    def _load_state(cls, state):
+        G = state.array("G", shape=(None, None))
+        P = G.shape[0]
+        if G.shape != (P, P) or not np.allclose(G, G.T, rtol=1e-12, atol=1e-300):
+            raise state.fail("G", "a symmetric square array")
+        return cls(G, state.array("c", shape=(P,)), state.float("yy", minimum=0.0),
+                   state.float("sum_diag", minimum=0.0), state.int("n", minimum=1))
 
 
 def row_chunks(n: int, size: int):

@@ -54,6 +54,10 @@ class ActivatedFeatures(Features):
         if self.weights is not None and self.weights.shape[0] != self.num_units:
             raise ValueError(f"weights must have num_units = {self.num_units} rows, got {self.weights.shape[0]}")
 
+    def _save_state(self) -> dict[str, Any]:
+        return {"activation": self.activation, "num_units": self.num_units, "truncation": self.truncation,
+                "weights": self.weights}
+
     @property
     def num_features(self) -> int:
         return self.num_units

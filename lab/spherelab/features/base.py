@@ -18,10 +18,12 @@ from typing import Any
 
 import numpy as np
 
+from .._state import Saveable
+
 __all__ = ["Features"]
 
 
-class Features:
+class Features(Saveable):
     """Abstract base of inducing features.
 
     Subclasses implement :meth:`Kuu`, :meth:`Kuf`, :meth:`Kuu_gradients`, :meth:`Kuf_gradients`

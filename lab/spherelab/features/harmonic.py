@@ -83,6 +83,15 @@ class SphericalFeatures(Features):
             raise ValueError("the kernel has no prior mass on any degree <= max_degree")
         self._keep = None if keep.size == self.all_degrees.size else keep
 
+    def _keep_from(self, state) -> np.ndarray | None:
+        """The saved ``_keep`` of :meth:`bind`, checked against these features (load)."""
+        keep = state.array("keep", shape=(None,), integer=True, optional=True)
+        if keep is not None:
+            n = self.all_degrees.size
+            if keep.size == 0 or np.any(np.diff(keep) <= 0) or keep[0] < 0 or keep[-1] >= n:
+                raise state.fail("keep", f"increasing indices in [0, {n}) of the functions kept")
+        return keep
+
     @property
     def kept(self) -> np.ndarray | slice:
         """Index of the functions kept by :meth:`bind` (all before it)."""
@@ -202,6 +211,20 @@ class HarmonicFeatures(SphericalFeatures):
         if self.harmonics is None or self.harmonics.dim != dim:
             self.harmonics = SphericalHarmonics(dim, self.max_degree)
             self._keep = None
+
+    def _save_state(self) -> dict[str, Any]:
+        return {"max_degree": self.max_degree, "dim": None if self.harmonics is None else self.harmonics.dim,
+                "keep": self._keep}
+
+    @classmethod
+    def _load_state(cls, state):
+        features = cls(state.int("max_degree", minimum=0), state.int("dim", minimum=2, optional=True))
+        if features.harmonics is None:
+            if state.value("keep") is not None:
+                raise state.fail("keep", "null for features not yet initialised")
+        else:
+            features._keep = features._keep_from(state)
+        return features
 
     def _ready(self) -> SphericalHarmonics:
         if self.harmonics is None:

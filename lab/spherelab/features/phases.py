@@ -131,6 +131,20 @@ class PhaseTruncatedHarmonics(SphericalFeatures):
             directions = [greedy_directions(ell, self.dim, P, rng) for ell, P in enumerate(self.phases)]
         self.set_directions(directions)
 
+    def _save_state(self) -> dict[str, Any]:
+        return {"dim": self.dim, "max_degree": self.max_degree, "max_phases": self.max_phases,
+                "directions": list(self.directions), "keep": self._keep}
+
+    @classmethod
+    def _load_state(cls, state):
+        directions = state.value("directions")
+        max_degree = state.int("max_degree", minimum=0)
+        if not isinstance(directions, list) or len(directions) != max_degree + 1:
+            raise state.fail("directions", f"a list of max_degree + 1 = {max_degree + 1} arrays", directions)
+        features = cls(state.int("dim", minimum=2), max_degree, state.int("max_phases", minimum=1), directions)
+        features._keep = features._keep_from(state)
+        return features
+
     # ---- parameters -----------------------------------------------------------------------
     def set_directions(self, directions: Any) -> None:
         """Replace the directions (list of ``(P_l, d)`` arrays with non-zero rows)."""

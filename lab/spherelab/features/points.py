@@ -27,6 +27,9 @@ class InducingPoints(Features):
         self.Z = check_finite_array(Z, "Z", ndim=2).copy()
         self.num_units = self.Z.shape[0]
 
+    def _save_state(self) -> dict[str, Any]:
+        return {"Z": self.Z}
+
     @property
     def num_features(self) -> int:
         return self.Z.shape[0]

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from .._state import Saveable
 from .._validation import (
     MAX_MAGNITUDE,
     Hyper,
@@ -81,7 +82,7 @@ def _gram_work(kernel, *args, **kwargs) -> float:
 _gram = entry_point(_gram_work)
 
 
-class ZonalKernel:
+class ZonalKernel(Saveable):
     """Base class. Subclasses implement the unit-variance ``_shape``, ``_shape_dt``,
     ``_shape_grads`` and ``_spectrum``/``_spectrum_grads``; ``variance``, ``bias`` and
     ``input_scale`` are handled here."""
@@ -364,6 +365,11 @@ class ZonalKernel:
 
     #: structural (non-trainable) attributes shown by repr
     structure: tuple[str, ...] = ()
+
+    def _save_state(self) -> dict[str, Any]:
+        """The constructor's arguments: the structural ones and every hyper-parameter
+        (:mod:`spherelab.persistence`; the constructor validates each on load)."""
+        return {**{s: getattr(self, s) for s in self.structure}, **self.hyperparameters}
 
     def __repr__(self) -> str:
         items = {s: getattr(self, s) for s in self.structure}

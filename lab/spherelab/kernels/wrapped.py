@@ -51,6 +51,9 @@ class Truncated(WrappedKernel):
         object.__setattr__(self, "dim", check_dim(dim))
         object.__setattr__(self, "max_degree", check_degree(max_degree))
 
+    def _save_state(self):
+        return {"kernel": self.base, "dim": self.dim, "max_degree": self.max_degree}
+
 
     @property
     def structure(self):  # type: ignore[override]
@@ -136,6 +139,9 @@ class Parity(WrappedKernel):
             raise TypeError(f"kernel must be a spherelab kernel, got {kernel!r}")
         object.__setattr__(self, "base", kernel)
         object.__setattr__(self, "even", bool(even))
+
+    def _save_state(self):
+        return {"kernel": self.base, "even": self.even}
 
 
 

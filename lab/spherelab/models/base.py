@@ -24,6 +24,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from scipy.special import expit
 
+from .._state import Saveable
 from .._validation import check_data, check_finite_array
 from ..backend.ops import use
 from ..distributed import lazy_rows
@@ -157,7 +158,7 @@ def threaded_objective(method):
     return _on_device(entry_point(lambda model, theta, X, *args, **kwargs: _work(model, X), _dim)(method))
 
 
-class Model:
+class Model(Saveable):
     """Base of the models: the registry and the objective (module docstring).
 
     Every subclass's ``predict_f``/``predict_y`` accepts a Dask array and returns Dask arrays
@@ -177,6 +178,7 @@ class Model:
     _transient = ("ops", "optimizer_result", "lift_result")
     #: the training data: saved only with ``include_data=True``
     _transient_data = ("_X", "_y")
+    _data_entries = ("X", "y")
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

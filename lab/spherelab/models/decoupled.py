@@ -27,6 +27,7 @@ from ..features import Features
 from ..kernels import ZonalKernel
 from ..likelihoods import Gaussian
 from ..linalg import cholesky_or_explain, forward_solve
+from . import saved
 from .base import Param, kernel_params, likelihood_params, threaded
 from .sparse import SparseModel
 
@@ -120,6 +121,13 @@ class OrthogonalSVGP(SparseModel):
 
     def _num_inducing(self) -> int:
         return self.features.num_features + self.num_orthogonal
+
+    def _save_state(self) -> dict[str, Any]:
+        return saved.decoupled_state(self)
+
+    @classmethod
+    def _load_state(cls, state):
+        return saved.load_decoupled(cls, state)
 
     # ---- set-up ---------------------------------------------------------------------------
     def initialise(self, X: np.ndarray, seed: int = 0) -> "OrthogonalSVGP":

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 from scipy.linalg import cho_solve, solve_triangular
 
+from .._state import Saveable
 from .._validation import check_data, check_finite_array, check_positive
 from ..kernels import ZonalKernel
 from ..linalg import cholesky_or_explain
@@ -20,7 +21,7 @@ __all__ = ["ExactGP"]
 MAX_ROWS = 20_000
 
 
-class ExactGP:
+class ExactGP(Saveable):
     r"""Dense GP regression with a spherelab kernel and Gaussian noise.
 
     Parameters
@@ -44,6 +45,17 @@ class ExactGP:
         self.kernel = kernel
         self.noise = check_positive(noise, "noise")
         self._L = None
+
+    def _save_state(self) -> dict[str, Any]:
+        from .saved import exact_state
+
+        return exact_state(self)  # the data always: they are the posterior
+
+    @classmethod
+    def _load_state(cls, state):
+        from .saved import load_exact
+
+        return load_exact(cls, state)
 
     def fit(self, X: Any, y: Any) -> "ExactGP":
         r"""Factorise :math:`K + \sigma^2 I` (:math:`O(N^3)`)."""

@@ -37,6 +37,7 @@ from ..groups import Antipodal, Group, harmonic_decomposition
 from ..kernels import ZonalKernel
 from ..likelihoods import Gaussian
 from ..linalg import cholesky_or_explain, inverse_factor
+from . import saved
 from .base import Param, kernel_params, likelihood_params, threaded
 from .sparse import SparseModel
 
@@ -160,6 +161,13 @@ class HarmonicSVGP(SparseModel):
             raise ValueError(f"jitter must be a finite number >= 0, got {jitter!r}")
         self.ms = self.Ls = None
         self.optimizer_result = None
+
+    def _save_state(self) -> dict[str, Any]:
+        return saved.hvgp_state(self)
+
+    @classmethod
+    def _load_state(cls, state):
+        return saved.load_hvgp(cls, state)
 
     @property
     def num_blocks(self) -> int:

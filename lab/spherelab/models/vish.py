@@ -35,7 +35,7 @@ from ..kernels import ZonalKernel
 from ..likelihoods import Gaussian
 from ..linalg import NumericalFailure, cholesky_or_explain
 from ..threads import chunk_rows, policy
-from . import vish_svi
+from . import saved, vish_svi
 from .base import Model, Param, kernel_params, likelihood_params, threaded
 
 __all__ = ["VISH", "harmonic_statistics"]
@@ -122,6 +122,13 @@ class VISH(Model):
         self._posterior: tuple | None = None
         self.optimizer_result = self.lift_result = None
         self.passes = 0
+
+    def _save_state(self) -> dict[str, Any]:
+        return saved.vish_state(self)
+
+    @classmethod
+    def _load_state(cls, state):
+        return saved.load_vish(cls, state)
 
     # ---- parameters -----------------------------------------------------------------------
     def _initialised(self) -> bool:

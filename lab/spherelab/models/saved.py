@@ -1,0 +1,179 @@
+r"""What each model writes to a model file and how it is rebuilt from one
+(:mod:`spherelab.persistence`, :mod:`spherelab._state`).
+
+A model is rebuilt through its constructor — which validates the kernel, likelihood, features
+and options, and builds every derived object — and then given its fitted state: variational
+parameters or sufficient statistics whose shapes are checked against the sizes the rebuilt
+features, groups and inputs declare. Training data are entries ``X`` and ``y`` (written only
+with ``include_data``, except for :class:`~spherelab.models.ExactGP`, whose posterior they are).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._state import LoadedState
+
+__all__ = ["common_state", "load_common"]
+
+
+def common_state(model) -> dict[str, Any]:
+    """The entries every model writes besides its own: fit report and training data."""
+    return {"fit_report": getattr(model, "fit_report_", None), "X": getattr(model, "_X", None),
+            "y": getattr(model, "_y", None)}
+
+
+def load_common(model, s: LoadedState, inputs: int | None) -> None:
+    """Fit report and training data (``inputs`` columns, when the model knows them)."""
+    if s.value("fit_report") is not None:
+        model.fit_report_ = s.report("fit_report")
+    X = s.array("X", shape=(None, inputs), optional=True)
+    y = None if X is None else s.array("y", shape=(X.shape[0],))
+    if X is None and s.value("y") is not None:
+        raise s.fail("y", "null when X is")
+    model._X, model._y = X, y
+
+
+def vish_state(m) -> dict[str, Any]:
+    return {"kernel": m.kernel, "max_degree": m.max_degree, "likelihood": m.likelihood, "chunk_size": m.chunk_size,
+            "given_features": m._given_features, "prior": m.prior, "gram_dtype": m.gram_dtype,
+            "features": m.features, "stats": m.stats, "q_mu": m.q_mu, "q_sqrt": m.q_sqrt, "passes": m.passes,
+            **common_state(m)}
+
+
+def load_vish(cls, s: LoadedState):
+    from ..bounds.statistics import Statistics
+    from ..features.harmonic import SphericalFeatures
+    from ..kernels import ZonalKernel
+
+    given = s.obj("given_features", SphericalFeatures, optional=True)
+    model = cls(s.obj("kernel", ZonalKernel), s.int("max_degree", minimum=0, optional=True), s.value("likelihood"),
+                chunk_size=s.int("chunk_size", minimum=1, optional=True), features=given,
+                prior=s.str("prior", ("kernel", "features")), gram_dtype=s.str("gram_dtype", ("float64", "float32")))
+    features = s.obj("features", SphericalFeatures, optional=True)
+    model.passes = s.int("passes", minimum=0)
+    inputs = None
+    if features is not None:
+        if given is not None and features is not given:
+            raise s.fail("features", "the given features themselves")
+        if features.max_degree != model.max_degree or getattr(features, "harmonics", True) is None:
+            raise s.fail("features", f"initialised features of max_degree {model.max_degree}")
+        model.features, M, inputs = features, features.num_features, features.dim - 1
+        stats = s.obj("stats", Statistics, optional=True)
+        if stats is not None and stats.G.shape != (M, M):
+            raise s.fail("stats", f"statistics of the {M} features (G of shape ({M}, {M}))")
+        model.stats = stats
+        model.q_mu = s.array("q_mu", shape=(M,), optional=True)
+        model.q_sqrt = s.array("q_sqrt", shape=(M, M), optional=model.q_mu is None)
+    else:
+        for name in ("stats", "q_mu", "q_sqrt"):
+            if s.value(name) is not None:
+                raise s.fail(name, "null for a model not fitted (no features)")
+    load_common(model, s, inputs)
+    return model
+
+
+def decoupled_state(m) -> dict[str, Any]:
+    return {"kernel": m.kernel, "features": m.features, "num_orthogonal": m.num_orthogonal,
+            "likelihood": m.likelihood, "whiten": m.whiten, "jitter": m.jitter,
+            "sufficient_statistics": m.sufficient_statistics, "W": m.W, "m_u": m.m_u, "L_u": m.L_u,
+            "m_v": m.m_v, "L_v": m.L_v, "input_dim": getattr(m, "_input_dim", None), **common_state(m)}
+
+
+def load_decoupled(cls, s: LoadedState):
+    from ..features import Features
+    from ..kernels import ZonalKernel
+
+    K = s.int("num_orthogonal", minimum=0)
+    options = {"whiten": s.bool("whiten"), "jitter": s.float("jitter", minimum=0.0),
+               "sufficient_statistics": s.bool("sufficient_statistics")}
+    W = s.array("W", shape=(K, None), optional=True)
+    kernel, features, likelihood = s.obj("kernel", ZonalKernel), s.obj("features", Features), s.value("likelihood")
+    if cls.__name__ == "ActivatedSVGP":  # K = 0 by construction
+        if K != 0:
+            raise s.fail("num_orthogonal", "0 for an ActivatedSVGP", K)
+        model = cls(kernel, features, likelihood, **options)
+        model.W = W
+    else:
+        model = cls(kernel, features, K, likelihood, orthogonal_inputs=W, **options)
+    D = s.int("input_dim", minimum=1, optional=True)
+    if s.value("m_u") is None:
+        for name in ("L_u", "m_v", "L_v"):
+            if s.value(name) is not None:
+                raise s.fail(name, "null for a model not initialised")
+    else:
+        if D is None or W is None or W.shape[1] != D:
+            raise s.fail("input_dim", "the number of inputs of an initialised model (W's columns)", D)
+        _check_initialised_features(features, D, s)
+        M = features.num_features
+        model.m_u, model.L_u = s.array("m_u", shape=(M,)), s.array("L_u", shape=(M, M))
+        model.m_v, model.L_v = s.array("m_v", shape=(K,)), s.array("L_v", shape=(K, K))
+        model._input_dim = D
+    load_common(model, s, D)
+    return model
+
+
+def _check_initialised_features(features, D: int, s: LoadedState) -> None:
+    """Features of an initialised decoupled model must live on S^D (or in R^D for points)."""
+    Z = getattr(features, "Z", None)
+    weights = getattr(features, "weights", None)
+    if Z is not None:
+        ok = Z.shape[1] == D
+    elif hasattr(features, "weights"):
+        ok = weights is not None and weights.shape[1] == D + 1
+    else:
+        ok = getattr(features, "harmonics", True) is not None and features.dim == D + 1
+    if not ok:
+        raise s.fail("features", f"features initialised for {D} inputs")
+
+
+def hvgp_state(m) -> dict[str, Any]:
+    return {"kernel": m.kernel, "group": m.group, "sizes": list(m.sizes), "likelihood": m.likelihood,
+            "jitter": m.jitter, "Z": m.Z, "ms": m.ms, "Ls": m.Ls, "input_dim": getattr(m, "_input_dim", None),
+            **common_state(m)}
+
+
+def load_hvgp(cls, s: LoadedState):
+    from ..groups import Antipodal, Group
+    from ..kernels import ZonalKernel
+
+    group = s.obj("group", (Group, Antipodal))
+    sizes = s.value("sizes")
+    # each real component pairs at most two indices t, -t: a group with more than twice as many
+    # elements as the saved blocks cannot be this model's (and its decomposition is not built)
+    if not isinstance(sizes, list) or not sizes or group.size > 2 * len(sizes) \
+            or not all(isinstance(m, int) and not isinstance(m, bool) and m >= 1 for m in sizes):
+        raise s.fail("sizes", f"one positive block size per real component of the group (|G| = {group.size})",
+                     sizes)
+    D = s.int("input_dim", minimum=1, optional=True)
+    Z = None if s.value("Z") is None else s.arrays("Z", [(m, D) for m in sizes])
+    model = cls(s.obj("kernel", ZonalKernel), group, sizes, s.value("likelihood"), inducing_inputs=Z,
+                jitter=s.float("jitter", minimum=0.0))
+    if s.value("ms") is None:
+        if s.value("Ls") is not None:
+            raise s.fail("Ls", "null for a model not initialised")
+    else:
+        if Z is None or D is None:
+            raise s.fail("Z", "the inducing inputs of an initialised model")
+        model.ms = s.arrays("ms", [(m,) for m in model.sizes])
+        model.Ls = s.arrays("Ls", [(m, m) for m in model.sizes])
+        model._input_dim = D
+    load_common(model, s, D)
+    return model
+
+
+def exact_state(m) -> dict[str, Any]:
+    return {"kernel": m.kernel, "noise": m.noise, "X": getattr(m, "_X", None), "y": getattr(m, "_y", None)}
+
+
+def load_exact(cls, s: LoadedState):
+    from ..kernels import ZonalKernel
+
+    model = cls(s.obj("kernel", ZonalKernel), s.value("noise"))
+    X = s.array("X", shape=(None, None), optional=True)
+    if X is not None:
+        model.fit(X, s.array("y", shape=(X.shape[0],)))  # the factor is computed again, never read
+    elif s.value("y") is not None:
+        raise s.fail("y", "null when X is")
+    return model
+
