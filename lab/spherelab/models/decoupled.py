@@ -30,6 +30,7 @@ from ..linalg import cholesky_or_explain, forward_solve
 from . import saved
 from .base import Param, kernel_params, likelihood_params, threaded
 from .sparse import SparseModel
+from .transaction import transactional
 
 __all__ = ["OrthogonalSVGP", "ActivatedSVGP"]
 
@@ -209,6 +210,7 @@ class OrthogonalSVGP(SparseModel):
         return streamed_statistics(lambda Xc: (forward_solve(LJ, self._features_at(Xc)), self.kernel.diag(Xc)),
                                    X, y, chunk_size=self._chunk_rows(), keep=keep, ops=self.ops)
 
+    @transactional
     @threaded
     def optimal_q(self, X: Any, y: Any) -> "OrthogonalSVGP":
         r"""Set q to the maximiser of the ELBO for a Gaussian likelihood at the current kernel,

@@ -14,6 +14,7 @@ from .._validation import check_data, check_finite_array, check_positive
 from ..kernels import ZonalKernel
 from ..linalg import cholesky_or_explain
 from ..threads import policy
+from .transaction import transactional
 
 __all__ = ["ExactGP"]
 
@@ -57,6 +58,7 @@ class ExactGP(Saveable):
 
         return load_exact(cls, state)
 
+    @transactional
     def fit(self, X: Any, y: Any) -> "ExactGP":
         r"""Factorise :math:`K + \sigma^2 I` (:math:`O(N^3)`)."""
         X, y = check_data(X, y)

@@ -40,6 +40,7 @@ from ..linalg import cholesky_or_explain, inverse_factor
 from . import saved
 from .base import Param, kernel_params, likelihood_params, threaded
 from .sparse import SparseModel
+from .transaction import transactional
 
 __all__ = ["HarmonicSVGP"]
 
@@ -200,6 +201,7 @@ class HarmonicSVGP(SparseModel):
         self.Ls = [np.eye(m) for m in self.sizes]
         return self
 
+    @transactional
     @threaded
     def optimal_q(self, X: Any, y: Any, chunk_size: int = 4096) -> "HarmonicSVGP":
         r"""Set q to the optimum of the ELBO for a Gaussian likelihood at the current kernel,

@@ -13,6 +13,7 @@ from ..likelihoods import Gaussian
 from ..linalg import NumericalFailure
 from ..optim import Adam, minimize_lbfgsb
 from .base import Model, threaded_objective
+from .transaction import transactional
 
 __all__ = ["SparseModel"]
 
@@ -63,6 +64,7 @@ class SparseModel(Model):
         if init_q == "optimal" and isinstance(self.likelihood, Gaussian):
             self.optimal_q(X, y)
 
+    @transactional
     def fit(self, X: Any, y: Any, *, optimize: bool = True, maxiter: int = 1000, seed: int = 0,
             init_q: str = "optimal", collapsed: bool | None = None):
         """Full-batch fit of every parameter by L-BFGS-B (``optimize=False``: initialise only).
@@ -106,6 +108,7 @@ class SparseModel(Model):
         self._X, self._y = X, y
         return self
 
+    @transactional
     def fit_svi(self, X: Any, y: Any, *, batch_size: int = 256, iterations: int = 1000, lr: float = 0.01,
                 seed: int = 0, init_q: str = "optimal"):
         """Minibatch fit of every parameter by Adam on the unbiased ELBO estimate; the ELBO

@@ -37,6 +37,7 @@ from ..linalg import NumericalFailure, cholesky_or_explain
 from ..threads import chunk_rows, policy
 from . import saved, vish_svi
 from .base import Model, Param, kernel_params, likelihood_params, threaded
+from .transaction import transactional
 
 __all__ = ["VISH", "harmonic_statistics"]
 
@@ -244,6 +245,7 @@ class VISH(Model):
     #: larger ones are streamed twice per step
     lift_cache_elements = 20_000_000
 
+    @transactional
     def fit(self, X: Any, y: Any, *, optimize: bool = True, train_lift: bool = True, lift_subsample: int = 20_000,
             lift_maxiter: int = 200, maxiter: int = 500, seed: int = 0, lift_ftol: float = 1e-4) -> "VISH":
         """Fit the model (module docstring): with ``optimize`` and ``train_lift``, (1) every
@@ -305,6 +307,7 @@ class VISH(Model):
                 self._report_fit({**stages, "spectrum": self.optimizer_result})
         return self
 
+    @transactional
     def fit_svi(self, X: Any, y: Any, *, batch_size: int = 256, iterations: int = 1000, lr: float = 0.01,
                 gamma: float = 0.1, seed: int = 0, train_directions: bool = True) -> "VISH":
         r"""Stochastic variational inference with the uncollapsed bound on minibatches
