@@ -159,7 +159,14 @@ class Hyper:
             raise AttributeError(self.name) from None
 
     def __set__(self, obj, value) -> None:
-        obj.__dict__[self.slot] = self.check(value, self.name)
+        checked = self.check(value, self.name)
+        if self.slot in obj.__dict__:  # a published object: not beside a prediction (spherelab.concurrency)
+            from .concurrency import lock_of
+
+            with lock_of(obj).write():
+                obj.__dict__[self.slot] = checked
+        else:
+            obj.__dict__[self.slot] = checked
 
 
 def check_dim(dim: Any, name: str = "dim") -> int:

@@ -48,7 +48,13 @@ class Gaussian(Saveable):
         if v < self.floor:
             raise ValueError(f"variance (the noise variance) must be >= floor = {self.floor:g}, got {value!r}; "
                              "pass Gaussian(..., floor=smaller) if the data really are this precise")
-        self._variance = v
+        if "_variance" in self.__dict__:  # a published object: not beside a prediction (spherelab.concurrency)
+            from .concurrency import lock_of
+
+            with lock_of(self).write():
+                self._variance = v
+        else:
+            self._variance = v
 
     def predict_y(self, mean: Any, var: Any) -> tuple[np.ndarray, np.ndarray]:
         """Predictive mean and variance of y given those of f."""

@@ -27,6 +27,7 @@ from scipy.special import expit
 from .._state import Saveable
 from .._validation import check_data, check_finite_array
 from ..backend.ops import use
+from ..concurrency import reading, writing
 from ..distributed import lazy_rows
 from ..likelihoods import Bernoulli, Gaussian
 from ..linalg import NumericalFailure, add_jitter, jitter_backward
@@ -184,7 +185,7 @@ class Model(Saveable):
         super().__init_subclass__(**kwargs)
         for name in ("predict_f", "predict_y"):
             if name in cls.__dict__:
-                setattr(cls, name, lazy_rows(cls.__dict__[name]))
+                setattr(cls, name, lazy_rows(reading(cls.__dict__[name])))
 
     def save(self, path, *, include_data: bool = False) -> None:
         """Save the model to ``path`` (``.npz`` + JSON metadata, no pickle; see
@@ -250,6 +251,7 @@ class Model(Saveable):
         """Names of the trainable parameters, in the order of the flat vector."""
         return [p.name for p in self._entries(None)]
 
+    @reading
     def get_params(self) -> dict[str, Any]:
         """Every trainable parameter's current value by name (copies)."""
         def copy(v):
@@ -259,6 +261,7 @@ class Model(Saveable):
 
         return {p.name: copy(p.get()) for p in self._entries(None)}
 
+    @writing
     def set_params(self, **values: Any) -> "Model":
         """Set parameters by name; shapes must match, positive ones must be finite and > 0.
 
@@ -278,6 +281,7 @@ class Model(Saveable):
         entries = self._entries(names)
         return np.concatenate([p.pack() for p in entries]) if entries else np.zeros(0)
 
+    @writing
     def set_parameter_vector(self, theta: np.ndarray, names: Sequence[str] | None = None) -> None:
         """Inverse of :meth:`parameter_vector`."""
         entries = self._entries(names)
@@ -388,6 +392,7 @@ class Model(Saveable):
         return X, y
 
     @lazy_rows
+    @reading
     def predict_y(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
         """Predictive mean and variance of y (for Bernoulli: the probability of 1 and its
         Bernoulli variance); a Dask ``X`` gives Dask arrays, lazily."""

@@ -23,6 +23,7 @@ from ..bounds.decoupled import (
     whitened_optimum,
 )
 from ..bounds.statistics import Statistics, streamed_statistics
+from ..concurrency import reading
 from ..features import Features
 from ..kernels import ZonalKernel
 from ..likelihoods import Gaussian
@@ -298,6 +299,7 @@ class OrthogonalSVGP(SparseModel):
     def _initialised(self) -> bool:
         return self.m_u is not None
 
+    @reading
     @threaded
     def elbo(self, X: Any = None, y: Any = None) -> float:
         """The ELBO on all of (X, y) (default: the training data)."""

@@ -11,6 +11,7 @@ from scipy.linalg import cho_solve, solve_triangular
 
 from .._state import Saveable
 from .._validation import check_data, check_finite_array, check_positive
+from ..concurrency import reading
 from ..kernels import ZonalKernel
 from ..linalg import cholesky_or_explain
 from ..threads import policy
@@ -85,6 +86,7 @@ class ExactGP(Saveable):
         n = self._y.size
         return float(-0.5 * self._y @ self._alpha - np.log(np.diag(self._L)).sum() - 0.5 * n * np.log(2 * np.pi))
 
+    @reading
     def predict_f(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
         """Posterior mean and variance of f at ``X``, ``(N*,)`` each."""
         self._check_fitted()
@@ -95,6 +97,7 @@ class ExactGP(Saveable):
         V = solve_triangular(self._L, Ksx.T, lower=True)
         return Ksx @ self._alpha, np.maximum(self.kernel.diag(X) - np.einsum("ij,ij->j", V, V), 0.0)
 
+    @reading
     def predict_y(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
         """Predictive mean and variance of y (noise added)."""
         mean, var = self.predict_f(X)

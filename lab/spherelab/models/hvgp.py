@@ -33,6 +33,7 @@ from scipy.linalg import solve_triangular
 from .._validation import check_finite_array, check_int
 from ..bounds.statistics import streamed_statistics
 from ..bounds.whitened import HINT_BLOCK, BlockBound, block_bound_whitened, block_predictive
+from ..concurrency import reading
 from ..groups import Antipodal, Group, harmonic_decomposition
 from ..kernels import ZonalKernel
 from ..likelihoods import Gaussian
@@ -298,6 +299,7 @@ class HarmonicSVGP(SparseModel):
     def _initialised(self) -> bool:
         return self.ms is not None
 
+    @reading
     @threaded
     def elbo(self, X: Any = None, y: Any = None) -> float:
         """The ELBO on all of (X, y) (default: the training data)."""

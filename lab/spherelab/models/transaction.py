@@ -8,6 +8,7 @@ anything — ``KeyboardInterrupt``, a failed Dask block, ``NumericalFailure``, `
 every recorded object gets its attributes back (the same objects: a kernel the user holds is
 restored, not replaced), so the model predicts bit for bit as before the fit or stays unfitted;
 ``fit_report_["interrupted"]`` then says what stopped it, and the exception is raised again.
+The fit holds the write side of the model's locks throughout (:mod:`spherelab.concurrency`).
 
 Training data (``_X``, ``_y``) are only ever replaced, never written in place, so they are kept
 by reference rather than copied: the record costs the size of the parameters and statistics, not
@@ -21,7 +22,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .._state import Saveable
+from ..concurrency import holding, reachable
 
 __all__ = ["transactional", "Snapshot"]
 
@@ -40,33 +41,12 @@ def _copy(value: Any, depth: int = 0) -> Any:
     return value
 
 
-def _reachable(root: Any) -> list:
-    """``root`` and every saveable object its attributes reach (through lists, tuples, dicts)."""
-    seen: dict[int, Any] = {}
-    stack = [root]
-    while stack:
-        obj = stack.pop()
-        if id(obj) in seen:
-            continue
-        seen[id(obj)] = obj
-        pending = list(vars(obj).values())
-        while pending:
-            v = pending.pop()
-            if isinstance(v, (list, tuple)):
-                pending.extend(v)
-            elif isinstance(v, dict):
-                pending.extend(v.values())
-            elif isinstance(v, Saveable) and id(v) not in seen:
-                stack.append(v)
-    return list(seen.values())
-
-
 class Snapshot:
     """The attributes of ``root`` and of every part it reaches, restorable in place."""
 
     def __init__(self, root: Any) -> None:
         self.states = [(obj, {k: v if k in _BY_REFERENCE else _copy(v) for k, v in vars(obj).items()})
-                       for obj in _reachable(root)]
+                       for obj in reachable(root)]
 
     def restore(self) -> None:
         for obj, state in self.states:
@@ -80,14 +60,15 @@ def transactional(method: Callable) -> Callable:
 
     @functools.wraps(method)
     def run(self, *args, **kwargs):
-        snapshot = Snapshot(self)
-        try:
-            return method(self, *args, **kwargs)
-        except BaseException as exc:
-            snapshot.restore()
-            report = dict(getattr(self, "fit_report_", None) or {})
-            report["interrupted"] = f"{method.__name__} stopped by {type(exc).__name__}: {exc}"[:500]
-            self.fit_report_ = report
-            raise
+        with holding(self, write=True):  # no prediction sees the fit's trial points (spherelab.concurrency)
+            snapshot = Snapshot(self)
+            try:
+                return method(self, *args, **kwargs)
+            except BaseException as exc:
+                snapshot.restore()
+                report = dict(getattr(self, "fit_report_", None) or {})
+                report["interrupted"] = f"{method.__name__} stopped by {type(exc).__name__}: {exc}"[:500]
+                self.fit_report_ = report
+                raise
 
     return run

@@ -29,6 +29,7 @@ from ..backend.ops import use
 from ..bounds.harmonic import collapsed_bound, harmonic_statistics
 from ..bounds.lift import lift_gradient, lift_statistics
 from ..bounds.statistics import Statistics
+from ..concurrency import reading
 from ..distributed import is_dask, prepare, take_rows
 from ..features.harmonic import HarmonicFeatures, SphericalFeatures
 from ..kernels import ZonalKernel
@@ -218,6 +219,7 @@ class VISH(Model):
         X, y = check_data(X, y)
         return self._bound(self._statistics(X, y), lift=(X, y))
 
+    @reading
     @threaded
     def elbo(self, X: Any = None, y: Any = None) -> float:
         """The bound at the current parameters: after :meth:`fit`, the collapsed bound on the
