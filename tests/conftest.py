@@ -120,6 +120,13 @@ def check_objective_gradient(model, X, y, num_data, h=1e-6):
         assert np.isclose(g[i], num, rtol=1e-4, atol=1e-6), (i, g[i], num)
 
 
+def sine_data(n=40, seed=0):
+    """A noisy sine of the first of two uniform inputs on [-1, 1] (persistence, fits, threads)."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1, 1, (n, 2))
+    return X, np.sin(3 * X[:, 0]) + 0.1 * rng.standard_normal(n)
+
+
 def randomise_decoupled_q(model, rng):
     model.m_u = rng.standard_normal(model.m_u.size)
     model.m_v = rng.standard_normal(model.m_v.size)

@@ -12,6 +12,7 @@ import time
 import numpy as np
 import pytest
 import spherelab as sl
+from conftest import sine_data
 from spherelab import kernels as K
 from spherelab.concurrency import ParameterLock
 
@@ -19,9 +20,7 @@ G = sl.likelihoods.Gaussian
 
 
 def _data(n=80, seed=0):
-    rng = np.random.default_rng(seed)
-    X = rng.uniform(-1, 1, (n, 2))
-    return X, np.sin(3 * X[:, 0]) + 0.1 * rng.standard_normal(n)
+    return sine_data(n, seed)
 
 
 MODELS = {

@@ -12,7 +12,7 @@ import zipfile
 import numpy as np
 import pytest
 import spherelab as sl
-from conftest import hvgp_data
+from conftest import hvgp_data, sine_data
 from spherelab import activations as A
 from spherelab import kernels as K
 
@@ -20,9 +20,7 @@ G = sl.likelihoods.Gaussian
 
 
 def _data(n=40, seed=0):
-    rng = np.random.default_rng(seed)
-    X = rng.uniform(-1, 1, (n, 2))
-    return X, np.sin(3 * X[:, 0]) + 0.1 * rng.standard_normal(n)
+    return sine_data(n, seed)
 
 
 MODELS = {

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import spherelab as sl
-from conftest import hvgp_data
+from conftest import hvgp_data, sine_data
 from spherelab import kernels as K
 from spherelab.linalg import NumericalFailure
 
@@ -16,9 +16,7 @@ G = sl.likelihoods.Gaussian
 
 
 def _data(n=50, seed=0):
-    rng = np.random.default_rng(seed)
-    X = rng.uniform(-1, 1, (n, 2))
-    return X, np.sin(3 * X[:, 0]) + 0.1 * rng.standard_normal(n)
+    return sine_data(n, seed)
 
 
 # model, the method to interrupt (patched on the class: raises at its 4th call), and the fit
