@@ -26,20 +26,29 @@ __all__ = [
 ]
 
 
+_WARNED_MEMORY: set[str] = set()
+
+
 def memory_budget() -> int:
     """Bytes one allocation may take: ``SPHERELAB_MAX_MEMORY`` (e.g. ``"8G"``, ``"500M"``, or
     bytes) when set, else the machine's physical memory."""
     import os
+    import re
 
-    text = os.environ.get("SPHERELAB_MAX_MEMORY", "").strip().upper()
+    text = os.environ.get("SPHERELAB_MAX_MEMORY", "").strip()
     if text:
-        units = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
-        try:
-            return int(float(text[:-1]) * units[text[-1]]) if text[-1] in units else int(float(text))
-        except ValueError:
+        # digits with an optional fraction and unit: "inf", "-8G", "1e400" or "8 GB of RAM" are refused
+        match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([KMGTkmgt]?)[iI]?[bB]?", text)
+        units = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+        budget = int(float(match[1]) * units[match[2].upper()]) if match else 0
+        if budget > 0:
+            return budget
+        if text not in _WARNED_MEMORY:  # once per value, not at every allocation check
             import warnings
 
-            warnings.warn(f"SPHERELAB_MAX_MEMORY={text!r} is not a size like '8G'; ignored", RuntimeWarning)
+            _WARNED_MEMORY.add(text)
+            warnings.warn(f"SPHERELAB_MAX_MEMORY={text!r} is not a positive size like '8G' or '500M': ignored (the "
+                          "machine's physical memory is the limit)", RuntimeWarning, stacklevel=2)
     try:
         return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
     except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
