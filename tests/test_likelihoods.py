@@ -23,3 +23,16 @@ def test_bernoulli_expectations_against_quadrature():
     assert np.allclose(p, norm.cdf(mu / np.sqrt(1 + var)))
     with pytest.raises(ValueError, match="y in"):
         lik.check_targets(np.array([0.0, 2.0]))
+
+
+def test_the_floor_is_validated_when_set_after_construction():
+    import spherelab as sl
+
+    lik = sl.likelihoods.Gaussian(0.1)
+    for bad, match in ((-1.0, ">= 0"), (float("nan"), ">= 0"), ("1e-3", "number"), (0.5, "<= the noise variance")):
+        with pytest.raises((ValueError, TypeError), match=match):
+            lik.floor = bad
+    assert lik.floor == 1e-6
+    lik.floor = 0.05
+    with pytest.raises(ValueError, match="floor"):
+        lik.variance = 0.01

@@ -32,8 +32,24 @@ class Gaussian(Saveable):
     precise; every assignment of ``variance`` is checked against it."""
 
     def __init__(self, variance: float = 1.0, floor: float | None = None) -> None:
-        self.floor = NOISE_FLOOR if floor is None else check_nonnegative(floor, "floor")
+        self._floor = NOISE_FLOOR if floor is None else check_nonnegative(floor, "floor")
         self.variance = variance
+
+    @property
+    def floor(self) -> float:
+        """The least noise variance allowed (validated on assignment: >= 0 and <= ``variance``)."""
+        return self._floor
+
+    @floor.setter
+    def floor(self, value: Any) -> None:
+        v = check_nonnegative(value, "floor")
+        if v > self.variance:
+            raise ValueError(f"floor must be <= the noise variance {self.variance:g}, got {value!r}; lower "
+                             "the floor or raise the variance first")
+        from .concurrency import lock_of
+
+        with lock_of(self).write():
+            self._floor = v
 
     def _save_state(self) -> dict[str, Any]:
         return {"variance": self.variance, "floor": self.floor}

@@ -80,3 +80,21 @@ def test_positive_transform_chain_rule(rng):
     model = sl.VISH(K.Matern(1.5, 0.8, bias=0.7), 5, sl.likelihoods.Gaussian(0.1)).fit(X, y, optimize=False)
     check = sl.testing.checkgrad(lambda t: model.objective(t, X, y), model.parameter_vector())
     assert check.ok, str(check)
+
+
+def test_exact_gp_noise_is_validated_and_refactorises_when_set():
+    import spherelab as sl
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(25, 2))
+    y = np.sin(X[:, 0])
+    gp = sl.models.ExactGP(sl.kernels.Matern(1.5), 0.1).fit(X, y)
+    for bad in (-1.0, 0.0, float("inf"), "0.1"):
+        with pytest.raises((ValueError, TypeError), match="noise"):
+            gp.noise = bad
+    assert gp.noise == 0.1
+    gp.noise = 0.5
+    fresh = sl.models.ExactGP(sl.kernels.Matern(1.5), 0.5).fit(X, y)
+    for a, b in zip(gp.predict_f(X[:4]), fresh.predict_f(X[:4])):
+        assert np.array_equal(a, b)
+    assert gp.log_marginal_likelihood() == fresh.log_marginal_likelihood()

@@ -45,8 +45,27 @@ class ExactGP(Saveable):
         if not isinstance(kernel, ZonalKernel):
             raise TypeError(f"kernel must be a spherelab kernel, got {kernel!r}")
         self.kernel = kernel
-        self.noise = check_positive(noise, "noise")
+        self._noise = check_positive(noise, "noise")
         self._L = None
+
+    @property
+    def noise(self) -> float:
+        """The noise variance; assigning it validates it and, on a fitted model, factorises again
+        (the posterior depends on it)."""
+        return self._noise
+
+    @noise.setter
+    def noise(self, value: Any) -> None:
+        noise = check_positive(value, "noise")
+        if self._L is None:
+            self._noise = noise
+        else:
+            self._refit_with(noise)
+
+    @transactional
+    def _refit_with(self, noise: float) -> None:
+        self._noise = noise
+        self.fit(self._X, self._y)
 
     def _save_state(self) -> dict[str, Any]:
         from .saved import exact_state
