@@ -11,6 +11,7 @@ ready; otherwise "fitting…" shows while it runs.
 
 from __future__ import annotations
 
+import copy
 import time
 from typing import Callable
 
@@ -112,7 +113,9 @@ class OrthogonalExplorer(Selectable):
 
     def _fit(self, key) -> dict:
         kernel, activation, L, K = key
-        feats = ActivatedFeatures(self.activations[activation], self.units, L)
+        # an activation of its own: a fit holds its model's parts (spherelab.concurrency), and the
+        # fits ahead run beside the one shown
+        feats = ActivatedFeatures(copy.deepcopy(self.activations[activation]), self.units, L)
         model = OrthogonalSVGP(self.kernels[kernel](), feats, K, Gaussian(1.0))
         t0 = time.perf_counter()
         model.fit(self.X, self.y, maxiter=self.maxiter, seed=0)
