@@ -55,3 +55,16 @@ def test_classifier_probabilities_and_labels():
 
     reference = GaussianProcessClassifier().fit(X[:300], labels[:300]).score(X[300:], labels[300:])
     assert clf.score(X[300:], labels[300:]) >= reference - 0.03
+
+
+@pytest.mark.parametrize("make", [VISHRegressor, OrthogonalRegressor, VISHClassifier])
+def test_too_few_rows_and_sparse_input_are_refused_clearly(make):
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(20, 2))
+    y = (X[:, 0] > 0).astype(int)
+    with pytest.raises(ValueError, match="minimum of 2 is required"):
+        make().fit(X[:1], y[:1])
+    with pytest.raises(TypeError, match="[Ss]parse"):
+        make().fit(sp.csr_matrix(X), y)

@@ -36,3 +36,22 @@ def test_the_floor_is_validated_when_set_after_construction():
     lik.floor = 0.05
     with pytest.raises(ValueError, match="floor"):
         lik.variance = 0.01
+
+
+def test_bernoulli_models_take_boolean_labels():
+    import spherelab as sl
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, (40, 2))
+    labels = X[:, 0] + 0.3 * rng.standard_normal(40) > 0
+    for build, fit in ((lambda: sl.VISH(sl.kernels.Matern(1.5), 3, sl.likelihoods.Bernoulli()),
+                        lambda m, y: m.fit_svi(X, y, iterations=5, batch_size=16)),
+                       (lambda: sl.ActivatedSVGP(sl.kernels.ArcCosine(1),
+                                                 sl.ActivatedFeatures(sl.activations.ReLU(), 3, 3),
+                                                 sl.likelihoods.Bernoulli()),
+                        lambda m, y: m.fit(X, y, maxiter=5))):
+        a, b = fit(build(), labels), fit(build(), labels.astype(float))
+        for u, v in zip(a.predict_y(X[:5]), b.predict_y(X[:5])):
+            assert np.array_equal(u, v)
+        with pytest.raises(ValueError, match=r"y in \{0, 1\}"):
+            fit(build(), labels.astype(float) * 2)

@@ -36,7 +36,9 @@ class _Standardised(BaseEstimator):
     """Input standardisation shared by the estimators (constant columns keep scale 1)."""
 
     def _fit_inputs(self, X, y, **kwargs):
-        X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=kwargs.pop("y_numeric", True), **kwargs)
+        # two rows at least: one cannot separate signal from noise (the fit would end on the noise floor)
+        X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=kwargs.pop("y_numeric", True),
+                             ensure_min_samples=2, **kwargs)
         self.X_mean_ = X.mean(axis=0)
         scale = X.std(axis=0)
         self.X_scale_ = np.where(scale > 0, scale, 1.0)
@@ -135,8 +137,6 @@ class OrthogonalRegressor(_Regressor):
     def fit(self, X, y):
         """Fit on ``X`` ``(N, D)`` and ``y`` ``(N,)``; returns ``self``."""
         X, y = self._fit_inputs(X, y)
-        if X.shape[0] < 2:
-            raise ValueError(f"OrthogonalRegressor needs at least 2 rows, got n_samples = {X.shape[0]}")
         m = max(1, min(int(self.num_inducing), X.shape[0]))
         Z = X[np.random.default_rng(int(self.random_state or 0)).choice(X.shape[0], m, replace=False)]
         model = OrthogonalSVGP(_kernel(self.kernel), InducingPoints(Z + 1e-3), max(1, int(self.num_orthogonal)),

@@ -386,6 +386,10 @@ class Model(Saveable):
         return X
 
     def _check_data(self, X, y):
+        if isinstance(self.likelihood, Bernoulli):
+            y = y if hasattr(y, "dtype") else np.asarray(y)
+            if y.dtype == bool:  # labels {False, True} are {0, 1}
+                y = y.astype(np.float64)
         X, y = check_data(X, y)
         if isinstance(self.likelihood, Bernoulli):
             self.likelihood.check_targets(y)
