@@ -126,7 +126,8 @@ def _block_stats(stats_fn: Callable, Xb, yb, k: int, start: int):
 def _add(a, b):
     from .bounds.statistics import Statistics
 
-    return Statistics(a.G + b.G, a.c + b.c, a.yy + b.yy, a.sum_diag + b.sum_diag, a.n + b.n)
+    return Statistics(a.G + b.G, a.c + b.c, a.yy + b.yy, a.sum_diag + b.sum_diag, a.n + b.n,
+                      rounding=max(a.rounding, b.rounding))
 
 
 def block_statistics(stats_fn: Callable, X: Any, y: Any, progress: bool | None = None):

@@ -34,3 +34,65 @@ def test_gram_dtype_is_checked():
         sl.VISH(K.Matern(1.5), 2, gram_dtype="float16")
     with pytest.raises(ValueError, match="gram_dtype"):
         harmonic_statistics(K.Matern(1.5), sl.HarmonicFeatures(2), np.zeros((3, 2)), np.zeros(3), gram_dtype="half")
+
+
+@pytest.fixture(scope="module")
+def ill_conditioned():
+    """Inputs squeezed near the pole of S^8 (input scale 30): G is ill-conditioned, and at a small
+    noise variance float32 statistics lose the bound (RESULTS.md, "float32 bound")."""
+    X, y = sl.datasets.synthetic_regression(40_000, seed=0)
+    kernel = K.Matern(1.5, 1.0, bias=1.0, input_scale=np.full(8, 30.0))
+    feats = sl.HarmonicFeatures(3)
+    feats.initialise(9, None)
+    feats.bind(kernel)
+    s64 = harmonic_statistics(kernel, feats, X, y)
+    s32 = harmonic_statistics(kernel, feats, X, y, gram_dtype="float32")
+    return X, y, kernel, feats, s64, s32
+
+
+def test_float32_statistics_are_refused_where_they_cannot_support_the_bound(ill_conditioned):
+    from spherelab.bounds.harmonic import FLOAT32_TOLERANCE, InsufficientPrecision, check_precision, collapsed_bound
+
+    X, y, kernel, feats, s64, s32 = ill_conditioned
+    assert s32.rounding == np.finfo(np.float32).eps and s64.rounding == 0.0
+    lam, v = feats.Kuu_inverse_diag(kernel), kernel.at_one()
+    outcomes = {}
+    for noise in (1e-1, 1e-6):
+        b64, b32 = collapsed_bound(lam, v, noise, s64), collapsed_bound(lam, v, noise, s32)
+        actual = abs(b32.value - b64.value) / abs(b64.value)
+        try:
+            check_precision(b32, s32)
+            outcomes[noise] = ("kept", actual)
+        except InsufficientPrecision as why:
+            outcomes[noise] = ("refused", actual, str(why))
+        check_precision(b64, s64)  # float64 statistics are never refused
+    assert outcomes[1e-1][0] == "kept" and outcomes[1e-1][1] < FLOAT32_TOLERANCE
+    assert outcomes[1e-6][0] == "refused" and "condition number" in outcomes[1e-6][2]
+
+
+def test_a_float32_fit_replaces_statistics_that_cannot_serve_it(ill_conditioned, tmp_path):
+    X, y = ill_conditioned[:2]
+
+    def fit(dtype):
+        kernel = K.Matern(1.5, 1.0, bias=1.0, input_scale=np.full(8, 30.0))
+        model = sl.VISH(kernel, 3, sl.likelihoods.Gaussian(1e-6, floor=1e-8), gram_dtype=dtype)
+        return model.fit(X, y, train_lift=False, maxiter=30)
+
+    m64, m32 = fit("float64"), fit("float32")
+    assert "float32 statistics replaced by float64" in m32.fit_report_["statistics"]
+    assert m32.stats.rounding == 0.0 and m32.passes == m64.passes + 1
+    for key, value in m64.get_params().items():  # the same fit, from the same start, on the same statistics
+        assert np.array_equal(np.asarray(m32.get_params()[key]), np.asarray(value)), key
+    # a model holding float32 statistics in that regime: elbo() recomputes them, or says why it cannot
+    kernel = K.Matern(1.5, 1.0, bias=1.0, input_scale=np.full(8, 30.0))
+    raw = sl.VISH(kernel, 3, sl.likelihoods.Gaussian(1e-6, floor=1e-8), gram_dtype="float32").fit(
+        X, y, optimize=False)
+    assert raw.stats.rounding > 0
+    assert np.isclose(raw.elbo(), sl.VISH(K.Matern(1.5, 1.0, bias=1.0, input_scale=np.full(8, 30.0)), 3,
+                                          sl.likelihoods.Gaussian(1e-6, floor=1e-8)).fit(X, y, optimize=False).elbo(),
+                      rtol=1e-12)
+    raw.save(tmp_path / "m.npz")
+    loaded = sl.load(tmp_path / "m.npz")
+    assert loaded.stats.rounding == raw.stats.rounding
+    with pytest.raises(ValueError, match="include_data"):
+        loaded.elbo()

@@ -59,6 +59,15 @@ class CollapsedBound:
     dc : numpy.ndarray
         :math:`\\partial\\mathcal L/\\partial c`, ``(M,)``.
     dsum_r2 : float
+    error : float
+        First-order estimate of the bound's error from the statistics' rounding
+        (:attr:`Statistics.rounding` :math:`\\rho`), the errors of the entries taken as independent:
+        :math:`\\rho\\,\\big(\\sum_{ij}(\\partial_{G_{ij}}\\mathcal L\\,d_id_j)^2
+        + y^\\top y\\sum_i(\\partial_{c_i}\\mathcal L\\,d_i)^2\\big)^{1/2}`, :math:`d_i = \\sqrt{G_{ii}}`;
+        0 for float64 statistics.
+    condition : float
+        :math:`\\|B\\|_1\\|B^{-1}\\|_1`, :math:`B = I + \\Lambda^{1/2}G\\Lambda^{1/2}/\\sigma^2` (computed with
+        ``error``): beyond about :math:`10/\\rho` the first-order estimate no longer holds.
     """
 
     value: float
@@ -68,6 +77,8 @@ class CollapsedBound:
     dG: np.ndarray
     dc: np.ndarray
     dsum_r2: float
+    error: float = 0.0
+    condition: float = 0.0
 
 
 def collapsed_bound(
@@ -114,7 +125,7 @@ def collapsed_bound(
         + 0.5 * float(w @ w) / noise**2
         - 0.5 * on * (v * stats.sum_diag - trace_lg) / noise
     )
-    if not gradients:
+    if not gradients and not stats.rounding:
         return float(value)
     Binv = cho_solve((LB, True), np.eye(lam.size))
     z = Binv @ Sc  # B^{-1} S c ; a = A^{-1} c = S z
@@ -135,6 +146,13 @@ def collapsed_bound(
         - float(Sc @ z) / noise**3
         + 0.5 * on * (v * stats.sum_diag - trace_lg) / noise**2
     )
+    d = np.sqrt(np.maximum(np.diag(G), 0.0))
+    error = condition = 0.0
+    if stats.rounding:
+        error = stats.rounding * float(np.sqrt(np.sum((dG * np.outer(d, d)) ** 2) + stats.yy * np.sum((dc * d) ** 2)))
+        condition = float(np.abs(B).sum(axis=0).max() * np.abs(Binv).sum(axis=0).max())
+    if not gradients:
+        return float(value)
     return CollapsedBound(
         value=float(value),
         dlam=dlam,
@@ -143,7 +161,38 @@ def collapsed_bound(
         dG=dG,
         dc=dc,
         dsum_r2=-0.5 * on * v / noise,
+        error=error,
+        condition=condition,
     )
+
+
+#: float32 statistics serve a bound while its estimated error (CollapsedBound.error) stays below
+#: this fraction of the bound's magnitude (at least 1) ...
+FLOAT32_TOLERANCE = 1e-4
+#: ... and the condition number of B times the statistics' rounding below this (past it the
+#: first-order estimate fails: measured, RESULTS.md "float32 bound against the condition of B")
+CONDITION_LIMIT = 10.0
+
+
+class InsufficientPrecision(ArithmeticError):
+    """Single-precision statistics cannot support the bound to :data:`FLOAT32_TOLERANCE`: the
+    caller recomputes them in float64 (a fit does) or refuses with the reason. Not a
+    :class:`~spherelab.linalg.NumericalFailure`: an optimiser must not step back from it."""
+
+
+def check_precision(res: "CollapsedBound", stats: Statistics) -> None:
+    """Raise :class:`InsufficientPrecision` when ``stats``' rounding leaves ``res`` uncertain beyond
+    :data:`FLOAT32_TOLERANCE`."""
+    if not stats.rounding:
+        return
+    if not res.condition * stats.rounding <= CONDITION_LIMIT:
+        raise InsufficientPrecision(
+            f"B = I + Lambda^1/2 G Lambda^1/2 / noise has condition number {res.condition:.3g}: float32 statistics "
+            f"(relative rounding {stats.rounding:.2g}) cannot support the bound there")
+    if not res.error <= FLOAT32_TOLERANCE * max(1.0, abs(res.value)):
+        raise InsufficientPrecision(
+            f"the float32 statistics leave the bound ({res.value:.6g}) uncertain by about {res.error:.3g}, more "
+            f"than {FLOAT32_TOLERANCE:g} of it")
 
 
 @dataclass
@@ -362,4 +411,8 @@ def harmonic_statistics(kernel, features, X: Any, y: Any, *, chunk_size: int | N
             raise NumericalFailure("the float32 statistics overflowed (lifted inputs too large for single "
                                    "precision): use gram_dtype='float64' or standardise the inputs")
         stats.yy = float(y @ y)  # in double precision, like everything outside the products
+        # the typical error of an entry relative to sqrt(G_ii G_jj): measured 0.02-0.03 float32
+        # eps (2e5 rows, chunks of 1 024 and 16 384: RESULTS.md, "float32 bound"); eps is the
+        # margin
+        stats.rounding = float(np.finfo(np.float32).eps)
     return stats

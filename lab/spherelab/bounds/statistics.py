@@ -33,7 +33,11 @@ __all__ = ["Statistics", "streamed_statistics", "host_gram_pass", "row_chunks", 
 class Statistics(Saveable):
     r"""Sufficient statistics of a Gaussian bound: ``G = A A^T`` ``(P, P)``, ``c = A y`` ``(P,)``,
     ``yy = y^T y``, ``sum_diag`` = :math:`\sum_n d(x_n)`, ``n`` rows; ``chunks`` holds the
-    chunks' A when asked to keep them (for a backward pass without recomputing them)."""
+    chunks' A when asked to keep them (for a backward pass without recomputing them).
+    ``rounding`` is the scale :math:`\rho` of the products' rounding errors, relative to
+    :math:`\sqrt{G_{ii}G_{jj}}` for :math:`G_{ij}` and :math:`\sqrt{G_{ii}\,y^\top y}` for :math:`c_i`
+    (0: float64, negligible; float32 products: float32's eps, above the 0.02-0.03 eps measured),
+    from which a bound estimates its own error (:func:`spherelab.bounds.harmonic.collapsed_bound`)."""
 
     G: np.ndarray
     c: np.ndarray
@@ -41,9 +45,11 @@ class Statistics(Saveable):
     sum_diag: float
     n: int
     chunks: list = field(default_factory=list, repr=False)
+    rounding: float = 0.0
 
     def _save_state(self) -> dict:
-        return {"G": self.G, "c": self.c, "yy": self.yy, "sum_diag": self.sum_diag, "n": self.n}
+        return {"G": self.G, "c": self.c, "yy": self.yy, "sum_diag": self.sum_diag, "n": self.n,
+                "rounding": self.rounding}
 
     @classmethod
     def _load_state(cls, state):
@@ -52,7 +58,8 @@ class Statistics(Saveable):
         if G.shape != (P, P) or not np.allclose(G, G.T, rtol=1e-12, atol=1e-300):
             raise state.fail("G", "a symmetric square array")
         return cls(G, state.array("c", shape=(P,)), state.float("yy", minimum=0.0),
-                   state.float("sum_diag", minimum=0.0), state.int("n", minimum=1))
+                   state.float("sum_diag", minimum=0.0), state.int("n", minimum=1),
+                   rounding=state.float("rounding", minimum=0.0))
 
 
 def row_chunks(n: int, size: int):

@@ -26,7 +26,7 @@ from scipy.linalg import cho_solve
 
 from .._validation import check_data, check_finite_array, check_int
 from ..backend.ops import use
-from ..bounds.harmonic import collapsed_bound, harmonic_statistics
+from ..bounds.harmonic import InsufficientPrecision, check_precision, collapsed_bound, harmonic_statistics
 from ..bounds.lift import lift_gradient, lift_statistics
 from ..bounds.statistics import Statistics
 from ..concurrency import reading
@@ -179,9 +179,11 @@ class VISH(Model):
         if not (np.isfinite(noise) and noise > 0 and np.isfinite(v) and np.all(np.isfinite(lam)) and np.all(lam > 0)):
             # an optimiser's trial point under/overflowed a hyper-parameter: step back
             raise NumericalFailure(f"the spectrum or the noise variance ({noise!r}) left the floating-point range")
-        res = collapsed_bound(lam, v, noise, stats, gradients=gradients, residual=self._residual)
+        full = gradients or bool(stats.rounding)  # float32 statistics: their error is judged first
+        res = collapsed_bound(lam, v, noise, stats, gradients=full, residual=self._residual)
+        check_precision(res, stats) if stats.rounding else None
         if not gradients:
-            return res, None
+            return (res.value if full else res), None
         dim, L, deg = self.features.dim, self.max_degree, self.features.degrees
         dlam = np.where(clamped, 0.0, res.dlam)
         sgrads, vgrads = self.kernel.spectrum_gradients(dim, L), self.kernel.at_one_gradients()
@@ -231,7 +233,13 @@ class VISH(Model):
             return vish_svi.uncollapsed_elbo(self, check_finite_array(X, "X", ndim=2),
                                              check_finite_array(y, "y").reshape(-1))
         if X is None:
-            return float(self._bound(self.stats, gradients=False)[0])
+            try:
+                return float(self._bound(self.stats, gradients=False)[0])
+            except InsufficientPrecision as why:
+                if getattr(self, "_X", None) is None:
+                    raise ValueError(f"{why}; the float64 statistics need the training data (save with "
+                                     "include_data=True, or pass X and y)") from None
+                X, y = self._X, self._y
         X, y = check_data(X, y)
         return float(self._bound(self._statistics(X, y), gradients=False)[0])
 
@@ -303,10 +311,19 @@ class VISH(Model):
             self.stats = self._statistics(X, y, final=True)
             self.passes += 1
             if optimize:
-                self.optimizer_result = self._minimize(self._spectral_names(), lambda: self._bound(self.stats),
-                                                       maxiter)
+                names, fallback = self._spectral_names(), None
+                start = self.parameter_vector(names)
+                try:
+                    self.optimizer_result = self._minimize(names, lambda: self._bound(self.stats), maxiter)
+                except InsufficientPrecision as why:  # again from the same start, on float64 statistics
+                    self.set_parameter_vector(start, names)
+                    self.stats, fallback = self._statistics(X, y), f"float32 statistics replaced by float64: {why}"
+                    self.passes += 1
+                    self.optimizer_result = self._minimize(names, lambda: self._bound(self.stats), maxiter)
                 stages = {"lift": self.lift_result} if train_lift else {}
                 self._report_fit({**stages, "spectrum": self.optimizer_result})
+                if fallback:
+                    self.fit_report_["statistics"] = fallback
         return self
 
     @transactional
