@@ -41,6 +41,12 @@ class Activation(Saveable):
     def _save_state(self) -> dict[str, Any]:
         return {p: getattr(self, p) for p in self.params}
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for name in ("shape", "shape_gradients"):  # every activation refuses NaN, inf and complex t
+            if name in cls.__dict__:
+                setattr(cls, name, _checked_t(cls.__dict__[name]))
+
     def shape_gradients(self, t: Any) -> dict[str, np.ndarray]:
         """Derivatives of ``shape(t)`` with respect to each parameter."""
         return {}
@@ -73,6 +79,18 @@ class Activation(Saveable):
     def __repr__(self) -> str:
         args = ", ".join(f"{p}={getattr(self, p)!r}" for p in self.params)
         return f"{type(self).__name__}({args})"
+
+
+def _checked_t(method):
+    import functools
+
+    from ._validation import check_finite_array
+
+    @functools.wraps(method)
+    def run(self, t, *args, **kwargs):
+        return method(self, check_finite_array(t, "t"), *args, **kwargs)
+
+    return run
 
 
 @lru_cache(maxsize=512)

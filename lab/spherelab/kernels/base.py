@@ -52,6 +52,15 @@ from ..threads import entry_point
 __all__ = ["ZonalKernel", "QuadratureSpectrum", "quadrature_spectrum", "lift_rows"]
 
 
+def _cosines(t: Any) -> np.ndarray:
+    """``t`` as the cosines a zonal kernel takes: finite and in [-1, 1] (1e-9 of rounding allowed)."""
+    t = check_finite_array(t, "t")
+    if t.size and np.max(np.abs(t)) > 1.0 + 1e-9:
+        raise ValueError(f"t must lie in [-1, 1] (the cosine of the angle between two unit vectors), got values up "
+                         f"to {float(np.max(np.abs(t))):.6g} in magnitude")
+    return t
+
+
 def lift_rows(xp, X, scale, bias: float):
     r"""The lift's arithmetic in any array module ``xp`` (NumPy, or CuPy on a device's rows),
     unchecked: :math:`\tilde x = [x / s, b]`, its norm :math:`r` and the unit point
@@ -128,16 +137,16 @@ class ZonalKernel(Saveable):
         return out
 
     def shape(self, t: Any) -> np.ndarray:
-        r""":math:`\kappa(t)` (includes ``variance``), same shape as ``t``."""
-        return self.variance * self._shape(check_finite_array(t, "t"))
+        r""":math:`\kappa(t)` (includes ``variance``), same shape as ``t`` (cosines in [-1, 1])."""
+        return self.variance * self._shape(_cosines(t))
 
     def shape_dt(self, t: Any) -> np.ndarray:
         r""":math:`d\kappa/dt`."""
-        return self.variance * self._shape_dt(check_finite_array(t, "t"))
+        return self.variance * self._shape_dt(_cosines(t))
 
     def shape_gradients(self, t: Any) -> dict[str, np.ndarray]:
         r""":math:`\partial\kappa(t)/\partial\theta` for ``variance`` and the shape parameters."""
-        t = check_finite_array(t, "t")
+        t = _cosines(t)
         grads = {k: self.variance * v for k, v in self._shape_grads(t).items()}
         grads["variance"] = self._shape(t)
         return grads

@@ -223,7 +223,8 @@ def gegenbauer(n: Any, alpha: Any, t: Any) -> np.ndarray:
         :math:`\alpha \ge 0`. At 0 the strict limit is returned (:math:`C_n^0 = 0`, n >= 1),
         matching ``scipy.special.eval_gegenbauer``.
     t
-        Real argument(s).
+        Finite real argument(s): the polynomial's value anywhere (outside [-1, 1] it grows like
+        :math:`|t|^n`); NaN, infinities and complex numbers are refused.
 
     Returns
     -------
@@ -248,7 +249,8 @@ def gegenbauer(n: Any, alpha: Any, t: Any) -> np.ndarray:
     if np.any(a_arr < 0):
         raise ValueError("alpha must be >= 0 (alpha = (d - 2)/2 for d >= 2)")
     t_arr = check_finite_array(t, "t")
-    n_b, a_b, t_b = np.broadcast_arrays(n_arr.astype(np.int64), a_arr, t_arr)
+    # copies: writing through a broadcast view is being removed from NumPy
+    n_b, a_b, t_b = (np.array(x) for x in np.broadcast_arrays(n_arr.astype(np.int64), a_arr, t_arr))
     shape = t_b.shape
     flat_n = np.ascontiguousarray(n_b.reshape(-1))
     flat_a = np.ascontiguousarray(a_b.reshape(-1))
@@ -277,7 +279,7 @@ def gegenbauer_series(
     alpha
         :math:`\alpha \ge 0` (at 0 use ``normalized=True``: the Chebyshev series).
     t
-        Array of any shape.
+        Array of any shape of finite reals (the series' value also outside [-1, 1]).
     normalized
         Interpret ``coeffs`` in the normalised basis :math:`P_n^\alpha`.
     derivative
@@ -315,7 +317,8 @@ def zonal_table(max_degree: int, dim: int, t: Any) -> np.ndarray:
 
     By the addition theorem :math:`Z_\ell(x^\top x') = \sum_j \phi_{\ell j}(x)\phi_{\ell j}(x')`
     and :math:`Z_\ell(1) = N(\ell, d)`; d = 2 gives :math:`Z_0 = 1`, :math:`Z_\ell = 2T_\ell`.
-    Shape ``t.shape + (L + 1,)``.
+    Shape ``t.shape + (L + 1,)``; ``t`` any finite reals (the polynomials' values also outside
+    [-1, 1], where no inner product of unit vectors lies).
     """
     L = check_degree(max_degree)
     dim = check_dim(dim)

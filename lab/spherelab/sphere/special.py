@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from scipy.special import gammaln
 
-from .._validation import check_degree, check_dim
+from .._validation import check_degree, check_dim, check_finite_array
 
 __all__ = [
     "num_harmonics",
@@ -28,6 +28,14 @@ __all__ = [
 ]
 
 _LOG_PI = math.log(math.pi)
+
+
+def _degrees(degree: Any, name: str) -> np.ndarray:
+    """Degrees as floats: finite, integral and >= 0 (a clear error naming ``name`` otherwise)."""
+    deg = check_finite_array(degree, name)
+    if np.any(deg < 0) or np.any(deg != np.round(deg)):
+        raise ValueError(f"{name} must be integer degree(s) >= 0, got {degree!r}")
+    return deg
 
 
 def alpha_of_dim(dim: int) -> float:
@@ -102,9 +110,7 @@ def cumulative_num_harmonics(max_degree: int, dim: int) -> int:
 def log_num_harmonics(degree: Any, dim: int) -> Any:
     r""":math:`\log N(\ell, d)` by ``lgamma``; finite for every dimension and degree."""
     dim = check_dim(dim)
-    deg = np.asarray(degree, dtype=np.float64)
-    if np.any(deg < 0):
-        raise ValueError("degree must be >= 0")
+    deg = _degrees(degree, "degree")
     safe = np.maximum(deg, 1.0)
     # (2l+d-2)/l * (l+d-3)! / ((l-1)! (d-2)!)
     val = (
@@ -142,10 +148,8 @@ def log_gegenbauer_at_one(n: Any, alpha: Any) -> Any:
     Defined for :math:`\alpha > 0`; at :math:`\alpha = 0` the strict limit
     :math:`C_n^0 \equiv 0` (:math:`n \ge 1`) gives ``-inf`` and :math:`C_0^0 = 1` gives 0.
     """
-    nn = np.asarray(n, dtype=np.float64)
-    aa = np.asarray(alpha, dtype=np.float64)
-    if np.any(nn < 0):
-        raise ValueError("n must be >= 0")
+    nn = _degrees(n, "n")
+    aa = check_finite_array(alpha, "alpha")
     if np.any(aa < 0):
         raise ValueError("alpha must be >= 0 (alpha = (d - 2) / 2 with d >= 2)")
     with np.errstate(divide="ignore", invalid="ignore"):
