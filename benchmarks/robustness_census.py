@@ -117,6 +117,119 @@ def cases():
                    ["variance"], lambda r: False)
     yield ("SphericalHarmonics(1000, 3)", lambda: sl.SphericalHarmonics(1000, 3), ["features", "GiB", "max_degree"],
            lambda r: False)
+    yield from surface_cases()
+    yield from state_cases()
+
+
+def surface_cases():
+    """Functions outside the models (2026-11-26): NaN/inf/complex/out-of-domain arguments."""
+    from scipy.special import eval_gegenbauer
+    from spherelab import activations as A
+
+    t_calls = {"gegenbauer": lambda t: sl.gegenbauer(3, 1.5, t), "zonal_table": lambda t: sl.zonal_table(4, 3, t),
+               "gegenbauer_series": lambda t: sl.gegenbauer_series(np.ones(3), 1.5, t),
+               **{f"{a.__class__.__name__}.shape": (lambda t, a=a: a.shape(t))
+                  for a in (A.ReLU(), A.Softplus(2.0), A.Swish(1.0), A.Erf(), A.Step(), A.SquaredReLU())},
+               **{f"{k}.shape": (lambda t, k=k: kernels()[k]().shape(t)) for k in kernels()}}
+    for name, f in t_calls.items():
+        for label, t in (("NaN", np.array([0.2, np.nan])), ("inf", np.array([np.inf])), ("complex", np.array([0.5j]))):
+            yield f"{name}({label})", (lambda f=f, t=t: f(t)), ["t"], lambda r: False
+        if "." in name and name.split(".")[0] in kernels():
+            yield f"{name}(1.5)", (lambda f=f: f(np.array([1.5]))), ["t"], lambda r: False  # no cosine is 1.5
+    yield ("gegenbauer(3, 1.5, [1.5, -3])", lambda: sl.gegenbauer(3, 1.5, np.array([1.5, -3.0])), ["t"],
+           lambda r: np.allclose(r, eval_gegenbauer(3, 1.5, np.array([1.5, -3.0]))))  # a polynomial's value
+    for name, f in {"log_num_harmonics(inf, 3)": lambda: sl.log_num_harmonics(np.inf, 3),
+                    "log_num_harmonics(2.5, 3)": lambda: sl.log_num_harmonics(2.5, 3),
+                    "log_gegenbauer_at_one(nan, 1)": lambda: sl.log_gegenbauer_at_one(np.nan, 1.0),
+                    "log_gegenbauer_at_one(3, nan)": lambda: sl.log_gegenbauer_at_one(3, np.nan)}.items():
+        yield name, f, ["degree", "n", "alpha"], lambda r: False
+
+
+def state_cases():
+    """A model's state (2026-11-26): saving and loading, values set after construction, labels,
+    estimators, the environment."""
+    import atexit
+    import json
+    import os
+    import shutil
+    import tempfile
+    import zipfile
+
+    folder = tempfile.mkdtemp(prefix="census-")
+    atexit.register(shutil.rmtree, folder, True)
+
+    def fitted():
+        return sl.VISH(K.Matern(1.5), 3, sl.likelihoods.Gaussian(0.1)).fit(X, Y, maxiter=5, lift_maxiter=2)
+
+    def save_after_predict():
+        m = fitted()
+        m.predict_f(X[:3])
+        sl.save(m, os.path.join(folder, "after-predict.npz"))
+        return sl.load(os.path.join(folder, "after-predict.npz")).predict_f(X[:3])
+
+    yield "save after predict_f", save_after_predict, ["save"], finite
+
+    def crafted(mutate):
+        path = os.path.join(folder, "valid.npz")
+        sl.save(fitted(), path)
+        with zipfile.ZipFile(path) as zf:
+            entries = {n: zf.read(n) for n in zf.namelist()}
+        meta = json.loads(np.load(path)["__meta__"].tobytes())
+        mutate(meta)
+        out = os.path.join(folder, "crafted.npz")
+        arrays = {n[:-4]: np.load(path)[n[:-4]] for n in entries}
+        arrays["__meta__"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+        np.savez(out, **arrays)
+        return sl.load(out)
+
+    def set_root(name):
+        return lambda m: m["root"].__setitem__("__object__", name)
+
+    for label, mutate in {"a dotted path through a module": set_root("spherelab.backend.jit:tempfile._TemporaryFileCloser"),
+                          "a class outside spherelab": set_root("subprocess:Popen"),
+                          "version 999": lambda m: m.__setitem__("version", 999)}.items():
+        yield f"load a file naming {label}", (lambda mutate=mutate: crafted(mutate)), \
+            ["refusing", "spherelab class", "version", "format"], lambda r: False
+
+    def bad_floor():
+        lik = sl.likelihoods.Gaussian(0.1)
+        lik.floor = -1.0
+        return lik.floor
+
+    def bad_exact_noise():
+        gp = sl.models.ExactGP(K.Matern(1.5), 0.1).fit(X, Y)
+        gp.noise = -1.0
+        return gp.predict_y(X[:3])
+
+    yield "Gaussian.floor = -1", bad_floor, ["floor"], lambda r: False
+    yield "ExactGP.noise = -1", bad_exact_noise, ["noise"], lambda r: False
+
+    def bool_labels():
+        m = sl.ActivatedSVGP(K.ArcCosine(1), sl.ActivatedFeatures(sl.activations.ReLU(), 3, 3),
+                             sl.likelihoods.Bernoulli())
+        return m.fit(X, Y > 0, maxiter=5).predict_y(X[:3])
+
+    yield "Bernoulli fit with labels {False, True}", bool_labels, ["y"], finite
+
+    def memory(text):
+        previous = os.environ.get("SPHERELAB_MAX_MEMORY")
+        os.environ["SPHERELAB_MAX_MEMORY"] = text
+        try:
+            return sl.SphericalHarmonics(5, 3)(sl.sample_sphere(4, 5, rng=0))
+        finally:
+            if previous is None:
+                os.environ.pop("SPHERELAB_MAX_MEMORY")
+            else:
+                os.environ["SPHERELAB_MAX_MEMORY"] = previous
+
+    for text in ("inf", "-8G", "1e400"):  # a bad value is ignored (with a warning): the call must work
+        yield f"SPHERELAB_MAX_MEMORY={text}", (lambda text=text: memory(text)), ["SPHERELAB_MAX_MEMORY"], finite
+    try:
+        from spherelab.estimators import VISHRegressor
+    except ImportError:
+        return
+    yield ("VISHRegressor.fit on one row", lambda: VISHRegressor(max_degree=2).fit(X[:1], Y[:1]).predict(X[:2]),
+           ["sample", "rows"], lambda r: False)
 
 
 def _predict(model):
