@@ -143,6 +143,15 @@ def surface_cases():
                     "log_gegenbauer_at_one(nan, 1)": lambda: sl.log_gegenbauer_at_one(np.nan, 1.0),
                     "log_gegenbauer_at_one(3, nan)": lambda: sl.log_gegenbauer_at_one(3, np.nan)}.items():
         yield name, f, ["degree", "n", "alpha"], lambda r: False
+    for name, f, words in (
+            ("roc_auc with a NaN score", lambda: sl.metrics.roc_auc(np.array([0, 1]), np.array([0.1, np.nan])), ["score"]),
+            ("synthetic_regression(noise=nan)", lambda: sl.datasets.synthetic_regression(10, noise=np.nan), ["noise"]),
+            ("snelson_like(noise=-1)", lambda: sl.datasets.snelson_like(10, noise=-1.0), ["noise"]),
+            ("orthographic_grid(10, nan)", lambda: sl.orthographic_grid(10, np.nan), ["lon0"]),
+            ("log_sphere_area(nan)", lambda: sl.log_sphere_area(np.nan), ["k"]),
+            ("greedy_directions(-1, 3, 2)",
+             lambda: sl.features.greedy_directions(-1, 3, 2, np.random.default_rng(0)), ["ell"])):
+        yield name, f, words, lambda r: False
 
 
 def state_cases():

@@ -67,3 +67,18 @@ def test_log_space_helpers_refuse_bad_degrees(call):
         warnings.simplefilter("error")
         with pytest.raises((ValueError, TypeError)):
             call()
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda: sl.metrics.roc_auc(np.array([0, 1]), np.array([0.1, np.nan])), "score"),
+    (lambda: sl.datasets.synthetic_regression(10, noise=np.nan), "noise"),
+    (lambda: sl.datasets.snelson_like(10, noise=-1.0), "noise"),
+    (lambda: sl.orthographic_grid(10, np.nan), "lon0"),
+    (lambda: sl.log_sphere_area(np.nan), "k"),
+    (lambda: sl.features.greedy_directions(-1, 3, 2, np.random.default_rng(0)), "ell"),
+])
+def test_helpers_name_their_bad_argument(call, name):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises((ValueError, TypeError), match=name):
+            call()

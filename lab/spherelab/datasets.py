@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ._validation import check_int
+from ._validation import check_int, check_nonnegative
 
 __all__ = [
     "synthetic_regression",
@@ -43,6 +43,7 @@ def synthetic_regression(
     """
     n = check_int(num_points, "num_points", minimum=1)
     D = check_int(num_inputs, "num_inputs", minimum=1)
+    noise = check_nonnegative(noise, "noise")
     rng = np.random.default_rng(seed)
     X = np.empty((n, D))
     y = np.empty(n)
@@ -76,6 +77,7 @@ def snelson_like(num_points: int = 200, noise: float = 0.25, seed: Any = 0) -> t
     X : ``(num_points, 1)``, y : ``(num_points,)``
     """
     n = check_int(num_points, "num_points", minimum=1)
+    noise = check_nonnegative(noise, "noise")
     rng = np.random.default_rng(seed)
     x = 0.06 + 5.91 * rng.beta(1.2, 1.0, n)
     f = 0.6 * np.sin(2.6 * x) + 0.4 * np.cos(4.3 * x + 1.0) - 0.3 * x + 0.5
@@ -150,8 +152,7 @@ def mirror_symmetric(num_points: int, noise: float = 0.1, seed: Any = 0) -> tupl
     X : ``(num_points, 2)``, y : ``(num_points,)``
     """
     n = check_int(num_points, "num_points", minimum=1)
-    if not (np.isfinite(noise) and noise >= 0):
-        raise ValueError(f"noise must be a finite number >= 0, got {noise!r}")
+    noise = check_nonnegative(noise, "noise")
     rng = np.random.default_rng(seed)
     X = 1.2 * rng.standard_normal((n, 2))
     x1, x2 = X[:, 0], X[:, 1]

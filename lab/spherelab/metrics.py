@@ -42,8 +42,8 @@ def nlpd(y: Any, mean: Any, var: Any) -> float:
 def roc_auc(y: Any, score: Any) -> float:
     """Area under the ROC curve of ``score`` for binary labels ``y`` (the Mann–Whitney
     statistic; ties count one half)."""
-    y = np.asarray(y, dtype=np.float64).reshape(-1)
-    score = np.asarray(score, dtype=np.float64).reshape(-1)
+    y = check_finite_array(y, "y").reshape(-1)
+    score = check_finite_array(score, "score").reshape(-1)
     if y.shape != score.shape:
         raise ValueError(f"y and score must have the same length, got {y.shape[0]} and {score.shape[0]}")
     if not np.all((y == 0) | (y == 1)):

@@ -67,6 +67,9 @@ def greedy_directions(
     r"""``count`` unit directions for degree ``ell`` chosen from random candidates by greedy
     maximisation of :math:`\det Z_\ell(V V^\top)` (pivoted Cholesky on the candidates' Gram
     matrix), i.e. an approximate fundamental system (Dutordoir, PhD report App. A). ``(count, dim)``."""
+    ell = check_int(ell, "ell", minimum=0)
+    dim = check_dim(dim)
+    count = check_int(count, "count", minimum=1)
     n_cand = candidates if candidates is not None else max(_CANDIDATES * count, 64)
     C = rng.standard_normal((n_cand, dim))
     C /= np.linalg.norm(C, axis=1, keepdims=True)

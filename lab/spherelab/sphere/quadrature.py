@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from scipy.special import roots_gegenbauer
 
-from .._validation import check_degree, check_dim, check_int
+from .._validation import check_degree, check_dim, check_finite_array, check_int
 
 __all__ = ["sample_sphere", "product_quadrature", "lonlat_grid", "orthographic_grid"]
 
@@ -118,6 +118,7 @@ def orthographic_grid(
         in row-major order.
     """
     n = check_int(n, "n", minimum=2)
+    lon0, lat0 = (float(check_finite_array(a, name)) for a, name in ((lon0, "lon0"), (lat0, "lat0")))
     u = np.linspace(-1, 1, n)
     px, py = np.meshgrid(u, u[::-1])
     mask = px**2 + py**2 < 1.0

@@ -127,7 +127,7 @@ def log_num_harmonics(degree: Any, dim: int) -> Any:
 def log_sphere_area(k: Any) -> Any:
     r""":math:`\log\Omega_k`, the log surface area of :math:`S^k \subset R^{k+1}`
     (:math:`\Omega_k = 2\pi^{(k+1)/2} / \Gamma((k+1)/2)`)."""
-    kk = np.asarray(k, dtype=np.float64)
+    kk = check_finite_array(k, "k")
     if np.any(kk < 0):
         raise ValueError("k must be >= 0")
     out = math.log(2.0) + 0.5 * (kk + 1.0) * _LOG_PI - gammaln(0.5 * (kk + 1.0))
