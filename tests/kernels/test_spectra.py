@@ -342,3 +342,35 @@ def test_dutordoir2020_matern_is_the_papers_spectrum(nu, rho, dim):
     assert np.allclose(ratio, ratio[0], rtol=1e-12)
     counts = np.array([float(num_harmonics(e, dim)) for e in ell])
     assert lam @ counts <= 1.7 * (1 + 1e-12)  # the tail beyond L carries the rest of the variance
+
+
+@pytest.mark.parametrize("nu", [0.5, 1.5, 2.5, np.inf])
+@pytest.mark.parametrize("lengthscale", [1.0, 300.0, 3e4])
+def test_matern_spectrum_keeps_its_digits_at_long_lengthscales(nu, lengthscale):
+    """Against mpmath (40 digits), to 1e-7: with a long lengthscale the kernel is near 1 everywhere and the
+    levels >= 1 are tiny fractions of the constant; computed from kappa - 1 they keep their digits
+    (they were off by up to 14 % at level 3 and lengthscale 3.4e4 from kappa itself)."""
+    mp = pytest.importorskip("mpmath")
+    mp.mp.dps = 40
+    d, alpha = 9, 3.5
+    cd = mp.gamma(mp.mpf(d) / 2) / (mp.sqrt(mp.pi) * mp.gamma(mp.mpf(d - 1) / 2))
+    L = mp.mpf(lengthscale)
+
+    def kappa(t):
+        r = mp.sqrt(2 - 2 * t) / L
+        if nu == 0.5:
+            return mp.exp(-r)
+        if nu == 1.5:
+            return (1 + mp.sqrt(3) * r) * mp.exp(-mp.sqrt(3) * r)
+        if nu == 2.5:
+            return (1 + mp.sqrt(5) * r + mp.mpf(5) / 3 * r * r) * mp.exp(-mp.sqrt(5) * r)
+        return mp.exp(-r * r / 2)
+
+    def reference(ell):
+        P = lambda t: mp.gegenbauer(ell, alpha, t) / mp.gegenbauer(ell, alpha, 1)
+        return float(cd * mp.quad(lambda t: kappa(t) * P(t) * (1 - t * t) ** (alpha - mp.mpf(1) / 2), [-1, 0, 1]))
+
+    ours = K.Matern(nu, lengthscale).spectrum(d, 3)
+    for ell in range(4):
+        ref = reference(ell)
+        assert abs(ours[ell] - ref) <= 1e-7 * abs(ref), (ell, ours[ell], ref)

@@ -26,6 +26,27 @@ def _check_nu(nu: Any, name: str = "nu") -> float:
     return v
 
 
+def _taylor(prefactor: tuple[float, ...], terms: int = 40) -> np.ndarray:
+    """Taylor coefficients c_0..c_{terms-1} of p(a) e^{-a}, p a Matern polynomial prefactor."""
+    return np.array([sum(p * (-1.0) ** (k - i) / math.factorial(k - i) for i, p in enumerate(prefactor) if i <= k)
+                     for k in range(terms)])
+
+
+#: kappa = sum_k c_k a^k: a = sqrt(2 nu) r for nu = 1/2, 3/2, 5/2; a = r and exp(-a^2 / 2) for nu = inf
+_TAYLOR = {0.5: _taylor((1.0,)), 1.5: _taylor((1.0, 1.0)), 2.5: _taylor((1.0, 1.0, 1.0 / 3.0)),
+           np.inf: np.array([(-0.5) ** (k // 2) / math.factorial(k // 2) if k % 2 == 0 else 0.0 for k in range(40)])}
+
+
+def _series(coeffs: np.ndarray, a: np.ndarray, skip_even_below: int) -> np.ndarray:
+    """sum_k c_k a^k over k, leaving out the even k < ``skip_even_below`` (Horner, highest first)."""
+    c = coeffs.copy()
+    c[0:skip_even_below:2] = 0.0
+    acc = np.zeros_like(a)
+    for ck in c[::-1]:
+        acc = acc * a + ck
+    return acc
+
+
 class Matern(QuadratureSpectrum):
     r"""Euclidean Matérn kernel restricted to the sphere: :math:`\kappa(t) = m_\nu(\rho/\ell)`
     at the chordal distance :math:`\rho = \sqrt{2 - 2t}`, with
@@ -82,6 +103,40 @@ class Matern(QuadratureSpectrum):
 
     def _shape(self, t):
         return self._m_and_dm(self._r(t))[0]
+
+    def _shape_minus_one(self, t):
+        r""":math:`\kappa(t) - 1` without the cancellation of ``_shape(t) - 1`` where the distance is
+        small against the lengthscale (then every level >= 1 of the spectrum is a tiny fraction of
+        the constant: :func:`~spherelab.kernels.base.quadrature_spectrum`); ``None`` where the
+        lengthscale is short (there the levels are not small and ``_shape`` serves)."""
+        if not self._long():
+            return None
+        r = self._r(t)
+        if self.nu == 0.5:
+            return np.expm1(-r)
+        if self.nu == np.inf:
+            return np.expm1(-0.5 * r * r)
+        a = math.sqrt(2.0 * self.nu) * r
+        out = self._m_and_dm(r)[0] - 1.0  # exact enough where a is not small
+        small = a < 0.5
+        if np.any(small):
+            out[small] = _series(_TAYLOR[self.nu], a[small], skip_even_below=2)
+        return out
+
+    def _long(self) -> bool:
+        """Whether a = sqrt(2 nu) r stays below 0.5 on the whole sphere (r <= 2 / lengthscale)."""
+        return 2.0 * math.sqrt(2.0 * min(self.nu, 2.5)) / self.lengthscale < 0.5
+
+    def _shape_remainder(self, t, level: int):
+        r""":math:`\kappa(t)` without its Taylor terms :math:`c_{2j}a^{2j}`, :math:`j < \ell`
+        (:math:`a^{2j} \propto (2 - 2t)^j`: polynomials of degree :math:`j` in t, which project on
+        levels :math:`\le j` only), so that level :math:`\ell` of the spectrum comes from what it
+        is made of; ``None`` unless the lengthscale is long enough (a < 0.5 on the whole sphere)
+        for the series to be the accurate way."""
+        if not self._long():
+            return None
+        a = math.sqrt(2.0 * self.nu) * self._r(t) if np.isfinite(self.nu) else self._r(t)
+        return _series(_TAYLOR[self.nu], a, skip_even_below=2 * level)
 
     def _shape_grads(self, t):
         r = self._r(t)
