@@ -70,14 +70,8 @@ def main() -> None:
 
 def condition_table(rows: int) -> None:
     import spherelab as sl
-    from spherelab.bounds.harmonic import (
-        CONDITION_LIMIT,
-        FLOAT32_TOLERANCE,
-        InsufficientPrecision,
-        check_precision,
-        collapsed_bound,
-        harmonic_statistics,
-    )
+    from spherelab.bounds.harmonic import collapsed_bound, harmonic_statistics
+    from spherelab.bounds.precision import CONDITION_LIMIT, FLOAT32_TOLERANCE, InsufficientPrecision, check_precision
 
     print("machine:", describe())
     X, y = sl.datasets.synthetic_regression(rows, seed=0)

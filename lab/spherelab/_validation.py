@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from .concurrency import publish
+
 __all__ = [
     "check_int",
     "check_positive",
@@ -168,14 +170,7 @@ class Hyper:
             raise AttributeError(self.name) from None
 
     def __set__(self, obj, value) -> None:
-        checked = self.check(value, self.name)
-        if self.slot in obj.__dict__:  # a published object: not beside a prediction (spherelab.concurrency)
-            from .concurrency import lock_of
-
-            with lock_of(obj).write():
-                obj.__dict__[self.slot] = checked
-        else:
-            obj.__dict__[self.slot] = checked
+        publish(obj, self.slot, self.check(value, self.name))  # under the object's lock once built
 
 
 def check_dim(dim: Any, name: str = "dim") -> int:

@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterator
 
 from ._state import Saveable
 
-__all__ = ["ParameterLock", "lock_of", "holding", "reachable", "reading", "writing"]
+__all__ = ["ParameterLock", "lock_of", "publish", "holding", "reachable", "reading", "writing"]
 
 
 class ParameterLock:
@@ -99,6 +99,16 @@ def lock_of(obj: Any) -> ParameterLock:
         with _CREATE:
             lock = obj.__dict__.setdefault("_parameter_lock", ParameterLock())
     return lock
+
+
+def publish(obj: Any, slot: str, value: Any) -> None:
+    """``obj.__dict__[slot] = value``: under ``obj``'s write lock once the object is built (the slot
+    set before), directly while its constructor runs (nobody else can see it yet)."""
+    if slot in obj.__dict__:
+        with lock_of(obj).write():
+            obj.__dict__[slot] = value
+    else:
+        obj.__dict__[slot] = value
 
 
 def reachable(root: Any) -> list:

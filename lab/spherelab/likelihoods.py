@@ -13,6 +13,7 @@ from scipy.special import log_ndtr, ndtr
 
 from ._state import Saveable
 from ._validation import check_int, check_nonnegative, check_variance
+from .concurrency import publish
 
 __all__ = ["Gaussian", "Bernoulli", "NOISE_FLOOR"]
 
@@ -46,10 +47,7 @@ class Gaussian(Saveable):
         if v > self.variance:
             raise ValueError(f"floor must be <= the noise variance {self.variance:g}, got {value!r}; lower "
                              "the floor or raise the variance first")
-        from .concurrency import lock_of
-
-        with lock_of(self).write():
-            self._floor = v
+        publish(self, "_floor", v)
 
     def _save_state(self) -> dict[str, Any]:
         return {"variance": self.variance, "floor": self.floor}
@@ -64,13 +62,7 @@ class Gaussian(Saveable):
         if v < self.floor:
             raise ValueError(f"variance (the noise variance) must be >= floor = {self.floor:g}, got {value!r}; "
                              "pass Gaussian(..., floor=smaller) if the data really are this precise")
-        if "_variance" in self.__dict__:  # a published object: not beside a prediction (spherelab.concurrency)
-            from .concurrency import lock_of
-
-            with lock_of(self).write():
-                self._variance = v
-        else:
-            self._variance = v
+        publish(self, "_variance", v)
 
     def predict_y(self, mean: Any, var: Any) -> tuple[np.ndarray, np.ndarray]:
         """Predictive mean and variance of y given those of f."""

@@ -51,7 +51,8 @@ def ill_conditioned():
 
 
 def test_float32_statistics_are_refused_where_they_cannot_support_the_bound(ill_conditioned):
-    from spherelab.bounds.harmonic import FLOAT32_TOLERANCE, InsufficientPrecision, check_precision, collapsed_bound
+    from spherelab.bounds.harmonic import collapsed_bound
+    from spherelab.bounds.precision import FLOAT32_TOLERANCE, InsufficientPrecision, check_precision
 
     X, y, kernel, feats, s64, s32 = ill_conditioned
     assert s32.rounding == np.finfo(np.float32).eps and s64.rounding == 0.0

@@ -6,8 +6,9 @@ sphere, the kernels defined by their spectrum, and wrappers (truncation, parity)
 """
 
 from .arccos import NTK, ArcCosine, DeepArcCosine
-from .base import QuadratureSpectrum, ZonalKernel
+from .base import ZonalKernel
 from .matern import Matern
+from .quadrature import QuadratureSpectrum
 from .spectral import IntrinsicMatern, PolynomialDecay, SpectralKernel
 from .wrapped import Parity, Truncated, WrappedKernel
 

@@ -9,7 +9,8 @@ import numpy as np
 
 from .._validation import Hyper, check_int
 from ..activations import ReLU, SquaredReLU, Step
-from .base import QuadratureSpectrum, ZonalKernel
+from .base import ZonalKernel
+from .quadrature import QuadratureSpectrum
 
 __all__ = ["ArcCosine", "DeepArcCosine", "NTK"]
 

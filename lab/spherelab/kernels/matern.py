@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 
 from .._validation import Hyper, check_length
-from .base import QuadratureSpectrum
 from .matern_jit import NU_CODES
+from .quadrature import QuadratureSpectrum
 
 __all__ = ["Matern"]
 
@@ -107,7 +107,7 @@ class Matern(QuadratureSpectrum):
     def _shape_minus_one(self, t):
         r""":math:`\kappa(t) - 1` without the cancellation of ``_shape(t) - 1`` where the distance is
         small against the lengthscale (then every level >= 1 of the spectrum is a tiny fraction of
-        the constant: :func:`~spherelab.kernels.base.quadrature_spectrum`); ``None`` where the
+        the constant: :func:`~spherelab.kernels.quadrature.quadrature_spectrum`); ``None`` where the
         lengthscale is short (there the levels are not small and ``_shape`` serves)."""
         if not self._long():
             return None

@@ -26,8 +26,9 @@ from scipy.linalg import cho_solve
 
 from .._validation import check_data, check_finite_array, check_int
 from ..backend.ops import use
-from ..bounds.harmonic import InsufficientPrecision, check_precision, collapsed_bound, harmonic_statistics
+from ..bounds.harmonic import collapsed_bound, harmonic_statistics
 from ..bounds.lift import lift_gradient, lift_statistics
+from ..bounds.precision import InsufficientPrecision, check_precision
 from ..bounds.statistics import Statistics
 from ..concurrency import reading
 from ..distributed import is_dask, prepare, take_rows
