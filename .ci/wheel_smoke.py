@@ -5,7 +5,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-
 import spherelab as sl
 
 location = Path(sl.__file__).resolve()

@@ -3,7 +3,6 @@ to fail."""
 
 import numpy as np
 import pytest
-
 import spherelab as sl
 
 
