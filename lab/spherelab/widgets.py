@@ -10,7 +10,25 @@ from __future__ import annotations
 
 from typing import Iterable
 
-__all__ = ["BlitManager"]
+__all__ = ["BlitManager", "subplots", "figure"]
+
+
+def subplots(*args, **kwargs):
+    """``plt.subplots`` for an explorer's figure: created with interactive mode off, so that under
+    ipympl the canvas is not displayed by the cell that builds the explorer — only where its
+    ``widget()`` (figure with its controls) is displayed, once."""
+    import matplotlib.pyplot as plt
+
+    with plt.ioff():
+        return plt.subplots(*args, **kwargs)
+
+
+def figure(*args, **kwargs):
+    """``plt.figure`` with interactive mode off (see :func:`subplots`)."""
+    import matplotlib.pyplot as plt
+
+    with plt.ioff():
+        return plt.figure(*args, **kwargs)
 
 
 class BlitManager:

@@ -14,7 +14,7 @@ from typing import Callable
 import numpy as np
 
 from ..groups import harmonic_decomposition
-from ..widgets import BlitManager
+from ..widgets import BlitManager, subplots
 from .background import Precomputer, Selectable
 
 __all__ = ["ComponentSampler", "DecompositionExplorer", "component_title"]
@@ -119,7 +119,6 @@ class DecompositionExplorer(Selectable):
     def __init__(self, base, groups: dict[str, Callable], grid_size: int = 36, max_panels: int = 6,
                  group: str | None = None, T: int = 4) -> None:
         import ipywidgets as widgets
-        import matplotlib.pyplot as plt
 
         self.groups, self.n, self.max_panels = groups, grid_size, max_panels
         g = np.linspace(-2, 2, grid_size)
@@ -129,7 +128,7 @@ class DecompositionExplorer(Selectable):
         self.T = widgets.IntSlider(value=T, min=1, max=8, description="T", continuous_update=False)
         self.seed = widgets.IntSlider(value=0, min=0, max=20, description="sample", continuous_update=False)
         self.status = widgets.Label()
-        self.fig, self.axes = plt.subplots(1, max_panels + 1, figsize=(1.35 * (max_panels + 1), 2.0))
+        self.fig, self.axes = subplots(1, max_panels + 1, figsize=(1.35 * (max_panels + 1), 2.0))
         self.images = []
         for ax in self.axes:
             im = ax.imshow(np.zeros((grid_size, grid_size)), extent=(-2, 2, -2, 2), origin="lower",

@@ -14,7 +14,7 @@ import numpy as np
 from ..kernels import PolynomialDecay
 from ..likelihoods import Gaussian
 from ..models import VISH
-from ..widgets import BlitManager
+from ..widgets import BlitManager, figure, subplots
 
 __all__ = ["DepthExplorer", "PhaseViewer"]
 
@@ -46,14 +46,13 @@ class DepthExplorer:
 
     def _draw(self, x, y) -> None:
         import ipywidgets as widgets
-        import matplotlib.pyplot as plt
 
         lo, hi = min(float(self.betas.min()), self.beta_star), max(float(self.betas.max()), self.beta_star)
         self.beta = widgets.FloatSlider(value=self.beta_star, min=lo, max=hi, step=0.01, description="β",
                                         continuous_update=False)
         self.status = widgets.Label("smaller β: slower decay, more high-frequency freedom (a 'deeper' kernel)")
         g = self.grid[:, 0] * self.xs + self.xm
-        self.fig, (self.ax_fit, self.ax_elbo, self.ax_spec) = plt.subplots(1, 3, figsize=(9.5, 3.2))
+        self.fig, (self.ax_fit, self.ax_elbo, self.ax_spec) = subplots(1, 3, figsize=(9.5, 3.2))
         self.ax_fit.plot(x, y, "k.", ms=3)
         (self.mean,) = self.ax_fit.plot(g, 0 * g, "C0-", lw=2)
         (self.lo,) = self.ax_fit.plot(g, 0 * g, "C0-", lw=0.7)
@@ -118,7 +117,7 @@ class PhaseViewer:
         self.snapshots = snapshots
         rounds = len(snapshots) - 1
         self.round = widgets.IntSlider(value=rounds, min=0, max=rounds, description="round")
-        self.fig = plt.figure(figsize=(5, 5))
+        self.fig = figure(figsize=(5, 5))
         ax = self.fig.add_subplot(projection="3d")
         self.fig.subplots_adjust(left=0, right=1, bottom=0, top=0.95)
         u, v = np.mgrid[0:2 * np.pi:40j, 0:np.pi:20j]

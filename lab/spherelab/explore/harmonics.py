@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..sphere import SphericalHarmonics, lonlat_grid, num_harmonics, orthographic_grid, zonal_table
-from ..widgets import BlitManager
+from ..widgets import BlitManager, subplots
 
 __all__ = ["HarmonicsGallery", "AdditionTheorem"]
 
@@ -48,7 +48,6 @@ class HarmonicsGallery:
 
     def __init__(self, max_degree: int = 12, map_size=(121, 242), globe_size: int = 220) -> None:
         import ipywidgets as widgets
-        import matplotlib.pyplot as plt
 
         self.maps = m = _MapGrid(max_degree, *map_size)
         self.n_globe = globe_size
@@ -56,8 +55,10 @@ class HarmonicsGallery:
         self.order = widgets.IntSlider(value=2, min=0, max=2 * self.degree.value, description="order index")
         self.view = widgets.FloatSlider(value=0.0, min=-180, max=180, step=5, description="globe lon°",
                                         continuous_update=False)
-        self.fig, (self.ax_map, self.ax_globe) = plt.subplots(1, 2, figsize=(8.5, 3.3),
-                                                              gridspec_kw={"width_ratios": [2, 1]})
+        # the colour bar in a column of its own, right of the globe: attached to the map it sat
+        # between the two panels with its label under the globe
+        self.fig, (self.ax_map, self.ax_globe, cax) = subplots(
+            1, 3, figsize=(8.8, 3.3), gridspec_kw={"width_ratios": [2, 1, 0.06]})
         self.im_map = self.ax_map.imshow(np.zeros((m.n_lat, m.n_lon)), extent=m.extent, cmap="RdBu_r",
                                          aspect="auto", vmin=-1, vmax=1)
         self.ax_map.set_xlabel("longitude (°)")
@@ -65,9 +66,9 @@ class HarmonicsGallery:
         self.im_globe = self.ax_globe.imshow(np.zeros((globe_size, globe_size)), cmap="RdBu_r", vmin=-1, vmax=1)
         self.ax_globe.set_axis_off()
         self.ax_globe.set_title("globe (orthographic)", fontsize=8)
-        bar = self.fig.colorbar(self.im_map, ax=self.ax_map, fraction=0.04)
+        bar = self.fig.colorbar(self.im_map, cax=cax)
         bar.set_label("value / its largest |value|", fontsize=8)
-        self.fig.subplots_adjust(left=0.08, right=0.98, bottom=0.14, top=0.86, wspace=0.12)
+        self.fig.subplots_adjust(left=0.08, right=0.91, bottom=0.14, top=0.86, wspace=0.15)
         self.title = self.fig.suptitle("", fontsize=10)
         self.blit = BlitManager(self.fig, [self.im_map, self.im_globe, self.title])
         self._globe_view()
@@ -119,13 +120,12 @@ class AdditionTheorem:
 
     def __init__(self, max_degree: int = 12, map_size=(121, 242)) -> None:
         import ipywidgets as widgets
-        import matplotlib.pyplot as plt
 
         self.maps = m = _MapGrid(max_degree, *map_size)
         self.degree = widgets.IntSlider(value=min(4, max_degree), min=0, max=max_degree, description="degree ℓ")
         self.lon = widgets.FloatSlider(value=30, min=-180, max=180, step=5, description="x' lon°")
         self.lat = widgets.FloatSlider(value=20, min=-90, max=90, step=5, description="x' lat°")
-        self.fig, (self.ax_map, self.ax_curve) = plt.subplots(1, 2, figsize=(8.5, 3.2))
+        self.fig, (self.ax_map, self.ax_curve) = subplots(1, 2, figsize=(8.5, 3.2))
         self.im = self.ax_map.imshow(np.zeros((m.n_lat, m.n_lon)), extent=m.extent, cmap="RdBu_r", aspect="auto",
                                      vmin=-1, vmax=1)
         self.ax_map.set_xlabel("longitude (°)")

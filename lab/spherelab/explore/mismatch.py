@@ -10,7 +10,7 @@ from typing import Callable
 import numpy as np
 
 from ..sphere.analysis import mismatch_report
-from ..widgets import BlitManager
+from ..widgets import BlitManager, subplots
 
 __all__ = ["MismatchExplorer"]
 
@@ -41,7 +41,7 @@ class MismatchExplorer:
         self.dim = widgets.IntSlider(value=dim, min=2, max=20, description="dimension d")
         self.levels = widgets.IntSlider(value=levels, min=4, max=40, description="levels L")
         self.report = widgets.HTML()
-        self.fig, self.ax = plt.subplots(figsize=(7.5, 3.6))
+        self.fig, self.ax = subplots(figsize=(7.5, 3.6))
         (self.k_line,) = self.ax.semilogy([], [], "o-", ms=4, label=r"$\sqrt{\lambda_\ell}$ (kernel)")
         (self.a_line,) = self.ax.semilogy([], [], "s--", ms=4, label=r"$|\sigma_\ell|$ (activation)")
         self.k_only = self.ax.scatter([], [], marker="x", s=80, c="crimson", zorder=5,

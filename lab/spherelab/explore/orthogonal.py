@@ -20,7 +20,7 @@ import numpy as np
 from ..features import ActivatedFeatures
 from ..likelihoods import Gaussian
 from ..models import OrthogonalSVGP
-from ..widgets import BlitManager
+from ..widgets import BlitManager, subplots
 from .background import Precomputer, Selectable
 
 __all__ = ["OrthogonalExplorer", "TERM_STYLE"]
@@ -54,7 +54,6 @@ class OrthogonalExplorer(Selectable):
     def __init__(self, X, y, kernels: dict[str, Callable], activations: dict, units: int = 10, maxiter: int = 400,
                  kernel: str | None = None, activation: str | None = None, levels: int = 8, orthogonal: int = 0):
         import ipywidgets as widgets
-        import matplotlib.pyplot as plt
 
         X = np.asarray(X, dtype=np.float64).reshape(len(X), -1)
         y = np.asarray(y, dtype=np.float64)
@@ -72,7 +71,7 @@ class OrthogonalExplorer(Selectable):
         self.K = widgets.IntSlider(value=orthogonal, min=0, max=16, description="orthogonal K", **opts)
         self.status = widgets.Label()
         g = self.grid[:, 0] * self.xs + self.xm
-        self.fig, (self.ax_fit, self.ax_var) = plt.subplots(1, 2, figsize=(9, 3.6))
+        self.fig, (self.ax_fit, self.ax_var) = subplots(1, 2, figsize=(9, 3.6))
         self.ax_fit.plot(X[:, 0], y, "k.", ms=3)
         (self.mean,) = self.ax_fit.plot(g, 0 * g, "C0-", lw=2, label="mean")
         (self.lo,) = self.ax_fit.plot(g, 0 * g, "C0-", lw=0.8, label="±2σ")

@@ -10,7 +10,7 @@ from typing import Callable
 import numpy as np
 
 from ..sphere.analysis import rkhs_norm_truncated, truncated_shape
-from ..widgets import BlitManager
+from ..widgets import BlitManager, subplots
 
 __all__ = ["TruncationExplorer"]
 
@@ -44,7 +44,7 @@ class TruncationExplorer:
         self.dim = widgets.IntSlider(value=3, min=2, max=12, description="dimension d")
         self.L = widgets.IntSlider(value=6, min=0, max=max_level, description="levels L")
         self.t = np.linspace(-1, 1, 401)
-        self.fig, (self.ax_shape, self.ax_norm) = plt.subplots(1, 2, figsize=(8.5, 3.4))
+        self.fig, (self.ax_shape, self.ax_norm) = subplots(1, 2, figsize=(8.5, 3.4))
         (self.exact,) = self.ax_shape.plot(self.t, np.zeros_like(self.t), "k-", lw=2, label="σ(t)")
         (self.trunc,) = self.ax_shape.plot(self.t, np.zeros_like(self.t), "-", lw=1.5, label="σ_L(t)")
         self.ax_shape.set_xlabel("t = ŵᵀx")

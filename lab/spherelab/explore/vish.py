@@ -13,7 +13,7 @@ import numpy as np
 
 from ..likelihoods import Gaussian
 from ..models import VISH, ExactGP
-from ..widgets import BlitManager
+from ..widgets import BlitManager, subplots
 
 __all__ = ["DegreeExplorer"]
 
@@ -54,10 +54,9 @@ class DegreeExplorer:
 
     def _draw(self, x, y, g, degree, max_degree) -> None:
         import ipywidgets as widgets
-        import matplotlib.pyplot as plt
 
         self.L = widgets.IntSlider(value=min(degree, max_degree), min=0, max=max_degree, description="degree L")
-        self.fig, (self.ax_fit, self.ax_elbo) = plt.subplots(1, 2, figsize=(8.5, 3.4))
+        self.fig, (self.ax_fit, self.ax_elbo) = subplots(1, 2, figsize=(8.5, 3.4))
         self.ax_fit.plot(x, y, "k.", ms=3, label="data")
         (self.mean,) = self.ax_fit.plot(g, np.zeros_like(g), "C0-", lw=2, label="mean")
         (self.lo,) = self.ax_fit.plot(g, np.zeros_like(g), "C0--", lw=1, label="±2σ (y)")
