@@ -261,3 +261,25 @@ def test_degree_sweep_rises_towards_the_exact_gp():
     assert [r["M"] for r in rows] == [5, 13, 25] and all(r["seconds"] > 0 for r in rows)
     assert rows[-1]["elbo"] <= sweep["exact"]["lml"] + 1e-8 * abs(sweep["exact"]["lml"])
     assert len(plot_sweep(sweep, "t").axes) == 3
+
+
+def test_orthogonal_explorer_variance_terms_are_each_readable_under_arc_cosine():
+    """K_ff and -Q_ff reach hundreds and cancel under an arc-cosine kernel; the variance panel must
+    still show every term that matters at a readable height (a linear axis squashed them flat)."""
+    from spherelab.explore import OrthogonalExplorer
+
+    X, y = sl.datasets.snelson_like(80, seed=1)
+    ex = OrthogonalExplorer(X, y, {"arc-cosine": lambda: K.ArcCosine(1)}, {"ReLU": A.ReLU()}, units=6,
+                            maxiter=30, levels=4, orthogonal=3)
+    ex.fits.wait(120)
+    ex.fig.canvas.draw()
+    height = ex.ax_var.get_window_extent().height
+    total = np.abs(ex.total.get_data()[1]).max()
+    for name, line in [*ex.term_lines.items(), ("total", ex.total)]:
+        values = line.get_data()[1]
+        if np.abs(values).max() < 0.05 * total:
+            continue
+        pixels = ex.ax_var.transData.transform(np.c_[np.zeros(2), [values.min(), values.max()]])[:, 1]
+        assert np.ptp(pixels) > 0.04 * height or np.abs(values).max() < 0.2 * total, name
+        y0, y1 = ex.ax_var.get_ylim()
+        assert y0 <= values.min() and values.max() <= y1, name

@@ -89,7 +89,8 @@ class OrthogonalExplorer(Selectable):
         self.ax_var.set_ylabel("variance term")
         self.ax_var.legend(loc="upper right", fontsize=7, ncol=2)
         self.fig.subplots_adjust(left=0.08, right=0.98, bottom=0.14, top=0.9, wspace=0.25)
-        self.ax_var.set_title("variance terms of f (standardised units)", fontsize=9)
+        self.ax_var.set_title("variance terms of f (standardised units; log beyond the variance's scale)",
+                              fontsize=8)
         # the curves, markers and the left title change on a move; axes, legends and labels are
         # redrawn only when the variance panel's range must change (blitting)
         self.blit = BlitManager(self.fig, [self.mean, self.lo, self.hi, self.wmarks, self.total, self.ax_fit.title,
@@ -173,9 +174,16 @@ class OrthogonalExplorer(Selectable):
         self.ax_fit.set_title(self._title(key), fontsize=9)
         self.status.value = (f"ELBO {r['elbo']:.2f} (standardised data) · {r['nit']} L-BFGS-B iterations "
                              f"in {r['seconds']:.1f} s")
+        # K_ff and -Q_ff can reach +-400 and cancel to a variance of order 1 (arc-cosine kernels):
+        # a linear axis squashes the other three terms flat, so the axis is linear up to the
+        # predictive variance's own scale and logarithmic beyond
+        linthresh = 10.0 ** np.ceil(np.log10(max(float(np.max(np.abs(total))), 1e-3)))
         y0, y1 = self.ax_var.get_ylim()
-        if lo < y0 or hi > y1 or hi - lo < 0.5 * (y1 - y0):  # out of range, or squashed: new axes
-            self.ax_var.set_ylim(lo - 0.05 * (hi - lo), hi + 0.05 * (hi - lo))
+        if self.ax_var.get_yscale() != "symlog" or self.ax_var.yaxis.get_transform().linthresh != linthresh \
+                or lo < y0 or hi > y1 or hi - lo < 0.2 * (y1 - y0):  # a new scale or range: new axes
+            self.ax_var.set_yscale("symlog", linthresh=linthresh, linscale=1.5)
+            pad = 1.3
+            self.ax_var.set_ylim(min(lo * pad, -0.1 * linthresh), max(hi * pad, 1.1 * linthresh))
             self.blit.full()
         else:
             self.blit.update()
