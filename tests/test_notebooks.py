@@ -19,6 +19,11 @@ def test_notebook_runs(path, monkeypatch):
     monkeypatch.setenv("SPHERELAB_SMOKE", "1")
     monkeypatch.setenv("MPLBACKEND", "Agg")
     nb = nbformat.read(path, as_version=4)
+    # every figure the notebook drew: no text over another text or over a panel it does not label
+    nb.cells.append(nbformat.v4.new_code_cell(
+        "import matplotlib.pyplot as _plt, spherelab as _sl\n"
+        "_defects = {n: _sl.widgets.overlapping_text(_plt.figure(n)) for n in _plt.get_fignums()}\n"
+        "assert not any(_defects.values()), {n: d for n, d in _defects.items() if d}"))
     client = nbclient.NotebookClient(
         nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
     )
@@ -30,7 +35,7 @@ def test_notebook_runs(path, monkeypatch):
         for out in cell.get("outputs", [])
         if out.get("output_type") == "error"
     ]
-    assert not errors
+    assert not errors, [e.get("evalue", "") for e in errors]
 
 
 def test_notebooks_exist():

@@ -107,9 +107,17 @@ def test_fit_report_records_and_warns_on_abnormal_stops():
 
     model = sl.VISH(K.Matern(1.5), 2, Gaussian(0.1))
     model.fit(np.random.default_rng(0).uniform(-1, 1, (20, 2)), np.sin(np.arange(20.0)), optimize=False)
-    with pytest.warns(RuntimeWarning, match="stopped abnormally after 2"):
-        model._report_fit({"fit": OptimizeResult(nit=2, nfev=9, status=2, fun=-3.0,
-                                                 message="ABNORMAL_TERMINATION_IN_LNSRCH")})
+    with pytest.warns(RuntimeWarning, match=r"stopped after 2 iteration\(s\) \(the line search found no decrease\) "
+                                            "far from a stationary point") as caught:
+        model._report_fit({"fit": OptimizeResult(nit=2, nfev=9, status=2, fun=-3.0, message="ABNORMAL: ",
+                                                 jac=np.array([0.5, 0.0]), x=np.zeros(2))})
+    assert caught[0].filename == __file__  # the user's line, not a file of the package
+    assert "inducing inputs" not in str(caught[0].message)  # VISH has none
+    # at a point stationary to round-off (a stage starting at the previous stage's optimum): no warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model._report_fit({"fit": OptimizeResult(nit=1, nfev=21, status=2, fun=-1790.0, message="ABNORMAL: ",
+                                                 jac=np.array([7e-6, -4e-3]), x=np.array([7091.0, 80.0]))})
     with pytest.warns(RuntimeWarning, match="rejected point"):
         model._report_fit({"fit": OptimizeResult(nit=0, nfev=1, status=2, fun=1e300, message="x")})
     model.kernel.lengthscale = 1e9

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-__all__ = ["BlitManager", "subplots", "figure"]
+__all__ = ["BlitManager", "subplots", "figure", "overlapping_text"]
 
 
 def subplots(*args, **kwargs):
@@ -21,6 +21,48 @@ def subplots(*args, **kwargs):
 
     with plt.ioff():
         return plt.subplots(*args, **kwargs)
+
+
+def overlapping_text(fig, tolerance: float = 1.0) -> list[str]:
+    """Layout defects of a drawn figure: every pair of visible texts (titles, axis and tick labels,
+    colour-bar labels, figure titles) whose boxes overlap, and every text that overlaps the panel
+    of an axes it does not belong to (a colour-bar label under a neighbouring globe). Returns one
+    line per defect, empty when the layout is clean; the notebook tests assert it on every figure.
+
+    ``tolerance`` (pixels) shrinks each box first, so texts that merely touch pass.
+    """
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+
+    def tick_labels(axis):
+        lo, hi = sorted(axis.get_view_interval())
+        slack = 1e-9 * max(abs(lo), abs(hi), 1.0)
+        return [label for tick in axis.get_major_ticks() if lo - slack <= tick.get_loc() <= hi + slack
+                for label in (tick.label1, tick.label2)]
+
+    owned = [(t, None) for t in fig.texts]
+    for ax in fig.axes:
+        if ax.get_visible():
+            axis_texts = [ax.xaxis.label, ax.yaxis.label, *tick_labels(ax.xaxis), *tick_labels(ax.yaxis)]
+            for t in [ax.title, *ax.texts, *(axis_texts if ax.axison else [])]:
+                owned.append((t, ax))
+    texts = []
+    for t, owner in owned:
+        if not t.get_visible() or not t.get_text().strip():
+            continue
+        box = t.get_window_extent(renderer)
+        if box.width > 2 * tolerance and box.height > 2 * tolerance:
+            texts.append((t, owner, box.padded(-tolerance)))
+    panels = [(ax, ax.get_window_extent(renderer).padded(-tolerance)) for ax in fig.axes if ax.get_visible()]
+    defects = []
+    for i, (a, owner, box_a) in enumerate(texts):
+        for b, _, box_b in texts[i + 1:]:
+            if box_a.overlaps(box_b):
+                defects.append(f"{a.get_text()!r} overlaps {b.get_text()!r}")
+        for ax, box in panels:
+            if ax is not owner and box_a.overlaps(box):
+                defects.append(f"{a.get_text()!r} overlaps a panel it does not belong to")
+    return defects
 
 
 def figure(*args, **kwargs):

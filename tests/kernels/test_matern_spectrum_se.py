@@ -4,7 +4,6 @@ positive at every level (the quadrature gave round-off of both signs below 1e-18
 import mpmath as mp
 import numpy as np
 import pytest
-
 import spherelab as sl
 
 

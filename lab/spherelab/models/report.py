@@ -3,6 +3,8 @@ and a warning, with what to try, when it ended abnormally or degenerate."""
 
 from __future__ import annotations
 
+import os
+import sys
 import warnings
 from typing import Any
 
@@ -25,10 +27,13 @@ def report_fit(model, results: dict[str, Any]) -> list[str]:
         if not np.isfinite(report[stage]["objective"]) or report[stage]["objective"] >= 1e300:
             problems.append(f"{stage}: the optimiser ended on a rejected point (every trial failed); "
                             "check the data scale (standardise X and y) and the initial hyper-parameters")
-        elif report[stage]["status"] == 2 and nit < 5:
-            problems.append(f"{stage}: L-BFGS-B stopped abnormally after {nit} iteration(s) ({message}); the "
-                            "fit may not have moved: try other initial hyper-parameters, standardised data, or "
-                            "spreading the inducing inputs (near-duplicates make the bound ill-conditioned)")
+        elif report[stage]["status"] == 2 and nit < 5 and not _stationary(res):
+            why = message.split(":", 1)[-1].strip() or "the line search found no decrease"
+            advice = ("try other initial hyper-parameters or standardised data" +
+                      (", or spread the inducing inputs (near-duplicates make the bound ill-conditioned)"
+                       if hasattr(getattr(model, "features", None), "Z") else ""))
+            problems.append(f"{stage}: L-BFGS-B stopped after {nit} iteration(s) ({why}) far from a "
+                            f"stationary point: the fit may not have moved; {advice}")
     noise = next((p for p in model._registry() if p.name == "noise"), None)
     if noise is not None and noise.get() <= noise.lower * 1.01 and noise.lower > 0:
         problems.append(f"the noise variance ended at its floor {noise.lower:g}: the data look noise-free to "
@@ -42,6 +47,30 @@ def report_fit(model, results: dict[str, Any]) -> list[str]:
     report["warnings"] = problems
     model.fit_report_ = report
     for text in problems:
-        warnings.warn(f"{type(model).__name__}.fit: {text}", RuntimeWarning, stacklevel=4)
+        warnings.warn(f"{type(model).__name__}.fit: {text}", RuntimeWarning, stacklevel=_caller_level())
     return problems
+
+
+def _stationary(res) -> bool:
+    """Whether an abnormal stop happened at a point already stationary to round-off: a stage that
+    starts at the previous stage's optimum (VISH's spectrum refinement after the lift stage) finds
+    no decrease because there is none, which is not a failure. Stationary here: a 1 % change of any
+    one parameter moves the objective by at most 1e-5 of its size (to first order)."""
+    jac, x, fun = getattr(res, "jac", None), getattr(res, "x", None), float(getattr(res, "fun", np.nan))
+    if jac is None or x is None or not np.isfinite(fun):
+        return False
+    scaled = np.abs(np.asarray(jac, dtype=np.float64)) * np.maximum(1.0, np.abs(np.asarray(x, dtype=np.float64)))
+    return 0.01 * float(np.max(scaled, initial=0.0)) <= 1e-5 * max(1.0, abs(fun))
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _caller_level() -> int:
+    """The ``stacklevel`` of the first frame outside spherelab, so that a warning names the user's
+    line (``model.fit(...)``), not a file of the installed package."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    return level
 
