@@ -36,6 +36,10 @@ def test_notebook_runs(path, monkeypatch):
         if out.get("output_type") == "error"
     ]
     assert not errors, [e.get("evalue", "") for e in errors]
+    # nothing a student should not see: no warning, no traceback on stderr
+    stderr = [out.get("text", "") for cell in nb.cells if cell.cell_type == "code"
+              for out in cell.get("outputs", []) if out.get("name") == "stderr"]
+    assert not [t for t in stderr if "Warning" in t or "Traceback" in t], stderr
 
 
 def test_notebooks_exist():

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import time
+import warnings
 from typing import Callable
 
 import numpy as np
@@ -25,7 +26,9 @@ def degree_sweep(make_model: Callable[[int], object], X, y, X_test, y_test, degr
     Returns
     -------
     dict
-        ``rows``: one dict per degree (``L``, ``M``, ``elbo``, ``nlpd``, ``mse``, ``seconds``);
+        ``rows``: one dict per degree (``L``, ``M``, ``elbo``, ``nlpd``, ``mse``, ``seconds``,
+        ``warnings``: what the fit reported, e.g. a degenerate lengthscale at a small M — kept
+        with the row and marked in :func:`plot_sweep` instead of printed mid-sweep);
         ``exact``: the exact GP's test NLPD and MSE at the last model's hyper-parameters (when
         ``exact`` and the training set is small enough for a dense GP), else None.
     """
@@ -33,11 +36,15 @@ def degree_sweep(make_model: Callable[[int], object], X, y, X_test, y_test, degr
     for L in degrees:
         model = make_model(int(L))
         t0 = time.perf_counter()
-        model.fit(X, y, **fit_kwargs)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # recorded in fit_report_, kept with the row
+            model.fit(X, y, **fit_kwargs)
         mean, var = model.predict_y(X_test)
         seconds = time.perf_counter() - t0
+        report = getattr(model, "fit_report_", {}) or {}
         rows.append(dict(L=int(L), M=model.features.num_features, elbo=float(model.elbo()),
-                         nlpd=nlpd(y_test, mean, var), mse=float(np.mean((mean - y_test) ** 2)), seconds=seconds))
+                         nlpd=nlpd(y_test, mean, var), mse=float(np.mean((mean - y_test) ** 2)), seconds=seconds,
+                         warnings=list(report.get("warnings", []))))
     reference = None
     if exact and model is not None and len(y) <= 5000:
         gp = ExactGP(copy.deepcopy(model.kernel), float(model.likelihood.variance)).fit(X, y)
@@ -60,8 +67,10 @@ def plot_sweep(sweep: dict, title: str = ""):
     b.plot([r["seconds"] for r in rows], [r["nlpd"] for r in rows], "o-", color="C0")
     c.plot(M, [r["elbo"] for r in rows], "o-", color="C2", label="ELBO")
     for r in rows:
+        mark = "*" if r.get("warnings") else ""
         for ax, x in ((a, r["M"]), (b, r["seconds"])):
-            ax.annotate(f"L={r['L']}", (x, r["nlpd"]), fontsize=7, xytext=(3, 3), textcoords="offset points")
+            ax.annotate(f"L={r['L']}{mark}", (x, r["nlpd"]), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    warned = [r["L"] for r in rows if r.get("warnings")]
     if ref is not None:
         for ax in (a, b):
             ax.axhline(ref["nlpd"], color="k", ls="--", lw=1, label="exact GP, same hyper-parameters")
@@ -81,4 +90,8 @@ def plot_sweep(sweep: dict, title: str = ""):
     if title:
         fig.suptitle(title, fontsize=9)
     fig.tight_layout()
+    if warned:
+        fig.subplots_adjust(bottom=0.26)
+        fig.text(0.01, 0.01, f"* the fit at L = {', '.join(map(str, warned))} warned (sweep['rows'][i]['warnings']): "
+                 f"{next(r for r in rows if r.get('warnings'))['warnings'][0][:110]}…", fontsize=7)
     return fig
