@@ -59,9 +59,15 @@ class Activation(Saveable):
         ``(L + 1,)`` (structural zeros exact)."""
         return _coefficients_cached(self, check_dim(dim), check_degree(max_degree))[0].copy()
 
+    def coefficients_floor(self, dim: int, max_degree: int) -> np.ndarray:
+        r"""Per level, the size below which :meth:`coefficients` is numerical noise (the
+        quadrature's convergence estimate and the rounding of its weighted sum; 0 for closed forms
+        and structural zeros), ``(L + 1,)``. Show or analyse only levels above it."""
+        return _coefficients_cached(self, check_dim(dim), check_degree(max_degree))[2].copy()
+
     def coefficient_gradients(self, dim: int, max_degree: int) -> dict[str, np.ndarray]:
         """Derivatives of :meth:`coefficients` with respect to each parameter."""
-        _, rule = _coefficients_cached(self, check_dim(dim), check_degree(max_degree))
+        _, rule, _ = _coefficients_cached(self, check_dim(dim), check_degree(max_degree))
         grads = self.shape_gradients(rule.nodes)
         from .sphere.funk_hecke import apply_parity
 
@@ -95,14 +101,19 @@ def _checked_t(method):
 
 @lru_cache(maxsize=512)
 def _coefficients_cached(act: Activation, dim: int, L: int):
-    coeffs, _, rule = funk_hecke_with_rule(
+    from .sphere.funk_hecke import apply_parity
+
+    coeffs, err, rule = funk_hecke_with_rule(
         act.shape, dim, L, kinks=act.kinks, parity=act.parity
     )
+    rounding = 8.0 * np.finfo(np.float64).eps * (np.abs(act.shape(rule.nodes)) @ np.abs(rule.matrix))
+    floor = apply_parity(np.asarray(err, dtype=np.float64) + rounding, act.parity)
     override = act._closed_form(dim, L) if hasattr(act, "_closed_form") else None
     if override is not None:
-        coeffs = override
-    coeffs.setflags(write=False)
-    return coeffs, rule
+        coeffs, floor = override, np.zeros(L + 1)
+    for array in (coeffs, floor):
+        array.setflags(write=False)
+    return coeffs, rule, floor
 
 
 class ReLU(Activation):

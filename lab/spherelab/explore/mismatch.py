@@ -69,19 +69,23 @@ class MismatchExplorer:
                              self.report])
 
     def spectra(self, kernel: str, activation: str, d: int, L: int) -> tuple[np.ndarray, np.ndarray]:
-        """(λ_0..λ_L, σ_0..σ_L), computed once per combination."""
+        """(λ_0..λ_L, σ_0..σ_L), computed once per combination, with the levels at or below their
+        numerical floor (``spectrum_floor``, ``coefficients_floor``: quadrature round-off) set to 0:
+        round-off is neither drawn nor counted as a level that is there."""
         key = (kernel, activation, d, L)
         if key not in self._spectra:
-            self._spectra[key] = (self.kernels[kernel](d).spectrum(d, L),
-                                  self.activations[activation].coefficients(d, L))
+            k, a = self.kernels[kernel](d), self.activations[activation]
+            lam, sig = k.spectrum(d, L), a.coefficients(d, L)
+            self._spectra[key] = (np.where(lam > k.spectrum_floor(d, L), lam, 0.0),
+                                  np.where(np.abs(sig) > a.coefficients_floor(d, L), sig, 0.0))
         return self._spectra[key]
 
     def update(self, change=None) -> None:
         d, L = self.dim.value, self.levels.value
         lam, sig = self.spectra(self.kernel.value, self.act.value, d, L)
         ell = np.arange(L + 1)
-        k = np.sqrt(np.where(lam > 1e-300, lam, np.nan))
-        a = np.where(np.abs(sig) > 1e-300, np.abs(sig), np.nan)
+        k = np.sqrt(np.where(lam > 0, lam, np.nan))
+        a = np.where(np.abs(sig) > 0, np.abs(sig), np.nan)
         self.k_line.set_data(ell, k)
         self.a_line.set_data(ell, a)
         values = np.concatenate([k[np.isfinite(k)], a[np.isfinite(a)]])

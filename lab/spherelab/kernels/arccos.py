@@ -165,6 +165,12 @@ class NTK(QuadratureSpectrum):
     def _key(self):
         return ("NTK", self.depth)
 
+    @property
+    def parity(self):
+        # one layer: kappa_1(t) + t kappa_0(t) is even plus linear (kappa_0 is a constant plus an odd
+        # function), so its odd levels >= 3 vanish exactly; composing layers breaks the symmetry
+        return "even_plus_linear" if self.depth == 1 else None
+
     def _shape(self, t):
         return _ntk(self.depth, t)[0]
 

@@ -123,6 +123,9 @@ class ZonalKernel(Saveable):
     def _spectrum_grads(self, dim: int, L: int) -> dict[str, np.ndarray]:
         return {}
 
+    def _spectrum_floor(self, dim: int, L: int) -> np.ndarray:
+        return np.zeros(L + 1)  # closed forms: every nonzero level is data
+
     def _key(self) -> tuple:
         return (type(self).__name__,) + tuple(getattr(self, p) for p in self.shape_params)
 
@@ -162,6 +165,22 @@ class ZonalKernel(Saveable):
         r"""Eigenvalues :math:`\lambda_0..\lambda_L` on :math:`S^{d-1}` (``(L + 1,)``)."""
         dim, L = check_dim(dim), check_degree(max_degree)
         return self.variance * self._spectrum(dim, L)
+
+    def spectrum_floor(self, dim: int, max_degree: int) -> np.ndarray:
+        r"""Per level, the size below which :meth:`spectrum`'s value is numerical noise (the
+        quadrature's convergence and rounding, ``(L + 1,)``, in the units of the spectrum); 0 for
+        spectra in closed form. Show or analyse only levels with ``spectrum > spectrum_floor``.
+
+        Examples
+        --------
+        >>> import spherelab as sl
+        >>> k = sl.kernels.Matern(2.5, 1.0)
+        >>> lam, floor = k.spectrum(9, 40), k.spectrum_floor(9, 40)
+        >>> bool((lam >= 0).all()), bool((lam[:10] > floor[:10]).all())
+        (True, True)
+        """
+        dim, L = check_dim(dim), check_degree(max_degree)
+        return self.variance * self._spectrum_floor(dim, L)
 
     def spectrum_gradients(self, dim: int, max_degree: int) -> dict[str, np.ndarray]:
         r""":math:`\partial\lambda_\ell/\partial\theta` for ``variance`` and the shape

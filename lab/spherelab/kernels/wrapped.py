@@ -79,6 +79,12 @@ class Truncated(WrappedKernel):
         out[: k + 1] = self._levels()[: k + 1]
         return out
 
+    def _spectrum_floor(self, dim, L):
+        out = np.zeros(L + 1)
+        k = min(L, self.max_degree)
+        out[: k + 1] = self.base._spectrum_floor(self.dim, self.max_degree)[: k + 1]
+        return out
+
     def _spectrum_grads(self, dim, L):
         k = min(L, self.max_degree)
         out = {}
@@ -170,6 +176,9 @@ class Parity(WrappedKernel):
 
     def _spectrum(self, dim, L):
         return self._mask(self.base._spectrum(dim, L))
+
+    def _spectrum_floor(self, dim, L):
+        return self._mask(self.base._spectrum_floor(dim, L))
 
     def _spectrum_grads(self, dim, L):
         return {k: self._mask(v) for k, v in self.base._spectrum_grads(dim, L).items()}

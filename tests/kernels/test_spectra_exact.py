@@ -1,0 +1,103 @@
+"""Spectra without round-off posing as data: the squared-exponential (Matérn-inf) spectrum in closed form
+(against mpmath), no negative level in any family, exact structural zeros, and the numerical floor
+below which a level is noise (kernels and activations; the mismatch explorer draws only above it)."""
+
+import mpmath as mp
+import numpy as np
+import pytest
+import spherelab as sl
+
+
+def _reference(lengthscale, dim, L):
+    mp.mp.dps = 40
+    a, z = mp.mpf(dim - 2) / 2, 1 / mp.mpf(lengthscale) ** 2
+    if dim == 2:
+        return [mp.e ** (-z) * mp.besseli(n, z) for n in range(L + 1)]
+    return [mp.e ** (-z) * mp.gamma(a + 1) * (2 / z) ** a * mp.besseli(n + a, z) for n in range(L + 1)]
+
+
+@pytest.mark.parametrize("dim", [2, 3, 6, 9, 17])
+@pytest.mark.parametrize("lengthscale", [0.2, 1.0, 4.0])
+def test_every_level_against_mpmath(dim, lengthscale):
+    lam = sl.kernels.Matern(np.inf, lengthscale).spectrum(dim, 30)
+    ref = np.array([float(v) for v in _reference(lengthscale, dim, 30)])
+    assert np.all(lam > 0)
+    np.testing.assert_allclose(lam, ref, rtol=1e-12)
+
+
+def test_no_negative_level_where_quadrature_gave_round_off():
+    lam = sl.kernels.Matern(np.inf, 1.0).spectrum(6, 30)
+    assert np.all(lam > 0) and np.all(np.diff(lam) < 0)
+    high = sl.kernels.Matern(np.inf, 0.5).spectrum(1024, 40)  # no overflow in any dimension
+    assert np.all(np.isfinite(high)) and np.all(high >= 0) and high[0] > 0
+
+
+def test_spectrum_sums_to_the_shape_at_one():
+    k = sl.kernels.Matern(np.inf, 0.7, variance=2.0)
+    lam = k.spectrum(3, 80)
+    counts = np.array([sl.num_harmonics(n, 3) for n in range(81)], dtype=float)
+    assert np.sum(lam * counts) == pytest.approx(k.at_one(), rel=1e-12)
+
+
+def test_lengthscale_gradient_against_finite_differences():
+    k = sl.kernels.Matern(np.inf, 1.3, variance=1.7)
+    g = k.spectrum_gradients(5, 12)["lengthscale"]
+    h = 1e-6
+    fd = (sl.kernels.Matern(np.inf, 1.3 + h, variance=1.7).spectrum(5, 12)
+          - sl.kernels.Matern(np.inf, 1.3 - h, variance=1.7).spectrum(5, 12)) / (2 * h)
+    np.testing.assert_allclose(g, fd, rtol=1e-7)
+
+
+FAMILIES = [lambda d: sl.kernels.ArcCosine(0), lambda d: sl.kernels.ArcCosine(1), lambda d: sl.kernels.ArcCosine(2),
+            lambda d: sl.kernels.NTK(1), lambda d: sl.kernels.NTK(3), lambda d: sl.kernels.DeepArcCosine(3),
+            lambda d: sl.kernels.Matern(0.5, 1.0), lambda d: sl.kernels.Matern(1.5, 0.3),
+            lambda d: sl.kernels.Matern(2.5, 1.0), lambda d: sl.kernels.Matern(np.inf, 0.5),
+            lambda d: sl.kernels.Matern(2.5, 300.0), lambda d: sl.kernels.IntrinsicMatern(d, 1.5, 1.0)]
+
+
+@pytest.mark.parametrize("make", FAMILIES)
+@pytest.mark.parametrize("dim", [3, 6, 9])
+def test_no_spectrum_is_negative_and_its_floor_is_a_bound(make, dim):
+    kernel = make(dim)
+    lam, floor = kernel.spectrum(dim, 40), kernel.spectrum_floor(dim, 40)
+    assert lam.shape == floor.shape == (41,)
+    assert np.all(lam >= 0), np.flatnonzero(lam < 0)
+    assert np.all(floor >= 0) and lam[0] > floor[0]
+
+
+def test_the_one_layer_ntk_has_exact_zeros_at_odd_levels_from_three():
+    lam = sl.kernels.NTK(1).spectrum(5, 21)
+    assert np.all(lam[3::2] == 0.0) and np.all(lam[:3] > 0) and np.all(lam[4::2] > 0)
+    assert np.all(sl.kernels.NTK(2).spectrum(5, 21) > 0)  # composition breaks the symmetry
+
+
+def test_the_floor_marks_round_off_not_data():
+    matern = sl.kernels.Matern(1.5, 1.0)
+    lam, floor = matern.spectrum(3, 30), matern.spectrum_floor(3, 30)
+    assert np.all(lam > 100 * floor)  # polynomial decay: every level is data
+    assert np.all(sl.kernels.ArcCosine(1).spectrum_floor(4, 10) == 0)  # closed form
+    truncated = sl.kernels.Truncated(matern, 3, 5)
+    assert np.all(truncated.spectrum_floor(3, 8)[6:] == 0) and np.all(truncated.spectrum_floor(3, 8)[:6] > 0)
+
+
+def test_activation_floors_mark_the_round_off_of_smooth_units():
+    swish = sl.activations.Swish()
+    c, floor = swish.coefficients(9, 40), swish.coefficients_floor(9, 40)
+    assert np.all(floor >= 0) and np.all(np.abs(c[:10:2]) > floor[:10:2])  # odd levels >= 3: exact zeros
+    noise = [l for l in range(41) if c[l] != 0 and abs(c[l]) <= floor[l]]
+    assert noise and min(noise) > 10  # geometric decay reaches the rounding floor, late
+    assert np.all(sl.activations.ReLU().coefficients_floor(9, 40) == 0)  # closed form
+
+
+def test_the_mismatch_explorer_draws_no_round_off():
+    from spherelab.explore import MismatchExplorer
+
+    explorer = MismatchExplorer({"SE": lambda d: sl.kernels.Matern(np.inf, 1.0), "NTK": lambda d: sl.kernels.NTK(1)},
+                                {"swish": sl.activations.Swish()}, kernel="NTK", activation="swish", dim=9, levels=40)
+    lam_floor = sl.kernels.NTK(1).spectrum_floor(9, 40)
+    sig, sig_floor = sl.activations.Swish().coefficients(9, 40), sl.activations.Swish().coefficients_floor(9, 40)
+    drawn = explorer.a_line.get_data()[1]
+    assert np.all(np.isnan(drawn[np.abs(sig) <= sig_floor]))
+    kdrawn = explorer.k_line.get_data()[1]
+    assert np.all(np.isnan(kdrawn[3::2]))  # the one-layer NTK's exact zeros
+    assert np.all(kdrawn[np.isfinite(kdrawn)] ** 2 > lam_floor[np.isfinite(kdrawn)])
