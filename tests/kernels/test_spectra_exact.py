@@ -101,3 +101,13 @@ def test_the_mismatch_explorer_draws_no_round_off():
     kdrawn = explorer.k_line.get_data()[1]
     assert np.all(np.isnan(kdrawn[3::2]))  # the one-layer NTK's exact zeros
     assert np.all(kdrawn[np.isfinite(kdrawn)] ** 2 > lam_floor[np.isfinite(kdrawn)])
+
+
+@pytest.mark.parametrize("lengthscale", [7.276405219999932e-05, 1e-3])
+def test_a_very_short_lengthscale_is_integrated_without_warning(lengthscale, recwarn):
+    """An optimiser's trial point reached lengthscale 7e-5: the spike at t = 1 is now split out of
+    the quadrature's interval. On the circle the low levels tend to the spike's integral,
+    lambda -> lengthscale * 8 / (3 pi sqrt 5) for Matérn-5/2."""
+    lam = sl.kernels.Matern(2.5, lengthscale).spectrum(2, 4)
+    assert not [w for w in recwarn if "funk_hecke" in str(w.message)]
+    np.testing.assert_allclose(lam[0], lengthscale * 8 / (3 * np.pi * np.sqrt(5)), rtol=1e-3)

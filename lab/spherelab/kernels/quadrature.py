@@ -19,6 +19,8 @@ class QuadratureSpectrum(ZonalKernel):
     """Kernels whose spectrum is the Funk–Hecke quadrature of their shape."""
 
     parity: str | None = None
+    #: points of [-1, 1] where the quadrature splits its interval (where the shape changes scale)
+    breakpoints: tuple = ()
 
     def _spectrum(self, dim, L):
         return quadrature_spectrum(self, dim, L)[0]
@@ -48,7 +50,8 @@ def quadrature_spectrum(kernel: QuadratureSpectrum, dim: int, L: int):
     levels above it. Values within the floor below zero are returned as 0, so that no spectrum is
     negative (they were round-off of both signs at the structural zeros of the one-layer NTK and
     at the high levels of fast-decaying spectra)."""
-    coeffs, err, rule = funk_hecke_with_rule(kernel._shape, dim, L, parity=kernel.parity)
+    coeffs, err, rule = funk_hecke_with_rule(kernel._shape, dim, L, parity=kernel.parity,
+                                             kinks=getattr(kernel, "breakpoints", ()))
     weights = np.abs(rule.matrix)
     eps = np.finfo(np.float64).eps
     floor = np.asarray(err, dtype=np.float64) + 8.0 * eps * (np.abs(kernel._shape(rule.nodes)) @ weights)
