@@ -283,3 +283,27 @@ def test_orthogonal_explorer_variance_terms_are_each_readable_under_arc_cosine()
         assert np.ptp(pixels) > 0.04 * height or np.abs(values).max() < 0.2 * total, name
         y0, y1 = ex.ax_var.get_ylim()
         assert y0 <= values.min() and values.max() <= y1, name
+
+
+def test_explorer_figures_have_clear_layouts_and_their_colour_bars():
+    """The gallery's colour-bar label sat under the globe; the decomposition explorer had no colour
+    bar: every text clear of the panels it does not label, and each image explorer with a bar."""
+    from spherelab.explore import DecompositionExplorer, HarmonicsGallery
+    from spherelab.groups import Rotation
+
+    gallery = HarmonicsGallery(max_degree=4, map_size=(24, 48), globe_size=40)
+    decomposition = DecompositionExplorer(K.Matern(2.5, 0.6, bias=0.5), {"rotation": lambda T: Rotation(2, T)},
+                                          grid_size=16, max_panels=4)
+    for explorer, label in ((gallery, "value / its largest |value|"), (decomposition, "f(x)")):
+        assert sl.widgets.overlapping_text(explorer.fig) == []
+        assert label in [ax.get_ylabel() for ax in explorer.fig.axes]
+
+
+def test_overlapping_text_finds_a_label_over_a_panel():
+    import matplotlib.pyplot as plt
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(4, 2))
+    a.set_ylabel("a long label that spills")
+    b.set_ylabel("a label drawn over the left panel " * 3)
+    assert sl.widgets.overlapping_text(fig)
+    plt.close(fig)

@@ -128,7 +128,10 @@ class DecompositionExplorer(Selectable):
         self.T = widgets.IntSlider(value=T, min=1, max=8, description="T", continuous_update=False)
         self.seed = widgets.IntSlider(value=0, min=0, max=20, description="sample", continuous_update=False)
         self.status = widgets.Label()
-        self.fig, self.axes = subplots(1, max_panels + 1, figsize=(1.35 * (max_panels + 1), 2.0))
+        # one column per component, the sum, and a thin one for the colour bar
+        self.fig, axes = subplots(1, max_panels + 2, figsize=(1.35 * (max_panels + 1) + 0.6, 2.0),
+                                  gridspec_kw={"width_ratios": [1.0] * (max_panels + 1) + [0.08]})
+        self.axes, cax = axes[:-1], axes[-1]
         self.images = []
         for ax in self.axes:
             im = ax.imshow(np.zeros((grid_size, grid_size)), extent=(-2, 2, -2, 2), origin="lower",
@@ -137,6 +140,9 @@ class DecompositionExplorer(Selectable):
             ax.set_yticks([])
             self.images.append(im)
         self.axes[0].set_ylabel("x₂")
+        bar = self.fig.colorbar(self.images[0], cax=cax)
+        bar.ax.tick_params(labelsize=7)
+        bar.set_label("f(x)", fontsize=8)
         self.fig.supxlabel("x₁ ∈ [−2, 2], one panel per component; colour: the sampled function", fontsize=8)
         self.fig.tight_layout()
         # images and titles change on a move; the rest is redrawn only when the number of panels
