@@ -117,8 +117,7 @@ def sphere_posterior(model, X, y=None, *, map_size=(45, 180), globe_size: int = 
         ax.set_title(f"upper hemisphere: {name} of g, data lifted", fontsize=8)
         fig.colorbar(im, ax=ax, fraction=0.04)
         ax = axes[row, 2]
-        cm = plt.get_cmap(cmap).copy()
-        cm.set_bad("0.85")  # the lower hemisphere: no input maps there
+        cm = plt.get_cmap(cmap).with_extremes(bad="0.85")  # the lower hemisphere: no input maps there
         ax.imshow(gl, cmap=cm, vmin=vmin, vmax=vmax)
         ax.set_axis_off()
         ax.set_title(f"globe: {'sd' if row else 'mean'} of g (grey: no input)", fontsize=8)
