@@ -93,6 +93,7 @@ def cholesky_backward(L: np.ndarray, dL: np.ndarray) -> np.ndarray:
 
 
 def chol_inverse(L: np.ndarray) -> np.ndarray:
+    """:math:`(L L^\top)^{-1}` from a lower Cholesky factor ``L`` (``(n, n)``)."""
     n = L.shape[0]
     return cho_solve((L, True), np.eye(n))
 

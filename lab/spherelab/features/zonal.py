@@ -32,6 +32,7 @@ __all__ = ["norms_and_directions", "zonal_pair", "zonal_pair_gradients", "lifted
 
 
 def norms_and_directions(A: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """Row norms ``(N,)`` and unit rows ``(N, d)`` of ``A``; a zero row is refused by ``name``."""
     r = np.sqrt(np.einsum("ij,ij->i", A, A))
     if np.any(r == 0):
         raise ValueError(f"{name} has a zero row (row {int(np.flatnonzero(r == 0)[0])}); its direction is undefined")
@@ -78,6 +79,7 @@ def zonal_pair_gradients(G: np.ndarray, A: np.ndarray, B: np.ndarray, shape_and_
 
 
 def lifted_points(kernel: ZonalKernel, X: Any, name: str = "X") -> np.ndarray:
+    r"""The lifted inputs :math:`\tilde x = [x / s, b]` of ``X`` (``(N, D)`` to ``(N, D + 1)``)."""
     X = check_finite_array(X, name, ndim=2)
     r, Xh = kernel.lift(X, name)
     return Xh * r[:, None]

@@ -39,10 +39,13 @@ __all__ = ["softplus", "softplus_inverse", "Param", "Model", "kernel_params", "l
 
 
 def softplus(u):
+    r""":math:`\log(1 + e^u)`, without overflow: the map from an optimiser's free value to a positive
+    parameter."""
     return np.logaddexp(0.0, u)
 
 
 def softplus_inverse(x):
+    """The free value whose :func:`softplus` is ``x`` (``x`` itself above 30, where they agree)."""
     # a parameter at exactly 0 (bias = 0) maps to softplus(-690) = 1e-300, i.e. stays ~0
     x = np.maximum(np.asarray(x, dtype=np.float64), 1e-300)
     return np.where(x > 30, x, np.log(np.expm1(np.minimum(x, 30))))
