@@ -3,7 +3,7 @@
 #   make lab HEADLESS=1 PORT=8899     same, no browser, listening on 127.0.0.1:8899
 #   make test                         install, then run every test (notebooks in smoke size)
 #   make test-fast                    the same without the tests marked slow (end-to-end fits, notebooks)
-#   make test-browser                 every notebook in Chromium through JupyterLab (benchmarks/browser.py)
+#   make test-browser                 every notebook in Chromium through JupyterLab, then the docs site
 #   make lint                         ruff check (configured in pyproject.toml)
 #   make docs                         the documentation site into docs/_build/html (notebooks executed, smoke size)
 #   make wheel-test                   build a wheel, install it in a fresh venv, fit a tiny model outside the repository
@@ -55,22 +55,24 @@ test: $(STAMP)
 
 # Every notebook in Debian's Chromium through JupyterLab (benchmarks/browser.py --check): run all
 # cells, no error output, every control redraws its figure; latencies are printed, not asserted.
+# Then the documentation site (make docs) in the same browser: docs/check_in_browser.py.
 # Installs chromium with apt-get when it can (root), else skips with the reason.
-test-browser: $(STAMP)
+test-browser: $(STAMP) docs
 	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && \
 	  (apt-get update -qq && apt-get install -y -qq chromium) >/dev/null 2>&1; } || true
 	@if ! command -v chromium >/dev/null 2>&1; then \
 	  echo "test-browser: SKIPPED: Debian's chromium is not installed and could not be (apt-get install chromium, as root)"; \
 	else \
 	  $(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) playwright && \
-	  $(BIN)/python benchmarks/browser.py --check --presses 1 --chromium "$$(command -v chromium)"; \
+	  $(BIN)/python benchmarks/browser.py --check --presses 1 --chromium "$$(command -v chromium)" && \
+	  $(BIN)/python docs/check_in_browser.py --chromium "$$(command -v chromium)"; \
 	fi
 
 test-fast: $(STAMP)
 	SPHERELAB_SMOKE=1 MPLBACKEND=Agg $(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check lab tests benchmarks notebooks
+	$(BIN)/ruff check lab tests benchmarks notebooks docs .ci .jupyter
 
 # The device check in numba-cuda's simulator, in a venv holding only what the lent GPU machine
 # is known to have of spherelab's needs (no TBB, Dask, zarr, JupyterLab, ipywidgets), spherelab
@@ -117,7 +119,11 @@ bench-peers: $(PEERS)/.installed
 # warnings as errors; then every internal link of the built site must resolve (tests/docs_links.py)
 docs: $(STAMP)
 	rm -rf docs/_build
-	SPHERELAB_SMOKE=1 MPLBACKEND=Agg $(BIN)/sphinx-build -W --keep-going -q -b html docs docs/_build/html
+	@mkdir -p docs/_build; status=0; \
+	SPHERELAB_SMOKE=1 MPLBACKEND=module://matplotlib_inline.backend_inline \
+	  $(BIN)/sphinx-build -W --keep-going -q -b html docs docs/_build/html > docs/_build/sphinx.log 2>&1 || status=$$?; \
+	grep -v "IPKernelApp\|^$$\|INFO traitlets" docs/_build/sphinx.log || true; \
+	if [ $$status -ne 0 ]; then echo "make docs: sphinx-build failed ($$status)"; exit $$status; fi
 	$(BIN)/python docs/check_links.py docs/_build/html
 
 # The wheel as a user gets it: built from a clean tree, installed into a fresh venv (no -e, no

@@ -9,7 +9,6 @@ import inspect
 import pkgutil
 
 import pytest
-
 import spherelab
 
 # the CUDA kernels' module needs numba-cuda's typing on import; its docstrings hold no examples

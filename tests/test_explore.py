@@ -307,3 +307,20 @@ def test_overlapping_text_finds_a_label_over_a_panel():
     b.set_ylabel("a label drawn over the left panel " * 3)
     assert sl.widgets.overlapping_text(fig)
     plt.close(fig)
+
+
+def test_blitting_after_the_figure_was_closed_is_a_no_op():
+    """The inline backend (documentation builds) closes each figure it has shown; a later slider
+    move must not fail on the closed figure's bare canvas."""
+    import matplotlib.pyplot as plt
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    fig, ax = plt.subplots()
+    (line,) = ax.plot([0, 1], [0, 1])
+    blit = sl.widgets.BlitManager(fig, [line])
+    fig.canvas.draw()
+    plt.close(fig)
+    FigureCanvasBase(fig)  # what a closed figure is left with
+    line.set_ydata([1, 0])
+    blit.update()
+    blit.full()

@@ -106,12 +106,29 @@ class BlitManager:
         for artist in self._artists:
             self.figure.draw_artist(artist)
 
+    def _live(self) -> bool:
+        """Whether the figure still has a canvas that can show a redraw. A closed figure (the
+        inline backend closes every figure it has shown: documentation builds, nbconvert) gets a
+        bare canvas: nothing on screen to update, so updates are skipped; a figure moved to a new
+        canvas is followed."""
+        canvas = self.figure.canvas
+        if canvas is not self.canvas:
+            if not hasattr(canvas, "copy_from_bbox"):
+                return False
+            self.canvas.mpl_disconnect(self._cid)
+            self.canvas, self._background = canvas, None
+            self._cid = canvas.mpl_connect("draw_event", self._on_draw)
+        return True
+
     def full(self) -> None:
         """Schedule a full render (axis limits or static artists changed)."""
-        self.canvas.draw_idle()
+        if self._live():
+            self.canvas.draw_idle()
 
     def update(self) -> None:
         """Redraw only the registered artists over the cached background."""
+        if not self._live():
+            return
         if self._background is None:
             self.full()
             return

@@ -1,4 +1,4 @@
-r"""Evidence lower bounds: value plus :math:`\partial\mathcal L/\partial`(matrices, q), no model
+r"""Evidence lower bounds: value plus :math:`\partial\mathcal L/\partial(\text{matrices}, q)`, no model
 state (GPy's contract), and the one streamed-statistics pass every Gaussian bound is built on."""
 
 from .decoupled import (

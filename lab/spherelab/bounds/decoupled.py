@@ -106,12 +106,11 @@ def decoupled_predictive(Kuu, Kuf, kff, m_u, L_u, Kvv, Kvu, Kvf, m_v, L_v, *, wh
     r"""The one predictive of the orthogonally-decoupled posterior, used by the bounds and by
     ``predict_f`` / ``variance_terms`` alike (Tiao, thesis eqs. 3.11-3.12): with
     :math:`A = K_{uu}^{-1}K_{uf}`, :math:`B = S_{vv}^{-1}S_{vf}`,
-    :math:`\mu = A^	op m_u + B^	op m_v` and :math:`
-u = k_{ff} - \mathrm{diag}(K_{fu}A)
-    + \mathrm{diag}(A^	op C_uA) - \mathrm{diag}(S_{fv}B) + \mathrm{diag}(B^	op C_vB)`; whitened
-    (:math:`u = L_{uu}	ilde u`, :math:`v' = L_{vv}	ilde v`), :math:`A_t = L_k^{-1}K_{uf}`,
-    :math:`B_t = L_s^{-1}S_{vf}` and the terms are column norms. Shapes as in
-    :func:`orthogonal_bound`; K = 0 gives zero orthogonal terms."""
+    :math:`\mu = A^\top m_u + B^\top m_v` and
+    :math:`\nu = k_{ff} - \mathrm{diag}(K_{fu}A) + \mathrm{diag}(A^\top C_uA) - \mathrm{diag}(S_{fv}B)
+    + \mathrm{diag}(B^\top C_vB)`; whitened (:math:`u = L_{uu}\tilde u`, :math:`v' = L_{vv}\tilde v`),
+    :math:`A_t = L_k^{-1}K_{uf}`, :math:`B_t = L_s^{-1}S_{vf}` and the terms are column norms. Shapes
+    as in :func:`orthogonal_bound`; K = 0 gives zero orthogonal terms."""
     B = Kuf.shape[1]
     K = Kvv.shape[0]
     L_u, L_v = np.tril(L_u), np.tril(L_v)
@@ -162,15 +161,15 @@ def orthogonal_bound(
 
     Parameters
     ----------
-    Kuu ``(M, M)``, Kuf ``(M, B)``, kff ``(B,)``
+    Kuu, Kuf, kff : ``(M, M)``, ``(M, B)``, ``(B,)``
         Feature covariances and the prior variances at the batch inputs.
-    m_u ``(M,)``, L_u ``(M, M)``
+    m_u, L_u : ``(M,)``, ``(M, M)``
         :math:`q(u) = N(m_u, L_uL_u^\top)` (lower triangle of L_u used).
-    Kvv ``(K, K)``, Kvu ``(K, M)``, Kvf ``(K, B)``
+    Kvv, Kvu, Kvf : ``(K, K)``, ``(K, M)``, ``(K, B)``
         Covariances of the orthogonal inducing values (K may be 0).
-    m_v ``(K,)``, L_v ``(K, K)``
+    m_v, L_v : ``(K,)``, ``(K, K)``
         :math:`q(v') = N(m_v, L_vL_v^\top)`.
-    y ``(B,)``, likelihood, num_data
+    y, likelihood, num_data : ``(B,)``, a likelihood, int
         Targets, a likelihood with ``variational_expectations``, and N (the data term is scaled
         by N / B).
     """

@@ -132,11 +132,11 @@ def block_bound_whitened(Kuus: Sequence[np.ndarray], Kufs: Sequence[np.ndarray],
     ----------
     Kuus, Kufs
         Per block :math:`k_c(Z_c, Z_c)` ``(m_c, m_c)`` and :math:`k_c(Z_c, X_B)` ``(m_c, B)``.
-    kff ``(B,)``
+    kff : ``(B,)``
         Prior variances :math:`k(x, x) = \sum_c k_c(x, x)` at the batch.
     ms, Ls
         Per block :math:`q(\tilde u_c) = N(m_c, L_cL_c^\top)` (lower triangles used).
-    y ``(B,)``, likelihood, num_data
+    y, likelihood, num_data : ``(B,)``, a likelihood, int
         Targets, a likelihood with ``variational_expectations``, and N (the data term is scaled
         by N / B).
 

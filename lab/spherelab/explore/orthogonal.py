@@ -47,6 +47,8 @@ class OrthogonalExplorer(Selectable):
     maxiter
         L-BFGS-B iterations per fit.
 
+    Notes
+    -----
     The controls are ``kernel``, ``act``, ``L``, ``K``; ``select(L=4, K=2)`` sets them and shows
     the fit before returning.
     """

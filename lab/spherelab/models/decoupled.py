@@ -72,6 +72,8 @@ class OrthogonalSVGP(SparseModel):
     device
         ``"cpu"`` (default), ``"gpu"`` or ``"auto"`` (:func:`spherelab.backend.resolve`).
 
+    Notes
+    -----
     Trainable: ``m_u``, ``L_u`` (:math:`C_u = L_uL_u^\top`), ``m_v``, ``L_v``, ``W``, the feature
     parameters (unit weights or inducing inputs), the kernel's variance, shape parameters, bias
     and input scale, and the Gaussian noise variance — all with analytic gradients

@@ -118,6 +118,8 @@ class HarmonicSVGP(SparseModel):
     device
         ``"cpu"`` (default), ``"gpu"`` or ``"auto"`` (:func:`spherelab.backend.resolve`).
 
+    Notes
+    -----
     Trainable (analytic gradients, :meth:`elbo_and_gradient`): ``ms``, ``Ls`` (per block),
     ``Z`` (per block), the kernel's variance, shape parameters, bias and input scale, and the
     Gaussian noise variance. With a trivial group (T = 1) this is the whitened SVGP.
