@@ -41,3 +41,18 @@ def _public():
 def test_every_public_class_and_function_has_a_docstring():
     missing = sorted({qual for qual, obj in _public() if not (obj.__doc__ or "").strip()})
     assert not missing, missing
+
+
+KERNELS_AND_FEATURES = ["kernels.ArcCosine", "kernels.DeepArcCosine", "kernels.NTK", "kernels.Matern",
+                        "kernels.IntrinsicMatern", "kernels.PolynomialDecay", "kernels.Truncated", "kernels.Parity",
+                        "features.HarmonicFeatures", "features.PhaseTruncatedHarmonics", "features.ActivatedFeatures",
+                        "features.InducingPoints", "VISH", "OrthogonalSVGP", "HarmonicSVGP"]
+
+
+@pytest.mark.parametrize("path", KERNELS_AND_FEATURES)
+def test_kernels_features_and_models_have_parameters_and_examples(path):
+    obj = spherelab
+    for part in path.split("."):
+        obj = getattr(obj, part)
+    doc = inspect.getdoc(obj) or ""
+    assert "Parameters\n----------" in doc and "Examples\n--------" in doc, path

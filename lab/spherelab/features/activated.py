@@ -42,6 +42,15 @@ class ActivatedFeatures(Features):
     weights
         ``(M, d)`` initial unit weights :math:`w_m \in \mathbb R^d` (d = inputs + 1); default:
         set by the model from the data dimension (random directions, unit norm).
+
+    Examples
+    --------
+    >>> import spherelab as sl
+    >>> X, y = sl.datasets.snelson_like(100)
+    >>> features = sl.features.ActivatedFeatures(sl.activations.ReLU(), num_units=8, truncation=4)
+    >>> model = sl.OrthogonalSVGP(sl.kernels.ArcCosine(1), features, 0).fit(X, y, maxiter=20)
+    >>> model.features.num_features
+    8
     """
 
     def __init__(self, activation: Activation, num_units: int, truncation: int, weights: Any = None) -> None:

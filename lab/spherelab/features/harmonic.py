@@ -197,6 +197,14 @@ class HarmonicFeatures(SphericalFeatures):
         L.
     dim
         d = inputs + 1; default: set by the model from the data (:meth:`initialise`).
+
+    Examples
+    --------
+    >>> import spherelab as sl
+    >>> X, y = sl.datasets.synthetic_regression(200, 2, seed=0)
+    >>> model = sl.VISH(sl.kernels.Matern(1.5), features=sl.features.HarmonicFeatures(3)).fit(X, y)
+    >>> model.features.num_features      # (L + 1)^2 on S^2
+    16
     """
 
     def __init__(self, max_degree: int, dim: int | None = None) -> None:

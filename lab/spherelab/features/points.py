@@ -21,6 +21,14 @@ class InducingPoints(Features):
     ----------
     Z
         ``(M, D)`` initial locations (trainable).
+
+    Examples
+    --------
+    >>> import numpy as np, spherelab as sl
+    >>> X, y = sl.datasets.snelson_like(100)
+    >>> model = sl.OrthogonalSVGP(sl.kernels.Matern(1.5), sl.features.InducingPoints(X[:10]), 0).fit(X, y, maxiter=20)
+    >>> model.features.Z.shape
+    (10, 1)
     """
 
     def __init__(self, Z: Any) -> None:

@@ -63,6 +63,23 @@ class ArcCosine(ZonalKernel):
     \tfrac{2d(d+2)}{3}\sigma_\ell^2` for the step, ReLU and squared-ReLU units (Gaussian weights
     have :math:`E\|w\|^{2p} = d(d+2)\cdots(d+2p-2)`), exact and non-negative; the d = 3 order-1
     spectrum is 0.375, 0.1667, 0.02344, 0, 0.000651 (Dutordoir, PhD report Table B.1).
+
+    Parameters
+    ----------
+    order
+        0 (step units), 1 (ReLU) or 2 (squared ReLU).
+    variance
+        :math:`\kappa(1)`, the prior variance at unit radius (> 0).
+    bias
+        b, the coordinate appended to every input by the lift :math:`\tilde x = [x / s, b]` (>= 0).
+    input_scale
+        s, a scalar or one positive value per input.
+
+    Examples
+    --------
+    >>> import numpy as np, spherelab as sl
+    >>> np.round(sl.kernels.ArcCosine(1).spectrum(3, 4), 4).tolist()   # Dutordoir, PhD report Table B.1
+    [0.375, 0.1667, 0.0234, 0.0, 0.0007]
     """
 
     structure = ("order",)
@@ -117,7 +134,28 @@ def _ntk(depth: int, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 class DeepArcCosine(QuadratureSpectrum):
     r"""Arc-cosine kernel composed ``depth`` times, :math:`\kappa^{(D)} = \kappa_p \circ \dots
     \circ \kappa_p` (the NNGP kernel of a depth-D ReLU network for p = 1; Eleftheriadis et al. eq. 3).
-    ``depth = 1`` is :class:`ArcCosine`."""
+    ``depth = 1`` is :class:`ArcCosine`.
+
+    Parameters
+    ----------
+    depth
+        Number of compositions (layers), >= 1.
+    order
+        The arc-cosine order of every layer: 0, 1 or 2.
+    variance
+        :math:`\kappa(1)`, the prior variance at unit radius (> 0).
+    bias
+        b, the coordinate appended to every input by the lift :math:`\tilde x = [x / s, b]` (>= 0).
+    input_scale
+        s, a scalar or one positive value per input.
+
+    Examples
+    --------
+    >>> import spherelab as sl
+    >>> k = sl.kernels.DeepArcCosine(depth=2)
+    >>> round(k.at_one(), 12), k.spectrum(3, 3).round(4).tolist()
+    (1.0, [0.5441, 0.1075, 0.0211, 0.0022])
+    """
 
     parity = None
     structure = ("depth", "order")
@@ -152,6 +190,24 @@ class NTK(QuadratureSpectrum):
     :math:`\Sigma_0 = \Theta_0 = t`, :math:`\Sigma_h = \kappa_1(\Sigma_{h-1})`,
     :math:`\Theta_h = \Theta_{h-1}\kappa_0(\Sigma_{h-1}) + \Sigma_h`,
     :math:`\kappa = \Theta_D / (D + 1)` (Jacot et al. 2018; Bietti & Mairal 2019; Eleftheriadis et al. Fig. 1).
+
+    Parameters
+    ----------
+    depth
+        Number of hidden layers, >= 1 (one layer: odd levels >= 3 vanish exactly).
+    variance
+        :math:`\kappa(1)`, the prior variance at unit radius (> 0).
+    bias
+        b, the coordinate appended to every input by the lift :math:`\tilde x = [x / s, b]` (>= 0).
+    input_scale
+        s, a scalar or one positive value per input.
+
+    Examples
+    --------
+    >>> import spherelab as sl
+    >>> lam = sl.kernels.NTK(1).spectrum(5, 5)
+    >>> bool(lam[3] == 0 and lam[5] == 0 and lam[4] > 0)
+    True
     """
 
     structure = ("depth",)

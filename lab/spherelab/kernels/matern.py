@@ -55,7 +55,29 @@ class Matern(QuadratureSpectrum):
     Positive definite on every sphere (Schoenberg), so :math:`\lambda_\ell \ge 0`; the spectrum
     is the Funk–Hecke quadrature in the angle variable, where the shape is analytic.
     This is the stationary kernel of the spectra-mismatch analysis (Dutordoir, PhD report §4.3.3,
-    Tiao, thesis §3.4)."""
+    Tiao, thesis §3.4).
+
+    Parameters
+    ----------
+    nu
+        Smoothness: 1/2, 3/2, 5/2 or ``numpy.inf`` (squared exponential, whose spectrum is in
+        closed form).
+    lengthscale
+        :math:`\ell` (> 0), in units of the chordal distance on the unit sphere.
+    variance
+        :math:`\kappa(1)`, the prior variance at unit radius (> 0).
+    bias
+        b, the coordinate appended to every input by the lift :math:`\tilde x = [x / s, b]` (>= 0).
+    input_scale
+        s, a scalar or one positive value per input.
+
+    Examples
+    --------
+    >>> import numpy as np, spherelab as sl
+    >>> k = sl.kernels.Matern(1.5, 0.5)
+    >>> np.round(k.K(np.array([[0.0], [1.0]])), 4).tolist()   # k(x, x) = r^2 kappa(1), r^2 = x^2 + b^2
+    [[1.0, 0.3643], [0.3643, 2.0]]
+    """
 
     shape_params = ("lengthscale",)
     structure = ("nu",)

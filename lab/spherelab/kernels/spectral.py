@@ -234,6 +234,30 @@ class IntrinsicMatern(SpectralKernel):
     dimension at :math:`\omega^2 = \ell(\ell + d - 2)`, i.e. the exponent
     :math:`\nu' + (d-1)/2` with :math:`\nu' = \nu + \tfrac12` and the lengthscale
     :math:`\rho' = 2\pi\rho\sqrt{\nu'/\nu}` here; :meth:`dutordoir2020` builds it.
+
+    Parameters
+    ----------
+    dim
+        d, the dimension of the ambient space of the sphere (inputs + 1).
+    nu
+        Smoothness (> 0), or ``numpy.inf`` for the heat kernel.
+    lengthscale
+        :math:`\rho` (> 0), geodesic.
+    variance
+        :math:`\kappa(1)`, the prior variance at unit radius (> 0).
+    bias
+        b, the coordinate appended to every input by the lift :math:`\tilde x = [x / s, b]` (>= 0).
+    input_scale
+        s, a scalar or one positive value per input.
+
+    Examples
+    --------
+    >>> import numpy as np, spherelab as sl
+    >>> k = sl.kernels.IntrinsicMatern(3, 1.5, 1.0)
+    >>> lam = k.spectrum(3, 400)
+    >>> counts = np.array([sl.num_harmonics(l, 3) for l in range(401)])
+    >>> round(float(lam @ counts), 4)    # kappa(1) = variance
+    1.0
     """
 
     shape_params = ("lengthscale",)
@@ -293,6 +317,28 @@ class PolynomialDecay(SpectralKernel):
     is the finite series :math:`\sum_{\ell \le L}` (the prior that features truncated at degree
     L represent anyway, Eleftheriadis et al. §5), valid for every :math:`\beta > 0`. The spectrum depends on
     ``dim``.
+
+    Parameters
+    ----------
+    dim
+        d (inputs + 1).
+    beta
+        :math:`\beta` (> 0; > d - 1 unless ``max_degree`` is given).
+    variance
+        :math:`\kappa(1)`, the prior variance at unit radius (> 0).
+    bias
+        b, the coordinate appended to every input by the lift :math:`\tilde x = [x / s, b]` (>= 0).
+    input_scale
+        s, a scalar or one positive value per input.
+    max_degree
+        L: the finite series up to degree L (any :math:`\beta > 0`); ``None``: the infinite series.
+
+    Examples
+    --------
+    >>> import spherelab as sl
+    >>> k = sl.kernels.PolynomialDecay(3, 1.5, max_degree=10)   # beta below d - 1: finite series
+    >>> round(k.at_one(), 12), k.spectrum(3, 12)[11:].tolist()
+    (1.0, [0.0, 0.0])
     """
 
     shape_params = ("beta",)

@@ -40,7 +40,25 @@ class Truncated(WrappedKernel):
     r"""The kernel :math:`\kappa_L(t) = \sum_{\ell \le L} \lambda_\ell Z_\ell(t)` of a base kernel
     truncated at degree L (``docs/design.md`` §3): a valid kernel in its own right, and exactly
     the prior that VISH with every harmonic up to degree L represents. Hyper-parameters are the
-    base kernel's (reads and writes go to it)."""
+    base kernel's (reads and writes go to it).
+
+    Parameters
+    ----------
+    kernel
+        The base zonal kernel.
+    dim
+        d, the sphere's ambient dimension the truncation refers to.
+    max_degree
+        L.
+
+    Examples
+    --------
+    >>> import numpy as np, spherelab as sl
+    >>> base = sl.kernels.Matern(2.5, 1.0)
+    >>> truncated = sl.kernels.Truncated(base, 3, 6)
+    >>> truncated.spectrum(3, 8)[7:].tolist(), bool(np.allclose(truncated.spectrum(3, 6), base.spectrum(3, 6)))
+    ([0.0, 0.0], True)
+    """
 
     _own = ("base", "dim", "max_degree")
 
@@ -136,6 +154,13 @@ class Parity(WrappedKernel):
         The base kernel.
     even
         ``True``: :math:`\kappa_+` (even degrees); ``False``: :math:`\kappa_-` (odd degrees).
+
+    Examples
+    --------
+    >>> import spherelab as sl
+    >>> even = sl.kernels.Parity(sl.kernels.Matern(2.5, 1.0), even=True)
+    >>> even.spectrum(3, 3)[[1, 3]].tolist()   # the odd levels removed
+    [0.0, 0.0]
     """
 
     _own = ("base", "even")

@@ -78,6 +78,14 @@ class OrthogonalSVGP(SparseModel):
     parameters (unit weights or inducing inputs), the kernel's variance, shape parameters, bias
     and input scale, and the Gaussian noise variance — all with analytic gradients
     (:meth:`elbo_and_gradient`).
+
+    Examples
+    --------
+    >>> import spherelab as sl
+    >>> X, y = sl.datasets.snelson_like(100)
+    >>> model = sl.OrthogonalSVGP(sl.kernels.Matern(1.5), sl.features.InducingPoints(X[:8]), 4).fit(X, y, maxiter=20)
+    >>> model.W.shape, model.predict_y(X[:3])[0].shape     # K = 4 orthogonal inputs
+    ((4, 1), (3,))
     """
 
     #: entries of one row chunk, (M + K) x rows: blocks of 16 MB

@@ -128,6 +128,15 @@ class HarmonicSVGP(SparseModel):
     ----------
     Sun, Shi, Wilson, Grosse (2021), "Scalable variational Gaussian processes via harmonic kernel
     decomposition", §3-4.
+
+    Examples
+    --------
+    >>> import spherelab as sl
+    >>> from spherelab.groups import Reflection
+    >>> X, y = sl.datasets.mirror_symmetric(300, noise=0.1, seed=0)
+    >>> model = sl.HarmonicSVGP(sl.kernels.Matern(2.5, 1.0), Reflection(2), 4).fit(X, y, maxiter=20)
+    >>> len(model.components), model.predict_f(X[:3])[0].shape   # four blocks of four inducing inputs
+    (4, (3,))
     """
 
     def __init__(self, kernel: ZonalKernel, group, num_inducing_per_block: int | Sequence[int] = 64,
