@@ -53,7 +53,7 @@ lab: $(LAB_STAMP)
 test: $(STAMP)
 	SPHERELAB_SMOKE=1 MPLBACKEND=Agg $(BIN)/python -m pytest $(PYTEST_ARGS)
 
-# Every notebook in Debian's Chromium through JupyterLab (benchmarks/browser.py --check): run all
+# Every notebook in Debian's Chromium through JupyterLab (benchmarks/tools/browser.py --check): run all
 # cells, no error output, every control redraws its figure; latencies are printed, not asserted.
 # Then the documentation site (make docs) in the same browser: docs/check_in_browser.py.
 # Installs chromium with apt-get when it can (root), else skips with the reason.
@@ -64,7 +64,7 @@ test-browser: $(STAMP) docs
 	  echo "test-browser: SKIPPED: Debian's chromium is not installed and could not be (apt-get install chromium, as root)"; \
 	else \
 	  $(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) playwright && \
-	  $(BIN)/python benchmarks/browser.py --check --presses 1 --chromium "$$(command -v chromium)" && \
+	  $(BIN)/python benchmarks/tools/browser.py --check --presses 1 --chromium "$$(command -v chromium)" && \
 	  $(BIN)/python docs/check_in_browser.py --chromium "$$(command -v chromium)"; \
 	fi
 
@@ -91,15 +91,15 @@ $(BENCH_STAMP): $(STAMP)
 	touch $@
 
 bench: $(BENCH_STAMP)
-	$(BIN)/python benchmarks/harmonics.py
-	$(BIN)/python benchmarks/accuracy.py
-	$(BIN)/python benchmarks/spectra.py
-	$(BIN)/python benchmarks/notebook_redraw.py
-	$(BIN)/python benchmarks/vish_uci.py
-	$(BIN)/python benchmarks/vish_scale.py
-	$(BIN)/python benchmarks/decoupled_snelson.py
-	$(BIN)/python benchmarks/hvgp_symmetry.py
-	$(BIN)/python benchmarks/threads.py
+	$(BIN)/python benchmarks/speed/harmonics.py
+	$(BIN)/python benchmarks/paper/accuracy.py
+	$(BIN)/python benchmarks/speed/spectra.py
+	$(BIN)/python benchmarks/speed/notebook_redraw.py
+	$(BIN)/python benchmarks/paper/vish_uci.py
+	$(BIN)/python benchmarks/speed/vish_scale.py
+	$(BIN)/python benchmarks/paper/decoupled_snelson.py
+	$(BIN)/python benchmarks/paper/hvgp_symmetry.py
+	$(BIN)/python benchmarks/speed/threads.py
 
 # GPflow / TensorFlow and GPyTorch / PyTorch (CPU build) live in their own environment: they
 # pin NumPy < 2 and are not dependencies of spherelab
@@ -112,8 +112,8 @@ $(PEERS)/.installed:
 	touch $@
 
 bench-peers: $(PEERS)/.installed
-	$(PEERS)/bin/python benchmarks/vish_peers.py
-	$(PEERS)/bin/python benchmarks/decoupled_throughput.py
+	$(PEERS)/bin/python benchmarks/speed/vish_peers.py
+	$(PEERS)/bin/python benchmarks/speed/decoupled_throughput.py
 
 # Sphinx (autodoc + napoleon for the API, MyST-NB for the notebooks, executed at smoke size),
 # warnings as errors; then every internal link of the built site must resolve (tests/docs_links.py)

@@ -3,7 +3,7 @@
 Small work runs with one BLAS thread and one Numba thread, large work with every core. Waking a
 thread pool costs microseconds on an idle machine and milliseconds when other processes keep the
 cores busy, and OpenBLAS's threads spin while they wait for each other. Measured on a 2-core
-machine (``benchmarks/threads.py``, RESULTS.md "Threads"), median times:
+machine (``benchmarks/speed/threads.py``, RESULTS.md "Threads"), median times:
 
 * idle, two threads win from the smallest sizes: the harmonics of d = 9, L = 4 (660 features)
   1.9x at 250 to 32 000 points, a Gram product :math:`AA^\top` with M = 210 1.3-1.8x;

@@ -1,0 +1,206 @@
+"""Benchmark results, recorded from a run's output and never retyped.
+
+Every run goes to the dated log, ``benchmarks/log/DATE-NAME.md``: a header (the claim it measures,
+if any, its title, the command that reproduces it, the date, the machine) and the run's output
+verbatim — Markdown table rows and headings as they are, everything else in a fenced block.
+``benchmarks/RESULTS.md`` is generated from the log: for each claim of :data:`CLAIMS`, the newest
+run of it, with its command, date and machine. Nothing else writes RESULTS.md.
+
+    python benchmarks/tools/record.py add CLAIM run.log --title "..." --command "python ..." [--note TEXT]
+    python benchmarks/tools/record.py add - run.log --title "..." --command "..."   # log only, no claim
+    python benchmarks/tools/record.py render            # rewrite RESULTS.md from the log
+    python benchmarks/tools/record.py render --check    # exit 1 if RESULTS.md is not what the log gives
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import re
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+BENCHMARKS = HERE.parent
+LOG = BENCHMARKS / "log"
+RESULTS = BENCHMARKS / "RESULTS.md"
+
+#: claim -> (group, what it measures); RESULTS.md shows the groups and claims in this order
+CLAIMS = {
+    "accuracy": ("Paper reproductions and identities", "Gegenbauer, addition theorem and orthonormality against references"),
+    "vish-table1": ("Paper reproductions and identities", "VISH, Dutordoir et al. 2020 Table 1 (features prior)"),
+    "vish-uci": ("Paper reproductions and identities", "VISH on five UCI sets with the default (kernel) prior"),
+    "vish-degrees": ("Paper reproductions and identities", "VISH against M and wall time on kin8nm, power, protein"),
+    "decoupled-uci": ("Paper reproductions and identities", "Activated features and the orthogonal basis on UCI (Tiao, thesis)"),
+    "decoupled-snelson": ("Paper reproductions and identities", "The orthogonal basis on Snelson (Tiao, thesis Fig. 3.9)"),
+    "phases-uci": ("Paper reproductions and identities", "Phase-truncated against full harmonics (Eleftheriadis et al. Fig. 2)"),
+    "phases-susy": ("Paper reproductions and identities", "SUSY-like classification (Eleftheriadis et al. Table 1 protocol)"),
+    "hvgp": ("Paper reproductions and identities", "HVGP against SVGP (Sun et al. 2021)"),
+    "harmonics": ("Speed against peers and limits", "660 spherical harmonics at 10^5 points against a reference implementation"),
+    "spectra": ("Speed against peers and limits", "Every spectrum a model needs, against scipy.quad"),
+    "vish-scale": ("Speed against peers and limits", "VISH fit + predict up to 6 x 10^6 rows"),
+    "vish-peers": ("Speed against peers and limits", "VISH against GPflow and GPyTorch on UCI"),
+    "vish-peers-protein": ("Speed against peers and limits", "VISH against GPflow and GPyTorch on protein"),
+    "vish-peers-synthetic": ("Speed against peers and limits", "VISH against GPflow and GPyTorch on synthetic data"),
+    "vish-memory": ("Speed against peers and limits", "VISH.fit peak memory against N"),
+    "vish-dask": ("Speed against peers and limits", "VISH on a Zarr store through a Dask cluster"),
+    "vish-float32": ("Speed against peers and limits", "The float32 Gram pass"),
+    "vish-float32-condition": ("Speed against peers and limits", "The float32 bound against the condition number"),
+    "vish-parts": ("Speed against peers and limits", "Parts of a VISH fit"),
+    "pass-breakdown": ("Speed against peers and limits", "One core's time in the statistics pass"),
+    "chunk-sweep": ("Speed against peers and limits", "The statistics pass against its chunk size"),
+    "decoupled-throughput": ("Speed against peers and limits", "Decoupled-model throughput against GPflow"),
+    "threads": ("Speed against peers and limits", "The thread policy, idle and under load"),
+    "threading-layer": ("Speed against peers and limits", "Numba's threading layer: OpenMP against TBB"),
+    "notebook-redraw": ("Speed against peers and limits", "Notebook explorers' redraw latency"),
+    "browser": ("Speed against peers and limits", "Every notebook in Chromium"),
+    "gpu-check": ("The GPU device check", "benchmarks/gpu_check.py on a lent card"),
+    "robustness-census": ("Robustness and analyses", "Robustness census: bad input against clear errors"),
+    "matern-ridge": ("Robustness and analyses", "Why a default VISH fit can run away to a huge variance"),
+}
+FIELDS = ("claim", "title", "command", "date", "machine")
+
+
+def render_output(lines: list[str]) -> str:
+    """A run's output as Markdown: table rows, blank lines and headings of two or more hashes stay
+    Markdown (a run's own ``## `` headings become ``#### ``), everything else is fenced."""
+    out, fenced = [], False
+    for line in lines:
+        markdown = line.startswith(("|", "##")) or not line.strip()  # "# ..." is a script's comment
+        if markdown and fenced:
+            out.append("```")
+            fenced = False
+        if not markdown and not fenced:
+            out.append("```")
+            fenced = True
+        if line.startswith("## "):
+            line = "#### " + line[3:]
+        if markdown and line.startswith("####") and out and out[-1].strip():
+            out.append("")
+        out.append(line)
+    if fenced:
+        out.append("```")
+    return "\n".join(out)
+
+
+def parse_entry(path: Path) -> dict:
+    """A log file's header fields and body."""
+    text = path.read_text(encoding="utf-8")
+    match = re.match(r"---\n(.*?)\n---\n", text, re.S)
+    if not match:
+        raise ValueError(f"{path}: no header block (---, claim/title/command/date/machine, ---)")
+    header = dict(line.split(": ", 1) for line in match.group(1).split("\n"))
+    missing = [f for f in FIELDS if f not in header]
+    if missing:
+        raise ValueError(f"{path}: header lacks {missing}")
+    if header["claim"] != "-" and header["claim"] not in CLAIMS:
+        raise ValueError(f"{path}: unknown claim {header['claim']!r} (add it to CLAIMS)")
+    return {**header, "body": text[match.end():].strip("\n"), "file": path.name}
+
+
+def entries() -> list[dict]:
+    return sorted((parse_entry(p) for p in LOG.glob("*.md")), key=lambda e: (e["date"], e["file"]))
+
+
+def current() -> dict[str, dict]:
+    """The newest run of each claim."""
+    out = {}
+    for entry in entries():
+        if entry["claim"] != "-":
+            out[entry["claim"]] = entry
+    return out
+
+
+def _under_claim(body: str) -> str:
+    """A log entry's own headings moved below its claim's (level 4 and deeper), fences untouched."""
+    lines, fenced, levels = body.split("\n"), False, []
+    for line in lines:
+        fenced ^= line.startswith("```")
+        match = re.match(r"(#{1,6}) ", line)
+        if match and not fenced:
+            levels.append(len(match.group(1)))
+    shift = max(0, 4 - min(levels)) if levels else 0
+    out, fenced = [], False
+    for line in lines:
+        fenced ^= line.startswith("```")
+        match = re.match(r"(#{1,6}) ", line)
+        out.append("#" * shift + line if match and not fenced else line)
+    return "\n".join(out)
+
+
+def render() -> str:
+    latest = current()
+    lines = ["# Results", "",
+             "The current figure for each claim the project makes: the newest recorded run, with the command",
+             "that regenerates it, its date and the machine it ran on. Generated by",
+             "`benchmarks/tools/record.py render` from the dated log in `benchmarks/log/` (every run, oldest",
+             "first); never edited by hand. Paper reproductions are in `benchmarks/paper/`, timings against",
+             "peers and limits in `benchmarks/speed/`, helpers in `benchmarks/tools/`.", ""]
+    group = None
+    for claim, (claim_group, what) in CLAIMS.items():
+        if claim not in latest:
+            continue
+        if claim_group != group:
+            group = claim_group
+            lines += [f"## {group}", ""]
+        e = latest[claim]
+        lines += [f"### {what}", "", f"*{e['title']}* — `{e['command']}` · {e['date']} · {e['machine']} "
+                  f"· log: `benchmarks/log/{e['file']}`", "", _under_claim(e["body"]), ""]
+    missing = [c for c in CLAIMS if c not in latest]
+    if missing:
+        lines += ["## Not yet measured", "", ", ".join(f"`{c}`" for c in missing), ""]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def add(claim: str, log: Path, title: str, command: str, note: str, machine: str | None, date: str | None) -> Path:
+    if claim != "-" and claim not in CLAIMS:
+        raise SystemExit(f"record.py: unknown claim {claim!r}; one of {sorted(CLAIMS)} or '-'")
+    if machine is None:
+        sys.path.insert(0, str(HERE))
+        from _machine import describe
+
+        machine = describe()
+    date = date or datetime.date.today().isoformat()
+    lines = log.read_text(encoding="utf-8").rstrip("\n").split("\n")
+    name = re.sub(r"[^a-z0-9]+", "-", (claim if claim != "-" else title).lower()).strip("-")[:60]
+    target, n = LOG / f"{date}-{name}.md", 2
+    while target.exists():
+        target, n = LOG / f"{date}-{name}-{n}.md", n + 1
+    header = "\n".join(f"{k}: {v}" for k, v in zip(FIELDS, (claim, title, command, date, machine)))
+    body = (f"{note}\n\n" if note else "") + render_output(lines)
+    LOG.mkdir(exist_ok=True)
+    target.write_text(f"---\n{header}\n---\n{body}\n", encoding="utf-8")
+    return target
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="record a benchmark run; generate RESULTS.md")
+    sub = parser.add_subparsers(dest="action", required=True)
+    a = sub.add_parser("add", help="log a run (and make it the current figure of its claim)")
+    a.add_argument("claim", help=f"one of {', '.join(CLAIMS)}, or - for the log only")
+    a.add_argument("log", type=Path, help="the run's output")
+    a.add_argument("--title", required=True)
+    a.add_argument("--command", required=True, help="the command that reproduces the run")
+    a.add_argument("--note", default="", help="a sentence on how it was run")
+    a.add_argument("--machine", default=None, help="default: this machine, described")
+    a.add_argument("--date", default=None, help="default: today")
+    r = sub.add_parser("render", help="rewrite RESULTS.md from the log")
+    r.add_argument("--check", action="store_true", help="exit 1 if RESULTS.md differs from the log's")
+    args = parser.parse_args()
+    if args.action == "add":
+        target = add(args.claim, args.log, args.title, args.command, args.note, args.machine, args.date)
+        print(f"logged {target.relative_to(BENCHMARKS.parent)}")
+    text = render()
+    if getattr(args, "check", False):
+        if RESULTS.read_text(encoding="utf-8") != text:
+            print("RESULTS.md is not what benchmarks/log gives: run benchmarks/tools/record.py render")
+            return 1
+        print("RESULTS.md matches the log")
+        return 0
+    RESULTS.write_text(text, encoding="utf-8")
+    print(f"wrote {RESULTS.relative_to(BENCHMARKS.parent)}: {len(current())} claims")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,48 @@
+"""benchmarks/RESULTS.md is generated from the dated log (never retyped): it is exactly what
+``benchmarks/tools/record.py render`` gives, every log entry parses, and every current claim names
+a command that exists."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+spec = importlib.util.spec_from_file_location("record", ROOT / "benchmarks" / "tools" / "record.py")
+record = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(record)
+
+
+def test_results_md_is_the_render_of_the_log():
+    assert (ROOT / "benchmarks" / "RESULTS.md").read_text(encoding="utf-8") == record.render()
+
+
+def test_every_claim_is_measured_and_names_a_command_that_exists():
+    current = record.current()
+    assert set(current) == set(record.CLAIMS)
+    targets = set(re.findall(r"^([A-Za-z][\w-]*):", (ROOT / "Makefile").read_text(), re.M))
+    for claim, entry in current.items():
+        scripts = re.findall(r"benchmarks/[\w/]+\.(?:py|sh)", entry["command"])
+        makes = re.findall(r"\bmake ([\w-]+)", entry["command"])
+        assert scripts or makes, (claim, entry["command"])
+        assert all((ROOT / s).exists() for s in scripts), (claim, entry["command"])
+        assert all(m in targets for m in makes), (claim, entry["command"])
+        assert re.fullmatch(r"\d{4}-\d\d-\d\d", entry["date"]) and entry["machine"], claim
+
+
+def test_add_logs_a_run_and_makes_it_current(tmp_path, monkeypatch):
+    monkeypatch.setattr(record, "LOG", tmp_path)
+    run = tmp_path / "run.txt"
+    run.write_text("setting: 3\n| a | b |\n| --- | --- |\n| 1 | 2 |\n")
+    first = record.add("harmonics", run, "first", "python benchmarks/speed/harmonics.py", "", "test machine",
+                       "2026-01-01")
+    second = record.add("harmonics", run, "second", "python benchmarks/speed/harmonics.py", "a note",
+                        "test machine", "2026-01-02")
+    assert first.name == "2026-01-01-harmonics.md" and second.exists()
+    assert record.current()["harmonics"]["title"] == "second"
+    text = record.render()
+    assert "*second*" in text and "| 1 | 2 |" in text and "```\nsetting: 3\n```" in text
+    record.add("-", run, "a comparison", "benchmarks/tools/compare_commits.sh HEAD 1 harmonics.py", "", "m",
+               "2026-01-03")
+    assert record.current()["harmonics"]["title"] == "second"  # log-only entries claim nothing
