@@ -516,7 +516,7 @@ def main() -> int:
     if args.sim:
         os.environ["NUMBA_ENABLE_CUDASIM"] = "1"  # before Numba's first import
     os.environ.setdefault("TQDM_DISABLE", "1")  # the passes' progress bars would bury the tables
-    sys.path.insert(0, str(HERE / "tools"))
+    sys.path[:0] = [str(HERE / "tools"), str(HERE / "speed")]  # _machine, vish_scale.syrk_rates
     start = time.perf_counter()
     meta = {"started": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "argv": sys.argv[1:],
             "mode": "simulator" if args.sim else "GPU", "host": f"{platform.node()}, {os.cpu_count()} cores",
