@@ -3,6 +3,7 @@
 #   make lab HEADLESS=1 PORT=8899     same, no browser, listening on 127.0.0.1:8899
 #   make test                         install, then run every test (notebooks in smoke size)
 #   make test-fast                    the same without the tests marked slow (end-to-end fits, notebooks)
+#   make test-notebooks-full          every notebook at full size with its assertions (not in CI: minutes each)
 #   make test-browser                 every notebook in Chromium through JupyterLab, then the docs site
 #   make lint                         ruff check (configured in pyproject.toml)
 #   make docs                         the documentation site into docs/_build/html (notebooks executed, smoke size)
@@ -24,7 +25,7 @@ LAB_STAMP := $(VENV)/.spherelab-lab-installed
 BENCH_STAMP := $(VENV)/.spherelab-bench-installed
 CONSTRAINTS := .ci/constraints.txt
 
-.PHONY: lab test test-fast test-browser lint bench bench-peers install clean check-device-shape docs wheel-test
+.PHONY: lab test test-notebooks-full test-fast test-browser lint bench bench-peers install clean check-device-shape docs wheel-test
 
 install: $(STAMP)
 
@@ -67,6 +68,10 @@ test-browser: $(STAMP) docs
 	  $(BIN)/python benchmarks/tools/browser.py --check --presses 1 --chromium "$$(command -v chromium)" && \
 	  $(BIN)/python docs/check_in_browser.py --chromium "$$(command -v chromium)"; \
 	fi
+
+# the notebooks at full size (minutes each): every assertion beside a stated result, as a reader runs it
+test-notebooks-full: $(STAMP)
+	SPHERELAB_NOTEBOOKS=full MPLBACKEND=Agg $(BIN)/python -m pytest tests/test_notebooks.py $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
 	SPHERELAB_SMOKE=1 MPLBACKEND=Agg $(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)

@@ -78,7 +78,8 @@ def timed_redraw(page, action, timeout_ms: int = 60_000) -> tuple[float, float] 
     return first, time.perf_counter() - t0
 
 
-def run_notebook(page, port: int, token: str, name: str, presses: int, pause: float = 0.0) -> dict:
+def run_notebook(page, port: int, token: str, name: str, presses: int, pause: float = 0.0,
+                 workdir: str | None = None) -> dict:
     page.goto(f"http://127.0.0.1:{port}/lab/tree/{name}?reset&token={token}")  # reset: only this notebook open
     page.wait_for_selector(".jp-Notebook", timeout=120_000)
     page.wait_for_function("() => document.body.innerText.includes('Idle')", timeout=120_000, polling=250)
@@ -121,9 +122,20 @@ def run_notebook(page, port: int, token: str, name: str, presses: int, pause: fl
         select.scroll_into_view_if_needed()
         t = timed_redraw(page, lambda s=select, k=(current + 1) % options: s.select_option(index=k))
         (moves.append((f"dropdown {i}", t)) if t is not None else dead.append(f"dropdown {i}"))
+    # a reader saves: the lab's pre-save hook (.jupyter/) must write the notebook as committed
+    saved_clean = None
+    if workdir is not None:
+        before = os.stat(os.path.join(workdir, name)).st_mtime_ns
+        page.locator(".jp-Notebook").first.click()
+        page.keyboard.press("Control+s")
+        deadline = time.time() + 30
+        while os.stat(os.path.join(workdir, name)).st_mtime_ns == before and time.time() < deadline:
+            time.sleep(0.2)
+        saved = (ROOT / "notebooks" / name).read_bytes() == open(os.path.join(workdir, name), "rb").read()
+        saved_clean = saved and os.stat(os.path.join(workdir, name)).st_mtime_ns != before
     page.locator(".lm-MenuBar-itemLabel", has_text="Kernel").first.click()
     page.locator(".lm-Menu-itemLabel", has_text="Shut Down Kernel").first.click()
-    return dict(name=name, run_all=run_all, errors=errors, sliders=sliders.count(), dropdowns=dropdowns.count(),
+    return dict(saved_clean=saved_clean, name=name, run_all=run_all, errors=errors, sliders=sliders.count(), dropdowns=dropdowns.count(),
                 figures=figures, moves=moves, dead=sorted(set(dead)), overflow=overflow,
                 widest=max((w for w, _ in widths), default=0.0), room=min((r for _, r in widths), default=0.0))
 
@@ -158,7 +170,7 @@ def main() -> int:
             browser = p.chromium.launch(executable_path=args.chromium, args=["--no-sandbox"])
             page = browser.new_page(viewport={"width": 1400, "height": 900})
             for name in names:
-                results.append(run_notebook(page, port, token, name, args.presses, args.pause))
+                results.append(run_notebook(page, port, token, name, args.presses, args.pause, workdir))
                 r = results[-1]
                 print(f"  {name}: run-all {r['run_all']:.1f} s, {len(r['moves'])} moves", flush=True)
             browser.close()
@@ -168,6 +180,8 @@ def main() -> int:
         os.killpg(proc.pid, signal.SIGTERM)  # make and the JupyterLab server it started
         proc.wait(30)
         shutil.rmtree(workdir, ignore_errors=True)
+    print("saved after Run All as committed (git status clean): "
+          + ", ".join(f"{r['name'][:2]} {'yes' if r['saved_clean'] else 'NO'}" for r in results))
     print("\n| notebook | run all (s) | sliders / dropdowns / figures | moves | median (ms) | worst (ms) | "
           "final figure: median / worst (ms) | errors | controls that never redrew | widest figure / output width (px) |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
@@ -184,6 +198,9 @@ def main() -> int:
             failures.append(f"{r['name']}: error output: {r['errors'][0]}")
         if r["figures"] and not r["moves"]:
             failures.append(f"{r['name']}: no control redrew a figure")
+        if r["saved_clean"] is False:
+            failures.append(f"{r['name']}: saved after Run All, the notebook differs from the committed one "
+                            "(outputs written: is .jupyter/ on JUPYTER_CONFIG_PATH?)")
     for r in results:
         for label in sorted({m[0] for m in r["moves"]}):
             t = [m[1] for m in r["moves"] if m[0] == label]

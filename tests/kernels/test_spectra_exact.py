@@ -111,3 +111,8 @@ def test_a_very_short_lengthscale_is_integrated_without_warning(lengthscale, rec
     lam = sl.kernels.Matern(2.5, lengthscale).spectrum(2, 4)
     assert not [w for w in recwarn if "funk_hecke" in str(w.message)]
     np.testing.assert_allclose(lam[0], lengthscale * 8 / (3 * np.pi * np.sqrt(5)), rtol=1e-3)
+
+
+def test_a_lengthscale_below_float_resolution_of_t_still_integrates():
+    lam = sl.kernels.Matern(1.5, 1e-12).spectrum(3, 3)
+    assert np.all(np.isfinite(lam)) and np.all(lam >= 0)

@@ -132,7 +132,8 @@ class Matern(QuadratureSpectrum):
         an angle of order the lengthscale of t = 1, a spike no rule on the whole interval resolves
         (at lengthscale 7e-5, which an optimiser's trial point reached, 8192 nodes did not)."""
         scale = self.lengthscale / math.sqrt(2.0 * self.nu) if np.isfinite(self.nu) else self.lengthscale
-        return tuple(math.cos(a * scale) for a in (2.0, 8.0, 32.0) if a * scale < 1.0)
+        points = {math.cos(a * scale) for a in (2.0, 8.0, 32.0) if a * scale < 1.0}
+        return tuple(sorted(t for t in points if t < 1.0))  # below ~1e-8 rad the angle rounds to t = 1
 
     def _shape_minus_one(self, t):
         r""":math:`\kappa(t) - 1` without the cancellation of ``_shape(t) - 1`` where the distance is
