@@ -46,3 +46,25 @@ def test_add_logs_a_run_and_makes_it_current(tmp_path, monkeypatch):
     record.add("-", run, "a comparison", "benchmarks/tools/compare_commits.sh HEAD 1 harmonics.py", "", "m",
                "2026-01-03")
     assert record.current()["harmonics"]["title"] == "second"  # log-only entries claim nothing
+
+
+def test_the_readme_quotes_each_claims_current_figures():
+    """Every bullet of the README's results section names a claim, and every figure it quotes
+    (a number with a decimal point, an exponent, a ×, or a thousands separator) is in that claim's
+    current entry."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Accuracy and speed", 1)[1].split("\n## ", 1)[0]
+    bullets = ["* " + b for b in section.split("\n* ")[1:]]
+    assert len(bullets) >= 5
+    current = record.current()
+    for bullet in bullets:
+        claims = re.findall(r"claims?\s+`([\w-]+)`", bullet)
+        assert claims and all(c in current for c in claims), bullet
+        body = " ".join(current[c]["body"] for c in claims)
+        figures = re.findall(r"(?<![\w.])-?\d[\d ]*\.\d+(?:e-?\d+)?|(?<![\w.])\d+e-?\d+|\d[\d ]*\d×|\d+ \d{3}(?: \d{3})*",
+                             bullet.replace("$", ""))
+        for figure in figures:
+            plain = figure.replace("×", "").strip()
+            variants = {plain, plain.replace(" ", ","), plain.replace(" ", "")}
+            found = any(re.search(rf"(?<![\d.]){re.escape(v)}(?![\d])", body) for v in variants)
+            assert found, f"{figure!r} of {bullet[:60]!r} is not in {claims}"
