@@ -48,6 +48,10 @@ def test_add_logs_a_run_and_makes_it_current(tmp_path, monkeypatch):
     assert record.current()["harmonics"]["title"] == "second"  # log-only entries claim nothing
 
 
+# a decimal (with an exponent), a power of ten, a ratio with ×, or a number with thousands spaces
+FIGURE = r"(?<![\w.])-?\d[\d ]*\.\d+(?:e-?\d+)?|(?<![\w.])\d+e-?\d+|\d[\d ]*\d×|\d+ \d{3}(?: \d{3})*"
+
+
 def test_the_readme_quotes_each_claims_current_figures():
     """Every bullet of the README's results section names a claim, and every figure it quotes
     (a number with a decimal point, an exponent, a ×, or a thousands separator) is in that claim's
@@ -61,8 +65,7 @@ def test_the_readme_quotes_each_claims_current_figures():
         claims = re.findall(r"claims?\s+`([\w-]+)`", bullet)
         assert claims and all(c in current for c in claims), bullet
         body = " ".join(current[c]["body"] for c in claims)
-        figures = re.findall(r"(?<![\w.])-?\d[\d ]*\.\d+(?:e-?\d+)?|(?<![\w.])\d+e-?\d+|\d[\d ]*\d×|\d+ \d{3}(?: \d{3})*",
-                             bullet.replace("$", ""))
+        figures = re.findall(FIGURE, bullet.replace("$", ""))
         for figure in figures:
             plain = figure.replace("×", "").strip()
             variants = {plain, plain.replace(" ", ","), plain.replace(" ", "")}
