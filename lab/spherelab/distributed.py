@@ -9,6 +9,9 @@ in-memory array (:func:`~spherelab.models.vish.harmonic_statistics`) and summing
 (a tree) on whatever scheduler is active: a ``dask.distributed`` client if one exists, Dask's
 threaded scheduler otherwise (the compiled kernels release the GIL; each block runs
 single-threaded, Dask supplies the parallelism). Only :math:`M \times M` results travel. The
+decoupled models' Gaussian fits do the same with two passes per evaluation: the whitened
+statistics (:func:`block_statistics`), then, with :math:`\partial\mathcal L/\partial\Phi` known,
+the gradient's sums over the rows (:func:`block_sum`). The
 lift stage's subsample is taken block by block (the same rows as in memory, so the fitted
 hyper-parameters agree), never loading the data. ``predict_f``/``predict_y`` of every model map
 over the blocks and return Dask arrays, lazily.
@@ -26,7 +29,7 @@ import numpy as np
 
 from ._validation import check_data, match_targets
 
-__all__ = ["is_dask", "prepare", "take_rows", "block_statistics", "predict_blocks", "lazy_rows"]
+__all__ = ["is_dask", "prepare", "take_rows", "block_statistics", "block_sum", "predict_blocks", "lazy_rows"]
 
 
 def is_dask(x: Any) -> bool:
@@ -121,6 +124,31 @@ def _block_stats(stats_fn: Callable, Xb, yb, k: int, start: int):
             return stats_fn(Xb, yb)
         except ValueError as err:
             raise ValueError(f"block {k} (rows {start}..{start + len(Xb) - 1}): {err}") from None
+
+
+def _add_tree(a, b):
+    """The sum of two results of the same structure: tuples, lists and dicts of arrays and numbers."""
+    if isinstance(a, dict):
+        return {k: _add_tree(a[k], b[k]) for k in a}
+    if isinstance(a, (tuple, list)):
+        return type(a)(_add_tree(x, z) for x, z in zip(a, b))
+    return a + b
+
+
+def block_sum(fn: Callable, X: Any, y: Any, progress: bool | None = None):
+    """``fn(X_block, y_block)`` on every block of Dask ``X``, ``y`` (single-threaded, bad blocks
+    named), summed pairwise on the active scheduler: for results of any structure of arrays and
+    numbers (tuples, lists, dicts), such as a bound's gradient sums over rows."""
+    import dask
+
+    X, y = prepare(X, y)
+    parts = [dask.delayed(_block_stats)(fn, xb, yb, k, s)
+             for k, (xb, yb, s) in enumerate(zip(X.to_delayed().ravel(), y.to_delayed().ravel(),
+                                                  _offsets(X.chunks[0])))]
+    while len(parts) > 1:
+        parts = [dask.delayed(_add_tree)(parts[i], parts[i + 1]) if i + 1 < len(parts) else parts[i]
+                 for i in range(0, len(parts), 2)]
+    return _compute(parts[0], progress=X.shape[0] > 1_000_000 if progress is None else progress)
 
 
 def _add(a, b):

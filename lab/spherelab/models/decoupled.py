@@ -24,14 +24,16 @@ from ..bounds.decoupled import (
 )
 from ..bounds.statistics import Statistics, row_chunks, run_shares, stopping, streamed_statistics
 from ..concurrency import reading
+from ..distributed import block_statistics, block_sum, is_dask, prepare, take_rows
 from ..features import Features
 from ..kernels import ZonalKernel
 from ..likelihoods import Gaussian
 from ..linalg import cholesky_or_explain, forward_solve
+from ..threads import pass_workers
 from . import saved
 from .base import Param, kernel_params, likelihood_params, threaded
+from .decoupled_gradients import DecoupledGradients
 from .sparse import SparseModel
-from ..threads import pass_workers
 from .transaction import transactional
 
 __all__ = ["OrthogonalSVGP", "ActivatedSVGP"]
@@ -154,7 +156,14 @@ class OrthogonalSVGP(SparseModel):
         if self.W is None:
             if K > X.shape[0]:
                 raise ValueError(f"num_orthogonal = {K} exceeds the number of training rows {X.shape[0]}")
-            self.W = X[rng.choice(X.shape[0], K, replace=False)].copy() if K else np.zeros((0, X.shape[1]))
+            index = rng.choice(X.shape[0], K, replace=False) if K else np.zeros(0, dtype=int)
+            if is_dask(X) and K:  # gathered block by block, in the order drawn (as in memory)
+                order = np.argsort(index)
+                rows = take_rows(X, X[:, 0], index[order])[0]
+                self.W = np.empty_like(rows)
+                self.W[order] = rows
+            else:
+                self.W = X[index].copy() if K else np.zeros((0, X.shape[1]))
         elif self.W.shape[1] != X.shape[1]:
             raise ValueError(f"orthogonal_inputs have {self.W.shape[1]} columns but X has {X.shape[1]}")
         M = self.features.num_features
@@ -191,12 +200,16 @@ class OrthogonalSVGP(SparseModel):
     def elbo_and_gradient(self, X, y, num_data: int | None = None) -> tuple[float, dict[str, Any]]:
         """The ELBO (minibatch estimate if ``num_data`` > len(y)) and its gradient with respect to
         every parameter, as a dict. Gaussian likelihood, whitened: from the batch's sufficient
-        statistics streamed over row chunks (:func:`gaussian_stats_bound_whitened`)."""
+        statistics streamed over row chunks (:func:`gaussian_stats_bound_whitened`); a Dask ``X``
+        in two passes over its blocks (the statistics, then the gradient's sums over the rows)."""
+        if is_dask(X):
+            self._check_dask_path()
+            return self._elbo_and_gradient_stats(X, y, X.shape[0] if num_data is None else num_data)
         X = self._check_inputs(X)
         if self._use_stats(X.shape[0]):
             return self._elbo_and_gradient_stats(X, y, X.shape[0] if num_data is None else num_data)
         res = self.bound(X, y, num_data)
-        grads = _Gradients(self)
+        grads = DecoupledGradients(self)
         grads.inducing(res.dKuu, res.dKvv, res.dKvu)
         grads.rows(X, res.dKuf, res.dKvf, res.dkff)
         return res.value, grads.result(res.dm_u, res.dL_u, res.dm_v, res.dL_v, res.dnoise)
@@ -224,7 +237,10 @@ class OrthogonalSVGP(SparseModel):
     def _statistics(self, X, y, LJ, keep: bool = False) -> Statistics:
         r""":math:`\Phi = AA^\top`, :math:`\beta = Ay` (:math:`A = L_J^{-1}K_{pf}`) and
         :math:`\sum_n k(x_n, x_n)` in one streamed pass (:func:`~spherelab.bounds.streamed_statistics`);
-        with ``keep``, the chunks' A are kept for the backward pass."""
+        with ``keep``, the chunks' A are kept for the backward pass. A Dask ``X`` is summed block by
+        block on the active scheduler (:func:`~spherelab.distributed.block_statistics`)."""
+        if is_dask(X):
+            return block_statistics(lambda Xb, yb: self._statistics(Xb, yb, LJ), X, y)
         return streamed_statistics(lambda Xc: (forward_solve(LJ, self._features_at(Xc)), self.kernel.diag(Xc)),
                                    X, y, chunk_size=self._chunk_rows(X.shape[0]), keep=keep, ops=self.ops)
 
@@ -261,7 +277,8 @@ class OrthogonalSVGP(SparseModel):
         return self
 
     def _elbo_and_gradient_stats(self, X, y, num_data: int, collapsed: bool = False):
-        keep = X.shape[0] * self._num_inducing() <= self.keep_entries  # else the second pass recomputes A
+        dask = is_dask(X)
+        keep = not dask and X.shape[0] * self._num_inducing() <= self.keep_entries  # else the backward recomputes A
         M = self.features.num_features
         LJ = joint_cholesky(*self._inducing_matrices())
         st = self._statistics(X, y, LJ, keep)
@@ -271,27 +288,48 @@ class OrthogonalSVGP(SparseModel):
             q = (m[:M], L_u, m[M:], L_v)
         res = gaussian_stats_bound_whitened(LJ, M, st.G, st.c, st.sum_diag, st.yy, X.shape[0],
                                             *q, self.likelihood.variance, num_data)
-        grads = _Gradients(self)
+        grads = DecoupledGradients(self)
         grads.inducing(res.dKuu, res.dKvv, res.dKvu)
         # dK_pf = L_J^-T (2 dPhi A + dbeta y^T): the P x P solve once, then one product per chunk
         Q = 2.0 * solve_triangular(LJ, res.dPhi, lower=True, trans=1)
         qb = solve_triangular(LJ, res.dbeta, lower=True, trans=1)
+        if dask:  # the second pass: each block's sums on the scheduler, added pairwise
+            grads.add_sums(block_sum(lambda Xb, yb: self._row_sums(Xb, yb, LJ, Q, qb, res.dkff), X, y))
+            return res.value, grads.result(res.dm_u, res.dL_u, res.dm_v, res.dL_v, res.dnoise)
         pieces = list(row_chunks(X.shape[0], self._chunk_rows(X.shape[0])))  # the pass's chunks
 
         def share(k, shares):  # the chunks k, k + shares, ... into gradients of its own
-            part = _Gradients(self)
+            part = DecoupledGradients(self)
             for i in range(k, len(pieces), shares):
                 if stopping():
                     break
                 a, b = pieces[i]
                 A = st.chunks[i] if keep else forward_solve(LJ, self._features_at(X[a:b]))
-                dKpf = Q @ A + np.outer(qb, y[a:b])
-                part.rows(X[a:b], dKpf[:M], dKpf[M:], np.full(b - a, res.dkff))
+                part.chunk(X[a:b], y[a:b], A, Q, qb, res.dkff)
             return part
 
         for part in run_shares(share, len(pieces), self.ops):  # the cores split the rows, as in the pass
             grads.merge(part)
         return res.value, grads.result(res.dm_u, res.dL_u, res.dm_v, res.dL_v, res.dnoise)
+
+    def _row_sums(self, X, y, LJ, Q, qb, dkff) -> tuple:
+        """The rows' gradient sums of (X, y) in chunks, on this thread (one Dask block)."""
+        part = DecoupledGradients(self)
+        for a, b in row_chunks(X.shape[0], self._chunk_rows()):
+            part.chunk(X[a:b], y[a:b], forward_solve(LJ, self._features_at(X[a:b])), Q, qb, dkff)
+        return part.sums()
+
+    def _check_dask_path(self) -> None:
+        if not (isinstance(self.likelihood, Gaussian) and self.whiten and self.sufficient_statistics):
+            raise TypeError(
+                f"{type(self).__name__} fits a Dask array through its whitened sufficient statistics only: "
+                "a Gaussian likelihood, whiten=True and sufficient_statistics=True (pass a NumPy array otherwise)")
+
+    def _check_data(self, X, y):
+        if is_dask(X):
+            self._check_dask_path()
+            return prepare(X, y)
+        return super()._check_data(X, y)
 
     def _collapsed_elbo_and_gradient(self, X, y):
         # the whitened optimum in the bound itself: one streamed pass, and the value (hence, by
@@ -363,61 +401,6 @@ class OrthogonalSVGP(SparseModel):
             means.append(pred.mean)
             varis.append(np.maximum(pred.var, 0.0))
         return np.concatenate(means), np.concatenate(varis)
-
-
-class _Gradients:
-    """Accumulates :class:`OrthogonalSVGP`'s parameter gradients from the matrix derivatives
-    (GPy's contract): the inducing block once, the row blocks once per chunk."""
-
-    def __init__(self, model: "OrthogonalSVGP") -> None:
-        self.model = model
-        kern = model.kernel
-        self.hyp = ["variance", *kern.shape_params, "bias", "input_scale"]
-        self.acc = {k: np.zeros_like(np.asarray(getattr(kern, k), dtype=np.float64)) for k in self.hyp}
-        self.fparams = np.zeros_like(model.features.get_params())
-        self.dW = np.zeros_like(model.W)
-
-    def _add(self, d: dict[str, Any], features: bool = False) -> None:
-        for k in self.hyp:
-            if k in d:
-                self.acc[k] = self.acc[k] + np.asarray(d[k])
-        if features:
-            self.fparams += self.model.features.param_gradient(d)
-
-    def inducing(self, dKuu, dKvv, dKvu) -> None:
-        m, kern, feats = self.model, self.model.kernel, self.model.features
-        self._add(feats.Kuu_gradients(kern, m._jitter_backward(dKuu)), features=True)
-        if m.num_orthogonal:
-            dKvv = m._jitter_backward(dKvv)
-            d, dWvv, _ = kern.gradients_with_inputs(0.5 * (dKvv + dKvv.T), m.W)
-            self._add(d)
-            self.dW += dWvv
-            d = feats.Kuf_gradients(kern, dKvu.T, m.W)
-            self._add(d, features=True)
-            self.dW += d["X"]
-
-    def merge(self, other: "_Gradients") -> None:
-        """Add another accumulator's sums (a share of the rows)."""
-        for k in self.hyp:
-            self.acc[k] = self.acc[k] + other.acc[k]
-        self.fparams += other.fparams
-        self.dW += other.dW
-
-    def rows(self, X, dKuf, dKvf, dkff) -> None:
-        m, kern = self.model, self.model.kernel
-        self._add(m.features.Kuf_gradients(kern, dKuf, X), features=True)
-        self._add(kern.diag_gradients(dkff, X))
-        if m.num_orthogonal:
-            d, dWvf, _ = kern.gradients_with_inputs(dKvf, m.W, X)
-            self._add(d)
-            self.dW += dWvf
-
-    def result(self, dm_u, dL_u, dm_v, dL_v, dnoise) -> dict[str, Any]:
-        g: dict[str, Any] = {"q_mu": dm_u, "q_sqrt": dL_u, "q_mu_orth": dm_v, "q_sqrt_orth": dL_v,
-                             "features": self.fparams, "W": self.dW}
-        g.update({k: (float(v) if np.ndim(v) == 0 else v) for k, v in self.acc.items()})
-        g["noise"] = dnoise
-        return g
 
 
 class ActivatedSVGP(OrthogonalSVGP):

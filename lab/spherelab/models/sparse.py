@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from .._validation import check_int
+from ..distributed import is_dask
 from ..likelihoods import Gaussian
 from ..linalg import NumericalFailure
 from ..optim import Adam, minimize_lbfgsb
@@ -118,6 +119,9 @@ class SparseModel(Model):
         -------
         self
         """
+        if is_dask(X):
+            raise TypeError(f"{type(self).__name__}.fit_svi draws minibatches from a NumPy array; for a Dask array "
+                            "use fit (its passes run block by block) or compute a sample first")
         X, y = self._check_data(X, y)
         self._start(X, y, seed, init_q)
         rng = np.random.default_rng(seed)
