@@ -50,6 +50,7 @@ CLAIMS = {
     "pass-breakdown": ("Speed against peers and limits", "One core's time in the statistics pass"),
     "chunk-sweep": ("Speed against peers and limits", "The statistics pass against its chunk size"),
     "decoupled-throughput": ("Speed against peers and limits", "Decoupled-model throughput against GPflow"),
+    "decoupled-dask": ("Speed against peers and limits", "A decoupled model's ELBO + gradient on Dask against memory"),
     "decoupled-profile": ("Speed against peers and limits", "Where a decoupled model's ELBO + gradient spends its time"),
     "threads": ("Speed against peers and limits", "The thread policy, idle and under load"),
     "threading-layer": ("Speed against peers and limits", "Numba's threading layer: OpenMP against TBB"),

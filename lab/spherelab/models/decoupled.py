@@ -240,7 +240,8 @@ class OrthogonalSVGP(SparseModel):
         with ``keep``, the chunks' A are kept for the backward pass. A Dask ``X`` is summed block by
         block on the active scheduler (:func:`~spherelab.distributed.block_statistics`)."""
         if is_dask(X):
-            return block_statistics(lambda Xb, yb: self._statistics(Xb, yb, LJ), X, y)
+            light = self._light()
+            return block_statistics(lambda Xb, yb: light._statistics(Xb, yb, LJ), X, y)
         return streamed_statistics(lambda Xc: (forward_solve(LJ, self._features_at(Xc)), self.kernel.diag(Xc)),
                                    X, y, chunk_size=self._chunk_rows(X.shape[0]), keep=keep, ops=self.ops)
 
@@ -294,7 +295,8 @@ class OrthogonalSVGP(SparseModel):
         Q = 2.0 * solve_triangular(LJ, res.dPhi, lower=True, trans=1)
         qb = solve_triangular(LJ, res.dbeta, lower=True, trans=1)
         if dask:  # the second pass: each block's sums on the scheduler, added pairwise
-            grads.add_sums(block_sum(lambda Xb, yb: self._row_sums(Xb, yb, LJ, Q, qb, res.dkff), X, y))
+            light = self._light()
+            grads.add_sums(block_sum(lambda Xb, yb: light._row_sums(Xb, yb, LJ, Q, qb, res.dkff), X, y))
             return res.value, grads.result(res.dm_u, res.dL_u, res.dm_v, res.dL_v, res.dnoise)
         pieces = list(row_chunks(X.shape[0], self._chunk_rows(X.shape[0])))  # the pass's chunks
 
@@ -318,6 +320,14 @@ class OrthogonalSVGP(SparseModel):
         for a, b in row_chunks(X.shape[0], self._chunk_rows()):
             part.chunk(X[a:b], y[a:b], forward_solve(LJ, self._features_at(X[a:b])), Q, qb, dkff)
         return part.sums()
+
+    def _light(self) -> "OrthogonalSVGP":
+        """A shallow copy without the training data, for the Dask tasks (each would carry it)."""
+        import copy
+
+        light = copy.copy(self)
+        light.__dict__.update(_X=None, _y=None)
+        return light
 
     def _check_dask_path(self) -> None:
         if not (isinstance(self.likelihood, Gaussian) and self.whiten and self.sufficient_statistics):
