@@ -110,3 +110,23 @@ def test_levels_with_zero_eigenvalue_are_dropped(rng):
     assert np.all(np.isfinite(Kuu))
     lam = kern.spectrum(3, 7)
     assert np.any(lam == 0)
+
+
+def test_zonal_pair_gradients_accepts_read_only_and_scalar_shape_values():
+    """The backward works in place on its own copies: a shape whose values are read-only or
+    scalars gives the same result, and the caller's arrays are left alone."""
+    rng = np.random.default_rng(3)
+    A, B, G = rng.standard_normal((5, 3)), rng.standard_normal((7, 3)), rng.standard_normal((5, 7))
+
+    def both(t):
+        s, d = np.exp(t), 2.0 * np.exp(t)
+        s.flags.writeable = False
+        return s, d
+
+    dA, dB = sl.features.zonal_pair_gradients(G, A, B, both)
+    dA2, dB2 = sl.features.zonal_pair_gradients(G, A, B, lambda t: (np.exp(t).copy(), 2.0 * np.exp(t)))
+    np.testing.assert_allclose(dA, dA2, rtol=1e-14)
+    np.testing.assert_allclose(dB, dB2, rtol=1e-14)
+    G0 = G.copy()
+    dA3, _ = sl.features.zonal_pair_gradients(G, A, B, lambda t: (1.0, 0.0))  # s = 1: only the norms
+    assert np.array_equal(G, G0) and dA3.shape == (5, 3)

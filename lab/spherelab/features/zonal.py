@@ -67,15 +67,25 @@ def zonal_pair_gradients(G: np.ndarray, A: np.ndarray, B: np.ndarray, shape_and_
     ra, Ah = norms_and_directions(A, "A")
     rb, Bh = norms_and_directions(B, "B")
     T = np.clip(Ah @ Bh.T, -1.0, 1.0)
-    edge = np.abs(T) == 1.0
-    s, ds = shape_and_dt(T)
-    ds = np.where(edge, 0.0, ds)
-    H1 = G * s
-    H2 = G * ds
-    C = H1 - T * H2
-    dA = Ah * (C * rb[None, :]).sum(1)[:, None] + (H2 * rb[None, :]) @ Bh
-    dB = Bh * (C * ra[:, None]).sum(0)[:, None] + (H2 * ra[:, None]).T @ Ah
+    s, ds = (_own(a, T.shape) for a in shape_and_dt(T))
+    ds[np.abs(T) == 1.0] = 0.0
+    # in place, and the norms moved onto the thin factors (matrix-vector products, no (P, Q)
+    # temporaries beyond three): C = G s - t G s', H2 = G s'
+    H2 = np.multiply(G, ds, out=ds)
+    C = np.multiply(G, s, out=s)
+    T *= H2
+    C -= T
+    dA = Ah * (C @ rb)[:, None] + H2 @ (rb[:, None] * Bh)
+    dB = Bh * (ra @ C)[:, None] + H2.T @ (ra[:, None] * Ah)
     return dA, dB
+
+
+def _own(a, shape) -> np.ndarray:
+    """``a`` as a writable float array of ``shape`` (a copy only where it is not one already)."""
+    a = np.asarray(a, dtype=np.float64)
+    if a.shape != shape or not a.flags.writeable:
+        a = np.array(np.broadcast_to(a, shape))
+    return a
 
 
 def lifted_points(kernel: ZonalKernel, X: Any, name: str = "X") -> np.ndarray:
