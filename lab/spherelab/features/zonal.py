@@ -45,7 +45,10 @@ def zonal_pair(A: np.ndarray, B: np.ndarray, shape) -> np.ndarray:
     ra, Ah = norms_and_directions(A, "A")
     rb, Bh = norms_and_directions(B, "B")
     T = np.clip(Ah @ Bh.T, -1.0, 1.0)
-    return ra[:, None] * rb[None, :] * shape(T)
+    F = _own(shape(T), T.shape)
+    F *= ra[:, None]
+    F *= rb[None, :]
+    return F
 
 
 def zonal_pair_gradients(G: np.ndarray, A: np.ndarray, B: np.ndarray, shape_and_dt) -> tuple[np.ndarray, np.ndarray]:
