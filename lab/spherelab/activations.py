@@ -63,7 +63,13 @@ class Activation(Saveable):
         r"""Per level, the size below which :meth:`coefficients` is numerical noise (the
         quadrature's convergence estimate and the rounding of its weighted sum; 0 for closed forms
         and structural zeros), ``(L + 1,)``. Show or analyse only levels above it."""
-        return _coefficients_cached(self, check_dim(dim), check_degree(max_degree))[2].copy()
+        from .sphere.funk_hecke import apply_parity
+
+        coeffs, rule, err = _coefficients_cached(self, check_dim(dim), check_degree(max_degree))
+        if err is None:  # a closed form
+            return np.zeros(coeffs.shape)
+        rounding = 8.0 * np.finfo(np.float64).eps * (np.abs(self.shape(rule.nodes)) @ np.abs(rule.matrix))
+        return apply_parity(err + rounding, self.parity)
 
     def coefficient_gradients(self, dim: int, max_degree: int) -> dict[str, np.ndarray]:
         """Derivatives of :meth:`coefficients` with respect to each parameter."""
@@ -101,19 +107,14 @@ def _checked_t(method):
 
 @lru_cache(maxsize=512)
 def _coefficients_cached(act: Activation, dim: int, L: int):
-    from .sphere.funk_hecke import apply_parity
-
     coeffs, err, rule = funk_hecke_with_rule(
         act.shape, dim, L, kinks=act.kinks, parity=act.parity
     )
-    rounding = 8.0 * np.finfo(np.float64).eps * (np.abs(act.shape(rule.nodes)) @ np.abs(rule.matrix))
-    floor = apply_parity(np.asarray(err, dtype=np.float64) + rounding, act.parity)
     override = act._closed_form(dim, L) if hasattr(act, "_closed_form") else None
-    if override is not None:
-        coeffs, floor = override, np.zeros(L + 1)
-    for array in (coeffs, floor):
-        array.setflags(write=False)
-    return coeffs, rule, floor
+    err = None if override is not None else np.asarray(err, dtype=np.float64)
+    coeffs = override if override is not None else coeffs
+    coeffs.setflags(write=False)
+    return coeffs, rule, err  # the floor from err and the rule on demand (coefficients_floor); None: exact
 
 
 class ReLU(Activation):

@@ -116,3 +116,20 @@ def test_a_very_short_lengthscale_is_integrated_without_warning(lengthscale, rec
 def test_a_lengthscale_below_float_resolution_of_t_still_integrates():
     lam = sl.kernels.Matern(1.5, 1e-12).spectrum(3, 3)
     assert np.all(np.isfinite(lam)) and np.all(lam >= 0)
+
+
+@pytest.mark.parametrize("lengthscale", [0.01, 1e-4, 1e-7])
+def test_short_squared_exponential_lengthscales_against_mpmath(lengthscale):
+    """z = 1 / l^2 up to 1e14: the Bessel series would need z terms (it ran out of memory); the
+    scaled Bessel function serves there, to the same accuracy."""
+    for dim in (3, 9):
+        lam = sl.kernels.Matern(np.inf, lengthscale).spectrum(dim, 12)
+        ref = np.array([float(v) for v in _reference(lengthscale, dim, 12)])
+        np.testing.assert_allclose(lam, ref, rtol=1e-12)
+
+
+def test_matern_spectra_reuse_their_quadrature_rule_across_lengthscales():
+    """Breakpoints only for very short lengthscales, snapped to powers of two: an optimiser's
+    lengthscale steps do not build a new rule each (that cost 20x per spectrum)."""
+    assert sl.kernels.Matern(1.5, 0.3).breakpoints == ()
+    assert sl.kernels.Matern(2.5, 1e-3).breakpoints == sl.kernels.Matern(2.5, 0.9e-3).breakpoints != ()

@@ -128,10 +128,16 @@ class Matern(QuadratureSpectrum):
 
     @property
     def breakpoints(self) -> tuple:
-        """Where the quadrature splits [-1, 1] for a short lengthscale: the shape falls from 1 within
-        an angle of order the lengthscale of t = 1, a spike no rule on the whole interval resolves
-        (at lengthscale 7e-5, which an optimiser's trial point reached, 8192 nodes did not)."""
+        """Where the quadrature splits [-1, 1] for a very short lengthscale: the shape falls from 1
+        within an angle of order the lengthscale of t = 1, a spike no rule on the whole interval
+        resolves (at lengthscale 7e-5, which an optimiser's trial point reached, 8192 nodes did
+        not). Snapped to a power of two of the scale, so that the quadrature rules (cached by their
+        pieces) are reused from one lengthscale to the next; none above a scale of 1e-2, where the
+        whole interval converges (a new rule for every lengthscale cost 20x per spectrum)."""
         scale = self.lengthscale / math.sqrt(2.0 * self.nu) if np.isfinite(self.nu) else self.lengthscale
+        if scale >= 1e-2:
+            return ()
+        scale = 2.0 ** math.floor(math.log2(scale))
         points = {math.cos(a * scale) for a in (2.0, 8.0, 32.0) if a * scale < 1.0}
         return tuple(sorted(t for t in points if t < 1.0))  # below ~1e-8 rad the angle rounds to t = 1
 
@@ -236,12 +242,23 @@ def squared_exponential_spectrum(lengthscale: float, dim: int, L: int) -> tuple[
     :math:`\lambda_n = e^{-z}(z/2)^n \frac{\Gamma(\alpha+1)}{\Gamma(n+\alpha+1)}
     \sum_k \frac{(z^2/4)^k}{k!\,(n+\alpha+1)_k}`
     in logarithms: every term is positive, so no level is lost to cancellation, and no factor
-    overflows in any dimension. A level below the smallest float is 0, never negative.
+    overflows in any dimension. The series needs about z terms: for a short lengthscale
+    (z > 400) the exponentially scaled Bessel function (``scipy.special.ive``) serves instead, its
+    power of z in logarithms. A level below the smallest float is 0, never negative.
     """
-    from scipy.special import gammaln, logsumexp
+    from scipy.special import gammaln, ive, logsumexp
 
     z = 1.0 / float(lengthscale) ** 2
     alpha = 0.5 * (dim - 2)
+    if z > 400.0:
+        nu = np.arange(L + 1, dtype=np.float64) + alpha
+        bessel = ive if z < 1e8 else _ive_large  # SciPy's ive returns NaN near z = 1e14
+        scaled = bessel(nu, z)
+        with np.errstate(divide="ignore"):
+            lam = np.exp(gammaln(alpha + 1.0) + alpha * math.log(2.0 / z) + np.log(scaled))
+        slope = 0.5 * (bessel(nu - 1.0, z) + bessel(nu + 1.0, z)) - scaled  # d ive / dz
+        ratio = np.divide(slope, scaled, out=np.zeros_like(scaled), where=scaled > 0)
+        return lam, lam * (ratio - alpha / z) * (-2.0 * z / float(lengthscale))
     n = np.arange(L + 1, dtype=np.float64)[:, None]
     k = np.arange(int(np.ceil(z)) + 60, dtype=np.float64)[None, :]
     rising = gammaln(n + alpha + 1.0 + k) - gammaln(n + alpha + 1.0)  # log (n + alpha + 1)_k
@@ -252,3 +269,15 @@ def squared_exponential_spectrum(lengthscale: float, dim: int, L: int) -> tuple[
     weights = np.exp(log_terms - log_sum[:, None])
     dlog_dz = -1.0 + n[:, 0] / z + (weights * (2.0 * k / z)).sum(axis=1)
     return lam, lam * dlog_dz * (-2.0 * z / float(lengthscale))
+
+
+def _ive_large(nu: np.ndarray, z: float, terms: int = 8) -> np.ndarray:
+    r""":math:`e^{-z}I_\nu(z)` for :math:`z \ge 10^8` by its asymptotic series
+    :math:`(2\pi z)^{-1/2}\sum_k (-1)^k \prod_{j \le k}(4\nu^2 - (2j-1)^2) / (k!\,(8z)^k)`
+    (Abramowitz & Stegun 9.7.1): each term is at most :math:`4\nu^2/8z` times the last."""
+    mu = 4.0 * np.asarray(nu, dtype=np.float64) ** 2
+    term, total = np.ones_like(mu), np.ones_like(mu)
+    for k in range(1, terms):
+        term = -term * (mu - (2 * k - 1) ** 2) / (k * 8.0 * z)
+        total = total + term
+    return total / math.sqrt(2.0 * math.pi * z)

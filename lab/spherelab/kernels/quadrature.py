@@ -12,7 +12,7 @@ import numpy as np
 from ..sphere.funk_hecke import apply_parity, funk_hecke_with_rule
 from .base import ZonalKernel
 
-__all__ = ["QuadratureSpectrum", "quadrature_spectrum"]
+__all__ = ["QuadratureSpectrum", "quadrature_spectrum", "quadrature_floor"]
 
 
 class QuadratureSpectrum(ZonalKernel):
@@ -26,7 +26,8 @@ class QuadratureSpectrum(ZonalKernel):
         return quadrature_spectrum(self, dim, L)[0]
 
     def _spectrum_floor(self, dim, L):
-        return quadrature_spectrum(self, dim, L)[2]
+        _, rule, parts = quadrature_spectrum(self, dim, L)
+        return quadrature_floor(self, rule, *parts)
 
     def _spectrum_grads(self, dim, L):
         rule = quadrature_spectrum(self, dim, L)[1]
@@ -41,20 +42,15 @@ class QuadratureSpectrum(ZonalKernel):
 
 @lru_cache(maxsize=256)
 def quadrature_spectrum(kernel: QuadratureSpectrum, dim: int, L: int):
-    r"""``(coefficients, rule, floor)`` of the kernel's shape on :math:`S^{d-1}` (variance 1).
-
-    ``floor[l]`` bounds what level l's value owes to the quadrature: the convergence estimate
-    (successive node counts) plus the rounding of the weighted sum,
-    :math:`8\varepsilon\sum_i |w_i P_l(t_i)\,v_i|` over the values :math:`v_i` integrated for that
-    level. A level below its floor is indistinguishable from zero: plots and analyses show only
-    levels above it. Values within the floor below zero are returned as 0, so that no spectrum is
-    negative (they were round-off of both signs at the structural zeros of the one-layer NTK and
-    at the high levels of fast-decaying spectra)."""
+    r"""``(coefficients, rule, (err, sources))`` of the kernel's shape on :math:`S^{d-1}`
+    (variance 1); ``err`` and ``sources`` (which values were integrated for which levels) give the
+    levels' numerical floor on demand (:func:`quadrature_floor`). Values within the floor below zero
+    are returned as 0, so that no spectrum is negative (round-off of both signs was seen at the
+    structural zeros of the one-layer NTK and at the high levels of fast-decaying spectra); the
+    floor is computed only then, off the optimisers' path."""
     coeffs, err, rule = funk_hecke_with_rule(kernel._shape, dim, L, parity=kernel.parity,
                                              kinks=getattr(kernel, "breakpoints", ()))
-    weights = np.abs(rule.matrix)
-    eps = np.finfo(np.float64).eps
-    floor = np.asarray(err, dtype=np.float64) + 8.0 * eps * (np.abs(kernel._shape(rule.nodes)) @ weights)
+    sources = [(0, L + 1, None)]  # None: the shape itself
     excess = getattr(kernel, "_shape_minus_one", None)
     values = excess(rule.nodes) if excess is not None and L >= 1 else None
     if values is not None:
@@ -63,17 +59,33 @@ def quadrature_spectrum(kernel: QuadratureSpectrum, dim: int, L: int):
         # 14 % at level 3 at lengthscale 3.4e4; tests/kernels/test_spectra.py)
         tail = apply_parity(rule.apply(values), kernel.parity)
         coeffs = np.concatenate([coeffs[:1], tail[1:]])
-        floor[1:] = 8.0 * eps * (np.abs(values) @ weights)[1:]
+        sources.append((1, L + 1, values))
         remainder = getattr(kernel, "_shape_remainder", None)
         for ell in range(2, L + 1):  # a long lengthscale: level l from kappa less its terms of degree < l
             values = remainder(rule.nodes, ell) if remainder is not None else None
             if values is None:
                 break
             coeffs[ell] = apply_parity(rule.apply(values), kernel.parity)[ell]
-            floor[ell] = 8.0 * eps * float(np.abs(values) @ weights[:, ell])
-    floor = apply_parity(floor, kernel.parity)  # structural zeros are exact
-    coeffs = np.where((coeffs < 0.0) & (coeffs >= -floor), 0.0, coeffs)
-    for array in (coeffs, floor):
-        array.setflags(write=False)
-    return coeffs, rule, floor
+            sources.append((ell, ell + 1, values))
+    parts = (np.asarray(err, dtype=np.float64), tuple(sources))
+    if np.any(coeffs < 0.0):
+        floor = quadrature_floor(kernel, rule, *parts)
+        coeffs = np.where((coeffs < 0.0) & (coeffs >= -floor), 0.0, coeffs)
+    coeffs.setflags(write=False)
+    return coeffs, rule, parts
 
+
+def quadrature_floor(kernel: QuadratureSpectrum, rule, err: np.ndarray, sources) -> np.ndarray:
+    r"""Per level, what its value owes to the quadrature: the convergence estimate (successive node
+    counts; for levels integrated from the shape itself) plus the rounding of the weighted sum,
+    :math:`8\varepsilon\sum_i |w_i P_l(t_i)\,v_i|` over the values :math:`v_i` integrated for that
+    level. A level at or below its floor is indistinguishable from zero; structural zeros are exact."""
+    weights = np.abs(rule.matrix)
+    floor = np.empty(weights.shape[1])
+    for start, stop, values in sources:
+        shape = values is None
+        v = kernel._shape(rule.nodes) if shape else values
+        floor[start:stop] = 8.0 * np.finfo(np.float64).eps * (np.abs(v) @ weights[:, start:stop])
+        if shape:
+            floor[start:stop] += err[start:stop]
+    return apply_parity(floor, kernel.parity)
