@@ -126,3 +126,23 @@ def test_load_falls_back_to_a_stand_in_of_the_same_shape_and_says_so(monkeypatch
         sl.datasets.load_uci("yacht")
     with pytest.raises(ValueError, match="name"):
         sl.datasets.load("mnist")
+
+
+@pytest.mark.skipif(not (SHARED / "banana" / "original").exists(), reason="../shared/data not present")
+@pytest.mark.parametrize("name", ["snelson", "banana"])
+def test_download_writes_the_same_table_as_the_shared_copy(name, tmp_path, monkeypatch):
+    """``download=True`` offline: GPflow's files served from the shared originals (byte-identical
+    to the repository blobs, PROVENANCE.md) give the shared CSV's numbers."""
+    import urllib.request
+
+    def urlopen(url, timeout=None):
+        return open(SHARED / name / "original" / url.rsplit("/", 1)[-1], "rb")
+
+    monkeypatch.setattr(urllib.request, "urlopen", urlopen)
+    loader = getattr(sl.datasets, f"load_{name}")
+    with pytest.raises(FileNotFoundError, match="download=True"):
+        loader(data_dir_=tmp_path)
+    X, y = loader(data_dir_=tmp_path, download=True)
+    X0, y0 = loader(data_dir_=SHARED)
+    assert np.array_equal(X, X0) and np.array_equal(y, y0)
+    assert (tmp_path / name / f"{name}.csv").exists()

@@ -29,21 +29,11 @@ from scipy.linalg import solve_triangular
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tools"))
 import spherelab as sl  # noqa: E402
-from _machine import describe  # noqa: E402
+from _machine import describe, median_seconds  # noqa: E402
 from spherelab import activations as A  # noqa: E402
 from spherelab import kernels as K  # noqa: E402
 from spherelab.bounds import gaussian_stats_bound_whitened, joint_cholesky  # noqa: E402
 from spherelab.threads import policy  # noqa: E402
-
-
-def best(fn, repeats):
-    fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
 
 
 def dgemm_rate(P, N, repeats=9):
@@ -119,7 +109,7 @@ def profile(name, model, X, y, repeats):
     for part, fn, flops in parts:
         # each part under the thread policy the objective runs in (its work and dimension)
         with policy(2.0 * N * P * P + float(P) ** 3, P):
-            t = best(fn, repeats)
+            t = median_seconds(fn, repeats)
         gf = flops / t / 1e9 if flops else float("nan")
         rows.append((part, t, flops, gf, gf / rate if flops else float("nan")))
     print(f"\n{name}: N = {N}, M = {M}, K = {Kn}, P = {P}; dgemm (P x N) @ (N x P) here: {rate:.1f} GFLOP/s")

@@ -29,7 +29,8 @@ import numpy as np
 
 from ._validation import check_data, match_targets
 
-__all__ = ["is_dask", "prepare", "take_rows", "block_statistics", "block_sum", "predict_blocks", "lazy_rows"]
+__all__ = ["is_dask", "prepare", "take_rows", "block_statistics", "block_sum", "without_data", "predict_blocks",
+           "lazy_rows"]
 
 
 def is_dask(x: Any) -> bool:
@@ -135,20 +136,24 @@ def _add_tree(a, b):
     return a + b
 
 
-def block_sum(fn: Callable, X: Any, y: Any, progress: bool | None = None):
-    """``fn(X_block, y_block)`` on every block of Dask ``X``, ``y`` (single-threaded, bad blocks
-    named), summed pairwise on the active scheduler: for results of any structure of arrays and
-    numbers (tuples, lists, dicts), such as a bound's gradient sums over rows."""
+def _tree_sum(fn: Callable, X: Any, y: Any, add: Callable, progress: bool | None):
     import dask
 
     X, y = prepare(X, y)
     parts = [dask.delayed(_block_stats)(fn, xb, yb, k, s)
              for k, (xb, yb, s) in enumerate(zip(X.to_delayed().ravel(), y.to_delayed().ravel(),
                                                   _offsets(X.chunks[0])))]
-    while len(parts) > 1:
-        parts = [dask.delayed(_add_tree)(parts[i], parts[i + 1]) if i + 1 < len(parts) else parts[i]
+    while len(parts) > 1:  # pairwise: a tree of depth log2(blocks)
+        parts = [dask.delayed(add)(parts[i], parts[i + 1]) if i + 1 < len(parts) else parts[i]
                  for i in range(0, len(parts), 2)]
     return _compute(parts[0], progress=X.shape[0] > 1_000_000 if progress is None else progress)
+
+
+def block_sum(fn: Callable, X: Any, y: Any, progress: bool | None = None):
+    """``fn(X_block, y_block)`` on every block of Dask ``X``, ``y`` (single-threaded, bad blocks
+    named), summed pairwise on the active scheduler: for results of any structure of arrays and
+    numbers (tuples, lists, dicts), such as a bound's gradient sums over rows."""
+    return _tree_sum(fn, X, y, _add_tree, progress)
 
 
 def _add(a, b):
@@ -161,26 +166,24 @@ def _add(a, b):
 def block_statistics(stats_fn: Callable, X: Any, y: Any, progress: bool | None = None):
     """``stats_fn(X_block, y_block)`` -> :class:`~spherelab.bounds.Statistics` on every block,
     summed pairwise (a tree of depth log2(blocks)) on the active scheduler."""
-    import dask
+    return _tree_sum(stats_fn, X, y, _add, progress)
 
-    X, y = prepare(X, y)
-    parts = [dask.delayed(_block_stats)(stats_fn, xb, yb, k, s)
-             for k, (xb, yb, s) in enumerate(zip(X.to_delayed().ravel(), y.to_delayed().ravel(),
-                                                  _offsets(X.chunks[0])))]
-    while len(parts) > 1:
-        parts = [dask.delayed(_add)(parts[i], parts[i + 1]) if i + 1 < len(parts) else parts[i]
-                 for i in range(0, len(parts), 2)]
-    return _compute(parts[0], progress=X.shape[0] > 1_000_000 if progress is None else progress)
+
+def without_data(model: Any) -> Any:
+    """A shallow copy of ``model`` without its training data (``_X``, ``_y``): what a Dask task
+    needs of it (the posterior, the parameters), so that no task carries the rows."""
+    light = copy.copy(model)
+    for name in ("_X", "_y"):
+        if name in light.__dict__:
+            light.__dict__[name] = None
+    return light
 
 
 def predict_blocks(func: Callable, model: Any, X: Any, *args, **kwargs):
     """``func(model, X_block)`` -> (mean, var) mapped over Dask ``X``'s blocks: two lazy Dask
     arrays ``(N,)`` (computed together when computed together)."""
     X = prepare(X)
-    light = copy.copy(model)  # the tasks need the posterior, not the training data
-    for name in ("_X", "_y"):
-        if name in light.__dict__:
-            light.__dict__[name] = None
+    light = without_data(model)
 
     func(light, np.empty((0, X.shape[1])), *args, **kwargs)  # a wrong column count fails now, not at compute
     starts = _offsets(X.chunks[0])

@@ -36,6 +36,12 @@ def data_dir() -> Path:
 
     if os.environ.get("SPHERELAB_DATA"):
         return Path(os.environ["SPHERELAB_DATA"])
+    return _user_dir()
+
+
+def _user_dir() -> Path:
+    import os
+
     base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
     return Path(base) / "spherelab"
 
@@ -60,8 +66,7 @@ def search_path() -> list[Path]:
     beside = _beside_repository()
     if beside is not None:
         out.append(beside)
-    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
-    out.append(Path(base) / "spherelab")
+    out.append(_user_dir())
     unique = []
     for p in out:
         if p not in unique:
@@ -155,29 +160,35 @@ def _find_csv(name: str, data_dir_: Any) -> Path:
 _GPFLOW = "https://raw.githubusercontent.com/GPflow/GPflow/{commit}/doc/sphinx/notebooks/{path}"
 
 
-def load_snelson(*, data_dir_: Any = None, download: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """Snelson & Ghahramani's (2006) 1-D regression set, 200 points: ``(X (200, 1), y (200,))``.
-
-    Looks for ``<dir>/snelson/snelson.csv`` (header ``x,y``) in ``data_dir_`` or
-    :func:`data_dir`; ``download=True`` fetches the original files from GPflow (pinned commit).
-    Offline stand-in: :func:`snelson_like`.
-    """
-    csv = _find_csv("snelson", data_dir_)
+def _gpflow_table(name: str, data_dir_: Any, download: bool, commit: str, files: list[str],
+                  header: str, delimiter: str | None = None) -> np.ndarray:
+    """``<dir>/<name>/<name>.csv`` as an array; with ``download``, a missing one is first written
+    from GPflow's files (pinned commit; their columns side by side)."""
+    csv = _find_csv(name, data_dir_)
     if not csv.exists():
         if not download:
             raise FileNotFoundError(f"{csv.parent.name}/{csv.name} not found in {_searched(data_dir_)} "
                                     "(set SPHERELAB_DATA, or download=True when online)")
         import urllib.request
 
-        commit = "81fe1fb86a77d3d49d30ab4f8e739e25bbd71f56"
         cols = []
-        for file in ("snelson_train_inputs.dat", "snelson_train_outputs.dat"):
-            url = _GPFLOW.format(commit=commit, path=f"theory/data/{file}")
-            with urllib.request.urlopen(url, timeout=60) as resp:
-                cols.append(np.loadtxt(resp))
+        for file in files:
+            with urllib.request.urlopen(_GPFLOW.format(commit=commit, path=file), timeout=60) as resp:
+                cols.append(np.loadtxt(resp, delimiter=delimiter, ndmin=2))
         csv.parent.mkdir(parents=True, exist_ok=True)
-        np.savetxt(csv, np.column_stack(cols), delimiter=",", header="x,y", comments="", fmt="%.17g")
-    table = np.loadtxt(csv, delimiter=",", skiprows=1)
+        np.savetxt(csv, np.column_stack(cols), delimiter=",", header=header, comments="", fmt="%.17g")
+    return np.loadtxt(csv, delimiter=",", skiprows=1)
+
+
+def load_snelson(*, data_dir_: Any = None, download: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Snelson & Ghahramani's (2006) 1-D regression set, 200 points: ``(X (200, 1), y (200,))``.
+
+    Looks for ``<dir>/snelson/snelson.csv`` (header ``x,y``) in ``data_dir_`` or the search path
+    (:func:`search_path`); ``download=True`` fetches the original files from GPflow (pinned commit).
+    Offline stand-in: :func:`snelson_like`.
+    """
+    table = _gpflow_table("snelson", data_dir_, download, "81fe1fb86a77d3d49d30ab4f8e739e25bbd71f56",
+                          ["theory/data/snelson_train_inputs.dat", "theory/data/snelson_train_outputs.dat"], "x,y")
     return table[:, :1], table[:, 1]
 
 
@@ -185,25 +196,12 @@ def load_banana(*, data_dir_: Any = None, download: bool = False) -> tuple[np.nd
     """The 400-point "banana" classification set of Hensman et al. (2015) as shipped with
     GPflow: ``(X (400, 2), y (400,) in {0, 1})``.
 
-    Looks for ``<dir>/banana/banana.csv`` (header ``x1,x2,y``); ``download=True`` fetches the
-    original files from GPflow (pinned commit). Offline stand-in: :func:`banana_like`.
+    Looks for ``<dir>/banana/banana.csv`` (header ``x1,x2,y``) in ``data_dir_`` or the search path;
+    ``download=True`` fetches the original files from GPflow (pinned commit). Offline stand-in:
+    :func:`banana_like`.
     """
-    csv = _find_csv("banana", data_dir_)
-    if not csv.exists():
-        if not download:
-            raise FileNotFoundError(f"{csv.parent.name}/{csv.name} not found in {_searched(data_dir_)} "
-                                    "(set SPHERELAB_DATA, or download=True when online)")
-        import urllib.request
-
-        commit = "ca6c52317d00e1f9e9133c15fed256aad60fba4f"
-        cols = []
-        for file in ("banana_X_train", "banana_Y_train"):
-            url = _GPFLOW.format(commit=commit, path=f"basics/data/{file}")
-            with urllib.request.urlopen(url, timeout=60) as resp:
-                cols.append(np.loadtxt(resp, delimiter=",").reshape(400, -1))
-        csv.parent.mkdir(parents=True, exist_ok=True)
-        np.savetxt(csv, np.column_stack(cols), delimiter=",", header="x1,x2,y", comments="", fmt="%.17g")
-    table = np.loadtxt(csv, delimiter=",", skiprows=1)
+    table = _gpflow_table("banana", data_dir_, download, "ca6c52317d00e1f9e9133c15fed256aad60fba4f",
+                          ["basics/data/banana_X_train", "basics/data/banana_Y_train"], "x1,x2,y", delimiter=",")
     return table[:, :2], table[:, 2]
 
 

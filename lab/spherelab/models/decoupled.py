@@ -24,7 +24,7 @@ from ..bounds.decoupled import (
 )
 from ..bounds.statistics import Statistics, row_chunks, run_shares, stopping, streamed_statistics
 from ..concurrency import reading
-from ..distributed import block_statistics, block_sum, is_dask, prepare, take_rows
+from ..distributed import block_statistics, block_sum, is_dask, prepare, take_rows, without_data
 from ..features import Features
 from ..kernels import ZonalKernel
 from ..likelihoods import Gaussian
@@ -240,7 +240,7 @@ class OrthogonalSVGP(SparseModel):
         with ``keep``, the chunks' A are kept for the backward pass. A Dask ``X`` is summed block by
         block on the active scheduler (:func:`~spherelab.distributed.block_statistics`)."""
         if is_dask(X):
-            light = self._light()
+            light = without_data(self)  # a task would carry the rows otherwise
             return block_statistics(lambda Xb, yb: light._statistics(Xb, yb, LJ), X, y)
         return streamed_statistics(lambda Xc: (forward_solve(LJ, self._features_at(Xc)), self.kernel.diag(Xc)),
                                    X, y, chunk_size=self._chunk_rows(X.shape[0]), keep=keep, ops=self.ops)
@@ -295,7 +295,7 @@ class OrthogonalSVGP(SparseModel):
         Q = 2.0 * solve_triangular(LJ, res.dPhi, lower=True, trans=1)
         qb = solve_triangular(LJ, res.dbeta, lower=True, trans=1)
         if dask:  # the second pass: each block's sums on the scheduler, added pairwise
-            light = self._light()
+            light = without_data(self)  # a task would carry the rows otherwise
             grads.add_sums(block_sum(lambda Xb, yb: light._row_sums(Xb, yb, LJ, Q, qb, res.dkff), X, y))
             return res.value, grads.result(res.dm_u, res.dL_u, res.dm_v, res.dL_v, res.dnoise)
         pieces = list(row_chunks(X.shape[0], self._chunk_rows(X.shape[0])))  # the pass's chunks
@@ -320,14 +320,6 @@ class OrthogonalSVGP(SparseModel):
         for a, b in row_chunks(X.shape[0], self._chunk_rows()):
             part.chunk(X[a:b], y[a:b], forward_solve(LJ, self._features_at(X[a:b])), Q, qb, dkff)
         return part.sums()
-
-    def _light(self) -> "OrthogonalSVGP":
-        """A shallow copy without the training data, for the Dask tasks (each would carry it)."""
-        import copy
-
-        light = copy.copy(self)
-        light.__dict__.update(_X=None, _y=None)
-        return light
 
     def _check_dask_path(self) -> None:
         if not (isinstance(self.likelihood, Gaussian) and self.whiten and self.sufficient_statistics):
