@@ -3,6 +3,7 @@ r"""The Euclidean Matérn kernels restricted to the sphere (chordal distance), n
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -231,6 +232,7 @@ class Matern(QuadratureSpectrum):
 
 
 
+@lru_cache(maxsize=256)
 def squared_exponential_spectrum(lengthscale: float, dim: int, L: int) -> tuple[np.ndarray, np.ndarray]:
     r"""Eigenvalues of :math:`\kappa(t) = e^{-(2 - 2t)/(2\ell^2)} = e^{-z}e^{zt}`, :math:`z = \ell^{-2}`, on
     :math:`S^{d-1}` and their derivatives in :math:`\ell`: ``(lam (L + 1,), dlam/dl (L + 1,))``.
@@ -258,7 +260,7 @@ def squared_exponential_spectrum(lengthscale: float, dim: int, L: int) -> tuple[
             lam = np.exp(gammaln(alpha + 1.0) + alpha * math.log(2.0 / z) + np.log(scaled))
         slope = 0.5 * (bessel(nu - 1.0, z) + bessel(nu + 1.0, z)) - scaled  # d ive / dz
         ratio = np.divide(slope, scaled, out=np.zeros_like(scaled), where=scaled > 0)
-        return lam, lam * (ratio - alpha / z) * (-2.0 * z / float(lengthscale))
+        return _frozen(lam, lam * (ratio - alpha / z) * (-2.0 * z / float(lengthscale)))
     n = np.arange(L + 1, dtype=np.float64)[:, None]
     k = np.arange(int(np.ceil(z)) + 60, dtype=np.float64)[None, :]
     rising = gammaln(n + alpha + 1.0 + k) - gammaln(n + alpha + 1.0)  # log (n + alpha + 1)_k
@@ -268,7 +270,13 @@ def squared_exponential_spectrum(lengthscale: float, dim: int, L: int) -> tuple[
     lam = np.exp(prefix + log_sum)
     weights = np.exp(log_terms - log_sum[:, None])
     dlog_dz = -1.0 + n[:, 0] / z + (weights * (2.0 * k / z)).sum(axis=1)
-    return lam, lam * dlog_dz * (-2.0 * z / float(lengthscale))
+    return _frozen(lam, lam * dlog_dz * (-2.0 * z / float(lengthscale)))
+
+
+def _frozen(*arrays):
+    for a in arrays:  # cached: shared by every caller
+        a.setflags(write=False)
+    return arrays
 
 
 def _ive_large(nu: np.ndarray, z: float, terms: int = 8) -> np.ndarray:
