@@ -122,17 +122,24 @@ def run_notebook(page, port: int, token: str, name: str, presses: int, pause: fl
         select.scroll_into_view_if_needed()
         t = timed_redraw(page, lambda s=select, k=(current + 1) % options: s.select_option(index=k))
         (moves.append((f"dropdown {i}", t)) if t is not None else dead.append(f"dropdown {i}"))
-    # a reader saves: the lab's pre-save hook (.jupyter/) must write the notebook as committed
+    # a reader saves: the lab's pre-save hook (.jupyter/) must write the notebook as committed. By
+    # the File menu, as Run All is run: a key press after the last control went to that control
+    # (a <select> keeps the focus), and the file was never saved
     saved_clean = None
     if workdir is not None:
-        before = os.stat(os.path.join(workdir, name)).st_mtime_ns
-        page.locator(".jp-Notebook").first.click()
-        page.keyboard.press("Control+s")
+        path = os.path.join(workdir, name)
+        before = os.stat(path).st_mtime_ns
+        page.keyboard.press("Escape")
+        page.locator(".lm-MenuBar-itemLabel", has_text="File").first.click()
+        page.locator(".lm-Menu-itemLabel", has_text="Save Notebook").first.click()
         deadline = time.time() + 30
-        while os.stat(os.path.join(workdir, name)).st_mtime_ns == before and time.time() < deadline:
+        while os.stat(path).st_mtime_ns == before and time.time() < deadline:
             time.sleep(0.2)
-        saved = (ROOT / "notebooks" / name).read_bytes() == open(os.path.join(workdir, name), "rb").read()
-        saved_clean = saved and os.stat(os.path.join(workdir, name)).st_mtime_ns != before
+        if os.stat(path).st_mtime_ns == before:
+            saved_clean = "not saved"
+        else:
+            clean = (ROOT / "notebooks" / name).read_bytes() == open(path, "rb").read()
+            saved_clean = True if clean else "outputs written"
     page.locator(".lm-MenuBar-itemLabel", has_text="Kernel").first.click()
     page.locator(".lm-Menu-itemLabel", has_text="Shut Down Kernel").first.click()
     return dict(saved_clean=saved_clean, name=name, run_all=run_all, errors=errors, sliders=sliders.count(), dropdowns=dropdowns.count(),
@@ -181,7 +188,7 @@ def main() -> int:
         proc.wait(30)
         shutil.rmtree(workdir, ignore_errors=True)
     print("saved after Run All as committed (git status clean): "
-          + ", ".join(f"{r['name'][:2]} {'yes' if r['saved_clean'] else 'NO'}" for r in results))
+          + ", ".join(f"{r['name'][:2]} {'yes' if r['saved_clean'] is True else r['saved_clean']}" for r in results))
     print("\n| notebook | run all (s) | sliders / dropdowns / figures | moves | median (ms) | worst (ms) | "
           "final figure: median / worst (ms) | errors | controls that never redrew | widest figure / output width (px) |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
@@ -198,9 +205,11 @@ def main() -> int:
             failures.append(f"{r['name']}: error output: {r['errors'][0]}")
         if r["figures"] and not r["moves"]:
             failures.append(f"{r['name']}: no control redrew a figure")
-        if r["saved_clean"] is False:
+        if r["saved_clean"] == "outputs written":
             failures.append(f"{r['name']}: saved after Run All, the notebook differs from the committed one "
                             "(outputs written: is .jupyter/ on JUPYTER_CONFIG_PATH?)")
+        elif r["saved_clean"] == "not saved":
+            failures.append(f"{r['name']}: File > Save Notebook did not write the file within 30 s")
     for r in results:
         for label in sorted({m[0] for m in r["moves"]}):
             t = [m[1] for m in r["moves"] if m[0] == label]
