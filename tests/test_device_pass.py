@@ -52,6 +52,7 @@ class RecordingArrays(HostArrays):
 
     def empty(self, shape):
         self.allocations += 1
+        self.log.append(("allocate", shape[0]))
         return np.full(shape, np.nan)  # stale data would show
 
     def upload(self, dst, src, stream):
@@ -94,8 +95,18 @@ def test_double_buffered_pass_orders_copies_and_compute(rng):
     uploads = [entry for entry in log if entry[0] == "upload"]
     assert len(uploads) == 5 * 3 and all(u[1] == "copy" for u in uploads) and uploads[-1][2] == 3
     copies = [e[1] for e in log if e[0] == "record" and e[1].startswith("copy")]
-    computes = [e[1] for e in log if e[0] == "record" and e[1].startswith("compute")]
-    assert len(copies) == len(computes) == 5
+    fences = [e[1] for i, e in enumerate(log) if e[0] == "record" and log[i - 1][0] == "allocate"]
+    computes = [e[1] for e in log if e[0] == "record" and e[1].startswith("compute") and e[1] not in fences]
+    assert len(copies) == len(computes) == 5 and len(fences) == 2  # one fence per slot's allocation
+    # Freshly allocated device buffers come from the compute stream's memory pool: their first
+    # upload waits for the compute stream to reach the allocation (an H200 run without this wait
+    # wrote chunk 1's rows into chunk 0's still-used scratch: statistics off by 1e6 at M = 660).
+    for i, entry in enumerate(log):
+        if entry[0] == "allocate":
+            first_upload = next(j for j in range(i, len(log)) if log[j][0] == "upload")
+            waits = [e for e in log[i:first_upload] if e[0] == "copy waits"]
+            recorded = [log.index(("record", w[1])) for w in waits]
+            assert any(r > i for r in recorded), "an upload into new device memory does not wait for the compute stream"
     for k in range(5):
         # chunk k computes only after its upload ...
         assert log.index(("compute waits", copies[k])) < log.index(("record", computes[k]))

@@ -46,6 +46,10 @@ def test_add_logs_a_run_and_makes_it_current(tmp_path, monkeypatch):
     record.add("-", run, "a comparison", "benchmarks/tools/compare_commits.sh HEAD 1 harmonics.py", "", "m",
                "2026-01-03")
     assert record.current()["harmonics"]["title"] == "second"  # log-only entries claim nothing
+    # runs of one claim on one day: the tenth is the newest (by file name, '-10' and '-2' sort first)
+    for n in range(2, 11):
+        record.add("harmonics", run, f"run {n}", "python benchmarks/speed/harmonics.py", "", "m", "2026-01-04")
+    assert record.current()["harmonics"]["title"] == "run 10"
 
 
 # a decimal (with an exponent), a power of ten, a ratio with ×, or a number with thousands spaces

@@ -100,8 +100,18 @@ def parse_entry(path: Path) -> dict:
     return {**header, "body": text[match.end():].strip("\n"), "file": path.name}
 
 
+def _order(entry: dict) -> tuple:
+    """Oldest first: by date, then a day's repeated runs of one name by their number (``add`` names
+    them ``DATE-NAME.md``, ``DATE-NAME-2.md``, ...; by the file name alone ``-2`` would sort first)."""
+    stem = entry["file"][:-3]
+    match = re.fullmatch(r"(.*)-(\d+)", stem)
+    if match and (LOG / f"{match.group(1)}.md").exists():
+        return entry["date"], match.group(1), int(match.group(2))
+    return entry["date"], stem, 1
+
+
 def entries() -> list[dict]:
-    return sorted((parse_entry(p) for p in LOG.glob("*.md")), key=lambda e: (e["date"], e["file"]))
+    return sorted((parse_entry(p) for p in LOG.glob("*.md")), key=_order)
 
 
 def current() -> dict[str, dict]:

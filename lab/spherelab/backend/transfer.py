@@ -136,6 +136,10 @@ def double_buffered_pass(arrays, X: np.ndarray, y: np.ndarray, pieces: Iterable[
             copy.wait_event(used[s])  # the device buffers are free again
         if slots[s] is None or any(b.shape[1:] != a.shape[1:] or b.shape[0] < n for b, a in zip(slots[s][0], host)):
             slots[s] = ([arrays.pinned(a.shape) for a in host], [arrays.empty(a.shape) for a in host])
+            # New device buffers come from the compute stream's pool, possibly memory that kernels
+            # still queued there (the previous chunk's scratch) are using: the copy stream must not
+            # write them before the compute stream reaches this point.
+            copy.wait_event(compute.record())
         pinned, device = slots[s]
         views = []
         for p, dev, a in zip(pinned, device, host):
