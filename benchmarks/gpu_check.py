@@ -323,7 +323,7 @@ def stage_kernels(ctx: Context, rep: Report, sec: dict) -> None:
 
 
 def stage_pass(ctx: Context, rep: Report, sec: dict) -> None:
-    from spherelab.bounds.harmonic import harmonic_statistics
+    from spherelab.bounds.vish import harmonic_statistics
 
     np, sl = ctx.np, ctx.sl
     X, y, _, _ = ctx.data()
@@ -370,7 +370,7 @@ def statistics_error(a, b) -> float:
 
 
 def stage_vish(ctx: Context, rep: Report, sec: dict) -> None:
-    from spherelab.bounds.harmonic import harmonic_statistics
+    from spherelab.bounds.vish import harmonic_statistics
 
     np, sl = ctx.np, ctx.sl
     X, y, Xte, yte = ctx.data()

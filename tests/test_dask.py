@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import spherelab as sl
 from spherelab import kernels as K
-from spherelab.bounds.harmonic import harmonic_statistics
+from spherelab.bounds.vish import harmonic_statistics
 
 da = pytest.importorskip("dask.array")
 

@@ -11,7 +11,7 @@ import spherelab as sl
 from spherelab import backend
 from spherelab import kernels as K
 from spherelab.backend.transfer import HostArrays, double_buffered_pass
-from spherelab.models.vish import harmonic_statistics
+from spherelab.bounds.vish import harmonic_statistics
 
 pytest.importorskip("numba.cuda")
 

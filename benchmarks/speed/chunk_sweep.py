@@ -16,7 +16,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tools"))
 import spherelab as sl  # noqa: E402
 from _machine import describe, vish_features  # noqa: E402
-from spherelab.bounds.harmonic import harmonic_statistics  # noqa: E402
+from spherelab.bounds.vish import harmonic_statistics  # noqa: E402
 
 
 def main() -> None:

@@ -68,7 +68,7 @@ def main() -> None:
     import spherelab as sl
     import zarr
     from distributed import Client, LocalCluster
-    from spherelab.bounds.harmonic import harmonic_statistics
+    from spherelab.bounds.vish import harmonic_statistics
 
     print("machine:", describe())
     memory = PeakMemory()

@@ -31,7 +31,7 @@ def main() -> None:
     if args.condition:
         return condition_table(args.rows)
     import spherelab as sl
-    from spherelab.bounds.harmonic import harmonic_statistics
+    from spherelab.bounds.vish import harmonic_statistics
 
     print("machine:", describe())
     X, y = sl.datasets.synthetic_regression(args.rows + 100_000, seed=0)
@@ -70,8 +70,8 @@ def main() -> None:
 
 def condition_table(rows: int) -> None:
     import spherelab as sl
-    from spherelab.bounds.harmonic import collapsed_bound, harmonic_statistics
     from spherelab.bounds.precision import CONDITION_LIMIT, FLOAT32_TOLERANCE, InsufficientPrecision, check_precision
+    from spherelab.bounds.vish import collapsed_bound, harmonic_statistics
 
     print("machine:", describe())
     X, y = sl.datasets.synthetic_regression(rows, seed=0)

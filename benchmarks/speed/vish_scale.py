@@ -81,7 +81,7 @@ def main() -> None:
             mean, var = model.predict_f(Xte)
             total = time.perf_counter() - t0
             t1 = time.perf_counter()
-            sl.models.vish.harmonic_statistics(kernel, model.features, X, y)
+            sl.bounds.harmonic_statistics(kernel, model.features, X, y)
             gram = time.perf_counter() - t1
             nlpd = -np.mean(model.likelihood.log_predictive_density(yte, mean, var))
             rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20

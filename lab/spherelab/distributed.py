@@ -5,7 +5,7 @@ VISH's Gaussian bound sees the data only through additive statistics (:math:`G =
 :math:`c = K_{uf}y`, :math:`y^\top y`, :math:`\sum r^2`, N — :mod:`spherelab.bounds.statistics`),
 so a Dask array ``(N, D)`` (from memory, Zarr via ``dask.array.from_zarr``, Parquet via
 ``dask.dataframe``) is fitted by computing them per block of rows with the same function as an
-in-memory array (:func:`~spherelab.models.vish.harmonic_statistics`) and summing them pairwise
+in-memory array (:func:`~spherelab.bounds.harmonic_statistics`) and summing them pairwise
 (a tree) on whatever scheduler is active: a ``dask.distributed`` client if one exists, Dask's
 threaded scheduler otherwise (the compiled kernels release the GIL; each block runs
 single-threaded, Dask supplies the parallelism). Only :math:`M \times M` results travel. The

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import spherelab as sl
 from spherelab import kernels as K
-from spherelab.bounds.harmonic import harmonic_statistics
+from spherelab.bounds.vish import harmonic_statistics
 
 
 def test_float32_statistics_are_close_and_the_rest_is_double(rng):
@@ -51,8 +51,8 @@ def ill_conditioned():
 
 
 def test_float32_statistics_are_refused_where_they_cannot_support_the_bound(ill_conditioned):
-    from spherelab.bounds.harmonic import collapsed_bound
     from spherelab.bounds.precision import FLOAT32_TOLERANCE, InsufficientPrecision, check_precision
+    from spherelab.bounds.vish import collapsed_bound
 
     X, y, kernel, feats, s64, s32 = ill_conditioned
     assert s32.rounding == np.finfo(np.float32).eps and s64.rounding == 0.0

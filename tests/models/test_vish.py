@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import spherelab as sl
 from spherelab import kernels as K
-from spherelab.models.vish import harmonic_statistics
+from spherelab.bounds.vish import harmonic_statistics
 
 SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 

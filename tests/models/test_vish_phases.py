@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import spherelab as sl
 from spherelab import kernels as K
-from spherelab.models.vish import harmonic_statistics
+from spherelab.bounds.vish import harmonic_statistics
 
 
 def _data(rng, n=60, D=2):

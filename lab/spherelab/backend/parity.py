@@ -125,7 +125,7 @@ def _statistics(kind: str) -> Case:
 
     def case(device, rng):
         from .. import kernels as K
-        from ..bounds.harmonic import harmonic_statistics
+        from ..bounds.vish import harmonic_statistics
         from ..features import HarmonicFeatures, PhaseTruncatedHarmonics
 
         kernel, feats = {

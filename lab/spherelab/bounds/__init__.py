@@ -14,17 +14,19 @@ from .decoupled import (
     orthogonal_bound_whitened,
     whitened_optimum,
 )
-from .harmonic import (
+from .hvgp import BlockBound, BlockPredictive, block_bound_whitened, block_predictive
+from .lift import lift_gradient, lift_statistics
+from .statistics import Statistics, row_chunks, run_shares, stopping, streamed_statistics
+from .vish import (
     CollapsedBound,
     UncollapsedBound,
     collapsed_bound,
+    harmonic_statistics,
     uncollapsed_bound,
     uncollapsed_bound_general,
     uncollapsed_bound_whitened,
 )
-from .lift import lift_gradient, lift_statistics
-from .statistics import Statistics, row_chunks, run_shares, stopping, streamed_statistics
-from .whitened import BlockBound, BlockPredictive, block_bound_whitened, block_predictive, kl_whitened
+from .whitened import kl_whitened
 
 __all__ = [
     "Statistics",
@@ -36,6 +38,7 @@ __all__ = [
     "lift_statistics",
     "CollapsedBound",
     "collapsed_bound",
+    "harmonic_statistics",
     "UncollapsedBound",
     "uncollapsed_bound",
     "uncollapsed_bound_whitened",

@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from .harmonic import CollapsedBound
 from .statistics import Statistics, row_chunks, run_shares, stopping
+from .vish import CollapsedBound
 
 __all__ = ["lift_statistics", "lift_gradient"]
 

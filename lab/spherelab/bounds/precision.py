@@ -1,5 +1,5 @@
 r"""Whether single-precision statistics can support a bound: :func:`check_precision` judges a
-:class:`~spherelab.bounds.harmonic.CollapsedBound` computed on
+:class:`~spherelab.bounds.vish.CollapsedBound` computed on
 :class:`~spherelab.bounds.Statistics` with a nonzero ``rounding`` by its first-order error
 estimate and the condition of B, and raises :class:`InsufficientPrecision` where they cannot
 (measured: ``benchmarks/RESULTS.md``, "float32 bound against the condition of B")."""

@@ -37,7 +37,7 @@ class Statistics(Saveable):
     ``rounding`` is the scale :math:`\rho` of the products' rounding errors, relative to
     :math:`\sqrt{G_{ii}G_{jj}}` for :math:`G_{ij}` and :math:`\sqrt{G_{ii}\,y^\top y}` for :math:`c_i`
     (0: float64, negligible; float32 products: float32's eps, above the 0.02-0.03 eps measured),
-    from which a bound estimates its own error (:func:`spherelab.bounds.harmonic.collapsed_bound`)."""
+    from which a bound estimates its own error (:func:`spherelab.bounds.vish.collapsed_bound`)."""
 
     G: np.ndarray
     c: np.ndarray

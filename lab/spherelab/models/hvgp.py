@@ -31,8 +31,8 @@ import numpy as np
 from scipy.linalg import solve_triangular
 
 from .._validation import check_finite_array, check_int
+from ..bounds.hvgp import HINT_BLOCK, BlockBound, block_bound_whitened, block_predictive
 from ..bounds.statistics import streamed_statistics
-from ..bounds.whitened import HINT_BLOCK, BlockBound, block_bound_whitened, block_predictive
 from ..concurrency import reading
 from ..groups import Antipodal, Group, harmonic_decomposition
 from ..kernels import ZonalKernel

@@ -6,7 +6,7 @@ The inputs are lifted to the sphere by the kernel (``x~ = [x / input_scale, bias
 variables are the projections of f on the harmonics of degree at most L, so
 :math:`K_{uu} = \mathrm{diag}(1/\lambda)` needs no inversion. For Gaussian noise the optimal
 :math:`q(u)` and the collapsed bound depend on the data only through the sufficient statistics of
-:func:`harmonic_statistics`, computed in one streamed pass; every optimiser step after that
+:func:`~spherelab.bounds.vish.harmonic_statistics`, computed in one streamed pass; every optimiser step after that
 costs :math:`O(M^3)` whatever N.
 
 :meth:`VISH.fit` is two fits over parameter subsets on the model base: every hyper-parameter
@@ -26,10 +26,10 @@ from scipy.linalg import cho_solve
 
 from .._validation import check_data, check_finite_array, check_int
 from ..backend.ops import use
-from ..bounds.harmonic import collapsed_bound, harmonic_statistics
 from ..bounds.lift import lift_gradient, lift_statistics
 from ..bounds.precision import InsufficientPrecision, check_precision
 from ..bounds.statistics import Statistics
+from ..bounds.vish import collapsed_bound, harmonic_statistics
 from ..concurrency import reading
 from ..distributed import is_dask, prepare, take_rows
 from ..features.harmonic import HarmonicFeatures, SphericalFeatures
@@ -41,7 +41,7 @@ from . import saved, vish_svi
 from .base import Model, Param, kernel_params, likelihood_params, threaded
 from .transaction import transactional
 
-__all__ = ["VISH", "harmonic_statistics"]
+__all__ = ["VISH"]
 
 #: eigenvalues below this fraction of the largest are treated as zero prior variance
 _LAMBDA_FLOOR = 1e-250
@@ -85,7 +85,7 @@ class VISH(Model):
         ``"cpu"`` (default), ``"gpu"`` or ``"auto"`` (:func:`spherelab.backend.resolve`).
     gram_dtype
         ``"float64"`` (default) or ``"float32"``: the precision of the products of the pass over
-        all rows (:func:`~spherelab.bounds.harmonic.harmonic_statistics`); the lift stage always
+        all rows (:func:`~spherelab.bounds.vish.harmonic_statistics`); the lift stage always
         runs in float64. Error and speed measured in ``benchmarks/RESULTS.md``.
 
     Examples

@@ -7,8 +7,8 @@ import pytest
 import spherelab as sl
 from spherelab import kernels as K
 from spherelab.bounds import Statistics, collapsed_bound, uncollapsed_bound
+from spherelab.bounds.vish import harmonic_statistics
 from spherelab.features import HarmonicFeatures
-from spherelab.models.vish import harmonic_statistics
 
 
 def data(rng, n=60, D=2):
