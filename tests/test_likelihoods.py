@@ -55,3 +55,44 @@ def test_bernoulli_models_take_boolean_labels():
             assert np.array_equal(u, v)
         with pytest.raises(ValueError, match=r"y in \{0, 1\}"):
             fit(build(), labels.astype(float) * 2)
+
+
+class FixedNoise(sl.likelihoods.Likelihood):
+    """A user's likelihood: Gaussian noise of a known variance, no parameter of its own."""
+
+    def __init__(self, variance):
+        self.variance = variance
+
+    def variational_expectations(self, y, mu, var):
+        r = y - mu
+        e = -0.5 * np.log(2 * np.pi * self.variance) - 0.5 * (r * r + var) / self.variance
+        return e, r / self.variance, np.full_like(mu, -0.5 / self.variance)
+
+    def predict_y(self, mean, var):
+        return mean, var + self.variance
+
+    def log_predictive_density(self, y, mean, var):
+        s2 = var + self.variance
+        return -0.5 * (np.log(2 * np.pi * s2) + (y - mean) ** 2 / s2)
+
+
+def test_a_users_likelihood_subclass_plugs_into_the_models():
+    """The models accept any Likelihood (no list of known classes): its parameters (none here) are
+    all the registry holds of it, and the bound it gives equals Gaussian's at the same variance."""
+    rng = np.random.default_rng(1)
+    X = rng.uniform(-1, 1, (30, 2))
+    y = np.sin(2 * X[:, 0]) + 0.1 * rng.standard_normal(30)
+
+    def model(lik):
+        feats = sl.InducingPoints(X[:5].copy())
+        return sl.OrthogonalSVGP(sl.kernels.Matern(1.5), feats, 2, lik, orthogonal_inputs=X[5:7].copy(),
+                                 sufficient_statistics=False).initialise(X)
+
+    ours, ref = model(FixedNoise(0.3)), model(sl.likelihoods.Gaussian(0.3))
+    assert "noise" not in ours.get_params() and "noise" in ref.get_params()
+    assert ours.elbo_and_gradient(X, y)[0] == pytest.approx(ref.elbo_and_gradient(X, y)[0], rel=1e-12)
+    assert sl.testing.check_model_gradient(ours, X, y).ok
+    ours.fit_svi(X, y, iterations=3, batch_size=10)
+    assert np.all(np.isfinite(ours.predict_y(X[:4])[1]))
+    with pytest.raises(TypeError, match="likelihood must be a spherelab Likelihood"):
+        sl.OrthogonalSVGP(sl.kernels.Matern(1.5), sl.InducingPoints(X[:5]), 0, object())

@@ -15,13 +15,49 @@ from ._state import Saveable
 from ._validation import check_int, check_nonnegative, check_variance
 from .concurrency import publish
 
-__all__ = ["Gaussian", "Bernoulli", "NOISE_FLOOR"]
+__all__ = ["Likelihood", "Gaussian", "Bernoulli", "NOISE_FLOOR"]
 
 #: default lower bound of a Gaussian likelihood's variance
 NOISE_FLOOR = 1e-6
 
 
-class Gaussian(Saveable):
+class Likelihood(Saveable):
+    r"""What every likelihood provides to the models and bounds (GPy's contract).
+
+    Subclasses implement ``variational_expectations(y, mu, var)`` ->
+    :math:`(E[\log p(y|f)], \partial/\partial\mu, \partial/\partial v)` elementwise, ``predict_y(mean, var)``
+    and ``log_predictive_density(y, mean, var)``; they may override :meth:`parameter_gradients`
+    (with :attr:`parameters`), :meth:`prepare_targets` and :meth:`check_targets`."""
+
+    #: trainable parameters: the name models' registries use -> the attribute holding it (positive)
+    parameters: dict[str, str] = {}
+
+    def floor_of(self, name: str) -> float:
+        """The least value the parameter ``name`` may take (an optimiser's lower bound)."""
+        return 0.0
+
+    def parameter_gradients(self, y, mu, var) -> dict[str, float]:
+        r"""The derivatives of :math:`\sum_n E[\log p(y_n \mid f_n)]` with respect to :attr:`parameters`."""
+        return {}
+
+    def prepare_targets(self, y: Any) -> Any:
+        """Targets as this likelihood reads them, before the models' validation (default: as given)."""
+        return y
+
+    def check_targets(self, y: np.ndarray) -> None:
+        """Raise a ``ValueError`` naming the values this likelihood cannot take (default: any)."""
+
+    def variational_expectations(self, y, mu, var):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def predict_y(self, mean: Any, var: Any) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def log_predictive_density(self, y: Any, mean: Any, var: Any) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class Gaussian(Likelihood):
     r"""Homoscedastic Gaussian noise, :math:`y = f(x) + \epsilon`,
     :math:`\epsilon \sim N(0, \sigma^2)` with ``variance`` :math:`\sigma^2 \ge` ``floor``.
 
@@ -32,9 +68,14 @@ class Gaussian(Saveable):
     floor warns. Lower it (``floor=0`` allows any positive value) for data known to be this
     precise; every assignment of ``variance`` is checked against it."""
 
+    parameters = {"noise": "variance"}
+
     def __init__(self, variance: float = 1.0, floor: float | None = None) -> None:
         self._floor = NOISE_FLOOR if floor is None else check_nonnegative(floor, "floor")
         self.variance = variance
+
+    def floor_of(self, name: str) -> float:
+        return self.floor
 
     @property
     def floor(self) -> float:
@@ -90,7 +131,7 @@ class Gaussian(Saveable):
         return f"Gaussian(variance={self.variance!r}{floor})"
 
 
-class Bernoulli(Saveable):
+class Bernoulli(Likelihood):
     r"""Binary classification with the probit link, :math:`p(y = 1 \mid f) = \Phi(f)`,
     :math:`y \in \{0, 1\}`. Variational expectations by Gauss–Hermite quadrature
     (``num_points`` nodes); predictions in closed form,
@@ -110,15 +151,16 @@ class Bernoulli(Saveable):
     def _save_state(self) -> dict[str, Any]:
         return {"num_points": self.num_points}
 
-    @staticmethod
-    def check_targets(y: np.ndarray) -> None:
+    def prepare_targets(self, y: Any) -> Any:
+        """Booleans as {0., 1.}."""
+        y = y if hasattr(y, "dtype") else np.asarray(y)
+        return y.astype(np.float64) if y.dtype == bool else y
+
+    def check_targets(self, y: np.ndarray) -> None:
+        """Targets must be 0 or 1."""
         if not np.all((y == 0) | (y == 1)):
             bad = np.unique(y[(y != 0) & (y != 1)])[:5]
             raise ValueError(f"Bernoulli likelihood needs y in {{0, 1}}; got values such as {bad.tolist()}")
-
-    def parameter_gradients(self, y, mu, var) -> dict[str, float]:
-        """No parameters of its own."""
-        return {}
 
     def variational_expectations(self, y, mu, var):
         r"""(E[log Phi(s f)], dE/dmu, dE/dvar) with s = 2y - 1, by Gauss–Hermite.

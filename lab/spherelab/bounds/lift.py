@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from .statistics import Statistics, row_chunks, run_shares, stopping
+from .sums import GradientSums
 from .vish import CollapsedBound
 
 __all__ = ["lift_statistics", "lift_gradient"]
@@ -67,7 +68,7 @@ def lift_gradient(features, kernel, res: CollapsedBound, X: np.ndarray, y: np.nd
     pieces = list(row_chunks(X.shape[0], chunk_size))
 
     def share(k, shares):  # this share's chunks of rows, single-threaded
-        acc = dict(zero)
+        acc = GradientSums(zero)
         for i in range(k, len(pieces), shares):
             if stopping():
                 break
@@ -80,14 +81,11 @@ def lift_gradient(features, kernel, res: CollapsedBound, X: np.ndarray, y: np.nd
                 A = np.empty((b - a, M + 1))
                 np.multiply(e.values[:, kept], e.r[:, None], out=A[:, :M])
                 A[:, M] = yc
-            for d in (features.Kuf_gradients(kernel, (A @ B).T, Xc, e),
-                      kernel.lift_backward(Xc, 2.0 * res.dsum_r2 * e.Xh * e.r[:, None])):  # sum r^2
-                for name in acc:
-                    if name in d:
-                        acc[name] = acc[name] + np.asarray(d[name])
+            acc.add(features.Kuf_gradients(kernel, (A @ B).T, Xc, e))
+            acc.add(kernel.lift_backward(Xc, 2.0 * res.dsum_r2 * e.Xh * e.r[:, None]))  # sum r^2
         return acc
 
-    parts = run_shares(share, len(pieces))
-    acc = {name: sum((part[name] for part in parts[1:]), parts[0][name]) for name in zero}
-    acc["bias"] = float(acc["bias"])
-    return acc
+    total = GradientSums(zero)
+    for part in run_shares(share, len(pieces)):
+        total.merge(part)
+    return total.result()

@@ -26,8 +26,8 @@ from scipy.linalg import cho_solve, solve_triangular
 from .._validation import MAX_MAGNITUDE, check_data
 from ..backend import array_module
 from ..distributed import block_statistics, is_dask
-from ..kernels.base import lift_rows
 from ..linalg import NumericalFailure, cholesky_or_explain
+from ..sphere.lift import lift_rows
 from .statistics import Statistics, streamed_statistics
 
 __all__ = [

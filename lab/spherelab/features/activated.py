@@ -123,8 +123,7 @@ class ActivatedFeatures(Features):
         dF_dq = np.einsum("ij,ijl->l", G * (r[:, None] * r[None, :]), Z)
         dq_dlam = np.where(keep, -sig * sig / np.where(keep, lam, 1.0) ** 2, 0.0)
         dlam = dF_dq * dq_dlam
-        for name, v in kernel.spectrum_gradients(dim, L).items():
-            out[name] = float(dlam @ v)
+        out.update(kernel.spectrum_vjp(dim, L, dlam))
         return out
 
     def Kuf_gradients(self, kernel: ZonalKernel, G: np.ndarray, X: Any) -> dict[str, Any]:

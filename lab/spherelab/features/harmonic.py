@@ -145,7 +145,7 @@ class SphericalFeatures(Features):
         deg = self.degrees
         lam = kernel.spectrum(dim, L)
         dlam = np.bincount(deg, weights=-np.diag(G) / lam[deg] ** 2, minlength=L + 1)
-        return {name: float(dlam @ v) for name, v in kernel.spectrum_gradients(dim, L).items()}
+        return kernel.spectrum_vjp(dim, L, dlam)
 
     def _weights(self, G: np.ndarray, ev: Evaluation) -> np.ndarray:
         if self._keep is None:  # every function kept: G^T itself (no copy when it is C-ordered)

@@ -45,9 +45,10 @@ from .._validation import (
     check_variance,
 )
 from ..backend.ops import current
+from ..sphere.lift import lift_backward_rows, lift_rows
 from ..threads import entry_point
 
-__all__ = ["ZonalKernel", "lift_rows"]
+__all__ = ["ZonalKernel"]
 
 
 def _cosines(t: Any) -> np.ndarray:
@@ -57,22 +58,6 @@ def _cosines(t: Any) -> np.ndarray:
         raise ValueError(f"t must lie in [-1, 1] (the cosine of the angle between two unit vectors), got values up "
                          f"to {float(np.max(np.abs(t))):.6g} in magnitude")
     return t
-
-
-def lift_rows(xp, X, scale, bias: float):
-    r"""The lift's arithmetic in any array module ``xp`` (NumPy, or CuPy on a device's rows),
-    unchecked: :math:`\tilde x = [x / s, b]`, its norm :math:`r` and the unit point
-    :math:`\hat x = \tilde x / r`, each row first scaled by its largest magnitude ``big`` (tiny
-    rows, a bias of 1e-160 at x = 0, would underflow in the squares and leave the unit points off
-    the sphere). Returns ``(r (N,), X_hat (N, D + 1), big (N,))``; a row with ``r = 0`` vanished and
-    ``max(big)`` above :data:`~spherelab._validation.MAX_MAGNITUDE` overflows the kernel's values
-    (:meth:`ZonalKernel.lift` raises for both)."""
-    Xt = xp.concatenate([X / scale, xp.full((X.shape[0], 1), bias)], axis=1)
-    big = xp.max(xp.abs(Xt), axis=1) if Xt.size else xp.zeros(Xt.shape[0])
-    safe = xp.where(big > 0, big, 1.0)
-    Xs = Xt / safe[:, None]
-    r = big * xp.sqrt(xp.einsum("ij,ij->i", Xs, Xs))
-    return r, Xs / (r / safe)[:, None], big
 
 
 def _gram_work(kernel, *args, **kwargs) -> float:
@@ -131,11 +116,20 @@ class ZonalKernel(Saveable):
 
     # ---- sphere view ------------------------------------------------------------------
     @property
+    def spectral_parameter_names(self) -> tuple[str, ...]:
+        """The hyper-parameters the shape and the spectrum depend on: ``variance``, then :attr:`shape_params`."""
+        return ("variance", *self.shape_params)
+
+    @property
+    def parameter_names(self) -> tuple[str, ...]:
+        """Every hyper-parameter, in the order registries and gradients list them: the spectral ones,
+        then the lift's ``bias`` and ``input_scale``."""
+        return (*self.spectral_parameter_names, "bias", "input_scale")
+
+    @property
     def hyperparameters(self) -> dict[str, Any]:
         """All hyper-parameters by name (``input_scale`` may be an array)."""
-        out = {p: getattr(self, p) for p in self.shape_params}
-        out.update(variance=self.variance, bias=self.bias, input_scale=self.input_scale)
-        return out
+        return {p: getattr(self, p) for p in self.parameter_names}
 
     def shape(self, t: Any) -> np.ndarray:
         r""":math:`\kappa(t)` (includes ``variance``), same shape as ``t`` (cosines in [-1, 1])."""
@@ -189,6 +183,16 @@ class ZonalKernel(Saveable):
         grads = {k: self.variance * v for k, v in self._spectrum_grads(dim, L).items()}
         grads["variance"] = self._spectrum(dim, L)
         return grads
+
+    def spectrum_vjp(self, dim: int, max_degree: int, dlam: Any, dat_one: float = 0.0) -> dict[str, float]:
+        r"""Chain :math:`\partial L/\partial\lambda_\ell` (``(L + 1,)``) and :math:`\partial L/\partial\kappa(1)`
+        into the spectral hyper-parameters (:attr:`spectral_parameter_names`): the one home of
+        :math:`\sum_\ell \bar\lambda_\ell\,\partial\lambda_\ell/\partial\theta
+        + \bar\kappa(1)\,\partial\kappa(1)/\partial\theta`."""
+        sgrads = self.spectrum_gradients(dim, max_degree)
+        vgrads = self.at_one_gradients() if dat_one else {}
+        dlam = np.asarray(dlam, dtype=np.float64)
+        return {p: float(dlam @ sgrads[p]) + dat_one * vgrads.get(p, 0.0) for p in self.spectral_parameter_names}
 
     # ---- data space -------------------------------------------------------------------
     def check_lift(self, X: np.ndarray, name: str = "X", rows: int = 65536) -> None:
@@ -374,15 +378,7 @@ class ZonalKernel(Saveable):
     def lift_backward(self, X: np.ndarray, dXt: np.ndarray) -> dict[str, Any]:
         r"""Chain :math:`\partial L/\partial\tilde x` (``(N, D + 1)``, the unnormalised lifted
         rows :math:`\tilde x = [x / s, b]`) into ``X``, ``bias`` and ``input_scale``."""
-        scale = np.asarray(self.input_scale, dtype=np.float64)
-        D = X.shape[1]
-        s_vec = np.broadcast_to(scale, (D,))
-        g_scale = -np.einsum("nk,nk->k", dXt[:, :D], X) / (s_vec * s_vec)
-        return {
-            "X": dXt[:, :D] / s_vec,
-            "bias": float(dXt[:, D].sum()),
-            "input_scale": float(g_scale.sum()) if scale.ndim == 0 else g_scale,
-        }
+        return lift_backward_rows(X, dXt, self.input_scale)
 
     def _shape_all(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
         """``(kappa, kappa', d kappa / d shape-params)`` without ``variance``; subclasses fuse

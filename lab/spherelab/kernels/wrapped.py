@@ -25,7 +25,7 @@ class WrappedKernel(ZonalKernel):
         return self.base.shape_params
 
     def __getattr__(self, name):
-        if name in ("variance", "bias", "input_scale") or name in self.base.shape_params:
+        if name in self.base.parameter_names:
             return getattr(self.base, name)
         raise AttributeError(name)
 

@@ -29,7 +29,7 @@ from .._validation import check_data, check_finite_array
 from ..backend.ops import use
 from ..concurrency import reading, writing
 from ..distributed import lazy_rows
-from ..likelihoods import Bernoulli, Gaussian
+from ..likelihoods import Gaussian, Likelihood
 from ..linalg import NumericalFailure, add_jitter, jitter_backward
 from ..optim import minimize_lbfgsb
 from ..threads import entry_point, policy
@@ -118,15 +118,17 @@ def kernel_params(kernel) -> list[Param]:
     def entry(name):
         return Param(name, lambda: getattr(kernel, name), lambda v: setattr(kernel, name, v), "positive")
 
-    return [entry(n) for n in ("variance", *kernel.shape_params, "bias", "input_scale")]
+    return [entry(n) for n in kernel.parameter_names]
 
 
 def likelihood_params(likelihood) -> list[Param]:
-    """The Gaussian noise variance as ``noise`` (Bernoulli has no parameter)."""
-    if isinstance(likelihood, Gaussian):
-        return [Param("noise", lambda: likelihood.variance, lambda v: setattr(likelihood, "variance", v), "positive",
-                      likelihood.floor)]
-    return []
+    """Registry entries of a likelihood's :attr:`~spherelab.likelihoods.Likelihood.parameters` (all
+    positive, above their floor): the Gaussian noise variance as ``noise``; Bernoulli has none."""
+    def entry(name, attr):
+        return Param(name, lambda: getattr(likelihood, attr), lambda v: setattr(likelihood, attr, v), "positive",
+                     likelihood.floor_of(name))
+
+    return [entry(name, attr) for name, attr in likelihood.parameters.items()]
 
 
 def _work(model, X=None, *args, **kwargs) -> float:
@@ -176,7 +178,7 @@ class Model(Saveable):
     likelihood: Any
     jitter: float = 0.0
     #: the likelihoods the model supports
-    likelihoods: tuple = (Gaussian, Bernoulli)
+    likelihoods: tuple = (Likelihood,)
 
     #: attributes not saved by :meth:`save` (rebuilt on load, or results of a fit run)
     _transient = ("ops", "optimizer_result", "lift_result")
@@ -225,7 +227,7 @@ class Model(Saveable):
         likelihood = likelihood if likelihood is not None else Gaussian(1.0)
         if not isinstance(likelihood, self.likelihoods):
             names = " or ".join(t.__name__ for t in self.likelihoods)
-            raise TypeError(f"likelihood must be {names}, got {likelihood!r}")
+            raise TypeError(f"likelihood must be a spherelab {names} (Gaussian, Bernoulli), got {likelihood!r}")
         self.likelihood = likelihood
 
     # ---- registry -------------------------------------------------------------------------
@@ -389,13 +391,8 @@ class Model(Saveable):
         return X
 
     def _check_data(self, X, y):
-        if isinstance(self.likelihood, Bernoulli):
-            y = y if hasattr(y, "dtype") else np.asarray(y)
-            if y.dtype == bool:  # labels {False, True} are {0, 1}
-                y = y.astype(np.float64)
-        X, y = check_data(X, y)
-        if isinstance(self.likelihood, Bernoulli):
-            self.likelihood.check_targets(y)
+        X, y = check_data(X, self.likelihood.prepare_targets(y))
+        self.likelihood.check_targets(y)
         return X, y
 
     @lazy_rows

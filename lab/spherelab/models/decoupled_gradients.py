@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..bounds.sums import GradientSums
+
 if TYPE_CHECKING:
     from .decoupled import OrthogonalSVGP
 
@@ -21,16 +23,12 @@ class DecoupledGradients:
 
     def __init__(self, model: "OrthogonalSVGP") -> None:
         self.model = model
-        kern = model.kernel
-        self.hyp = ["variance", *kern.shape_params, "bias", "input_scale"]
-        self.acc = {k: np.zeros_like(np.asarray(getattr(kern, k), dtype=np.float64)) for k in self.hyp}
+        self.kernel_sums = GradientSums.for_kernel(model.kernel)
         self.fparams = np.zeros_like(model.features.get_params())
         self.dW = np.zeros_like(model.W)
 
     def _add(self, d: dict[str, Any], features: bool = False) -> None:
-        for k in self.hyp:
-            if k in d:
-                self.acc[k] = self.acc[k] + np.asarray(d[k])
+        self.kernel_sums.add(d)
         if features:
             self.fparams += self.model.features.param_gradient(d)
 
@@ -52,12 +50,11 @@ class DecoupledGradients:
 
     def sums(self) -> tuple:
         """The row sums as plain arrays (what a Dask block returns)."""
-        return dict(self.acc), self.fparams, self.dW
+        return dict(self.kernel_sums.sums), self.fparams, self.dW
 
     def add_sums(self, sums: tuple) -> None:
         acc, fparams, dW = sums
-        for k in self.hyp:
-            self.acc[k] = self.acc[k] + acc[k]
+        self.kernel_sums.add(acc)
         self.fparams = self.fparams + fparams
         self.dW = self.dW + dW
 
@@ -80,6 +77,6 @@ class DecoupledGradients:
     def result(self, dm_u, dL_u, dm_v, dL_v, dnoise) -> dict[str, Any]:
         g: dict[str, Any] = {"q_mu": dm_u, "q_sqrt": dL_u, "q_mu_orth": dm_v, "q_sqrt_orth": dL_v,
                              "features": self.fparams, "W": self.dW}
-        g.update({k: (float(v) if np.ndim(v) == 0 else v) for k, v in self.acc.items()})
+        g.update(self.kernel_sums.result())
         g["noise"] = dnoise
         return g

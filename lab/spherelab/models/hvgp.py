@@ -33,6 +33,7 @@ from scipy.linalg import solve_triangular
 from .._validation import check_finite_array, check_int
 from ..bounds.hvgp import HINT_BLOCK, BlockBound, block_bound_whitened, block_predictive
 from ..bounds.statistics import streamed_statistics
+from ..bounds.sums import GradientSums
 from ..concurrency import reading
 from ..groups import Antipodal, Group, harmonic_decomposition
 from ..kernels import ZonalKernel
@@ -271,14 +272,8 @@ class HarmonicSVGP(SparseModel):
         X = self._check_inputs(X)
         res = self.bound(X, y, num_data)
         kern = self.kernel
-        hyp = ["variance", *kern.shape_params, "bias", "input_scale"]
-        acc = {k: np.zeros_like(np.asarray(getattr(kern, k), dtype=np.float64)) for k in hyp}
-
-        def add(d):
-            for k, v in d.items():
-                if k in acc:
-                    acc[k] = acc[k] + np.asarray(v)
-
+        acc = GradientSums.for_kernel(kern)
+        add = acc.add
         dZ = []
         for c, (comp, Z) in enumerate(zip(self.components, self.Z)):
             d1, dZ1, _ = comp.gradients_with_inputs(self._jitter_backward(res.dKuu[c]), Z)
@@ -289,7 +284,7 @@ class HarmonicSVGP(SparseModel):
         add(kern.diag_gradients(res.dkff, X))
         g: dict[str, Any] = {"q_mu": np.concatenate(res.dm), "q_sqrt": res.dL, "Z": np.concatenate(dZ),
                              "noise": res.dnoise}
-        g.update({k: (float(v) if np.ndim(v) == 0 else v) for k, v in acc.items()})
+        g.update(acc.result())
         return res.value, g
 
     # ---- parameters -----------------------------------------------------------------------

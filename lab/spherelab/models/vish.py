@@ -144,7 +144,7 @@ class VISH(Model):
         return reg
 
     def _spectral_names(self) -> list[str]:
-        return ["variance", *self.kernel.shape_params, *(["noise"] if isinstance(self.likelihood, Gaussian) else [])]
+        return [*self.kernel.spectral_parameter_names, *(["noise"] if isinstance(self.likelihood, Gaussian) else [])]
 
     def _num_inducing(self) -> int:
         return self.features.num_features
@@ -187,9 +187,8 @@ class VISH(Model):
             return (res.value if full else res), None
         dim, L, deg = self.features.dim, self.max_degree, self.features.degrees
         dlam = np.where(clamped, 0.0, res.dlam)
-        sgrads, vgrads = self.kernel.spectrum_gradients(dim, L), self.kernel.at_one_gradients()
-        g: dict[str, Any] = {name: float(dlam @ sgrads[name][deg]) + res.dv * vgrads[name]
-                             for name in ["variance", *self.kernel.shape_params]}
+        g: dict[str, Any] = self.kernel.spectrum_vjp(dim, L, np.bincount(deg, weights=dlam, minlength=L + 1),
+                                                      res.dv)
         g["noise"] = res.dnoise
         if lift is not None:
             ev = lift[2] if len(lift) > 2 else None  # kept columns come with an evaluation

@@ -46,10 +46,10 @@ def _batch(model, X, rng, B):
 
 
 def _spectral_gradient(model, names, dlam, dv):
-    deg = model.features.degrees
-    sg = model.kernel.spectrum_gradients(model.features.dim, model.max_degree)
-    vg = model.kernel.at_one_gradients()
-    return np.array([float(dlam @ sg[p][deg]) + dv * vg[p] for p in names])
+    L = model.max_degree
+    per_level = np.bincount(model.features.degrees, weights=dlam, minlength=L + 1)
+    g = model.kernel.spectrum_vjp(model.features.dim, L, per_level, dv)
+    return np.array([g[p] for p in names])
 
 
 def natural_gradient_fit(model, X, y, B, iterations, lr, gamma, seed, train_directions) -> None:
@@ -57,7 +57,7 @@ def natural_gradient_fit(model, X, y, B, iterations, lr, gamma, seed, train_dire
     rng = np.random.default_rng(seed)
     kern, lik, n = model.kernel, model.likelihood, X.shape[0]
     dirs = _Directions(model, lr) if (train_directions and model.features.trainable) else None
-    names = ["variance", *kern.shape_params]
+    names = list(kern.spectral_parameter_names)
     lam = model.features.Kuu_inverse_diag(kern)
     precision, theta1 = np.diag(lam), np.zeros(lam.size)  # start at the prior: K_uu^-1 = Lambda
     opt = Adam(softplus_inverse([*(getattr(kern, p) for p in names), lik.variance]), lr=lr)
@@ -96,7 +96,7 @@ def whitened_adam_fit(model, X, y, B, iterations, lr, seed, train_directions) ->
     M = model.features.num_features
     tril = np.tril_indices(M)
     diag_pos = np.flatnonzero(tril[0] == tril[1])
-    names = ["variance", *kern.shape_params]
+    names = list(kern.spectral_parameter_names)
     h = len(names)
     lw0 = np.eye(M)[tril]
     lw0[diag_pos] = softplus_inverse(lw0[diag_pos])
