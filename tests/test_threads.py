@@ -87,13 +87,13 @@ def test_bad_counts_are_named(bad, error):
 def test_entry_points_run_single_threaded_for_small_work(auto):
     seen = []
     kernel = sl.kernels.Matern(2.5, 1.0)
-    original = kernel._fused_code
+    original = kernel.fused_code
 
     def spy():
         seen.append((numba.get_num_threads(), blas_counts()))
         return original()
 
-    kernel._fused_code = spy
+    kernel.fused_code = spy
     kernel.K(np.ones((3, 2)))
     assert seen and seen[0][0] == 1 and seen[0][1] == {1}
 

@@ -173,7 +173,7 @@ def without_data(model: Any) -> Any:
     """A shallow copy of ``model`` without its training data (``_X``, ``_y``): what a Dask task
     needs of it (the posterior, the parameters), so that no task carries the rows."""
     light = copy.copy(model)
-    for name in ("_X", "_y"):
+    for name in ("_X", "_y", "_device_rows"):  # the last: a fit's rows on its device
         if name in light.__dict__:
             light.__dict__[name] = None
     return light

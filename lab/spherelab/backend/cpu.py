@@ -31,6 +31,26 @@ register("cpu", "matern_backward")(matern_backward)
 register("cpu", "cholesky")(cholesky_or_explain)
 
 
+@register("cpu", "zonal_columns")
+def zonal_columns(T, r1, r2, code, lengthscale, variance):
+    return matern_values(T, r1, r2, code, lengthscale, variance, False)
+
+
+@register("cpu", "zonal_columns_backward")
+def zonal_columns_backward(T, G, r1, r2, code, lengthscale, variance):
+    return matern_backward(T, G, r1, r2, code, lengthscale, variance, False)
+
+
+@register("cpu", "device_solve")
+def device_solve(L, B, trans=0):
+    return _solve(L, B, lower=True, trans=trans)
+
+
+@register("cpu", "array_namespace")
+def array_namespace():
+    return np
+
+
 @register("cpu", "gram_update")
 def gram_update(G, c, A, y):
     # G += A A^T by NumPy's dgemm: measured 4x faster here than SciPy's dsyrk (a different

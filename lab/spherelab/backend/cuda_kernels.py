@@ -189,26 +189,47 @@ class CudaOperations:
             return values.reshape(shape), derivs.reshape(shape)
         return values.reshape(shape)
 
-    def matern_values(self, T, r1, r2, code, lengthscale, variance, same):
+    def _matern_values(self, T, r1, r2, code, lengthscale, variance, same):
         xp = self.xp
         T = xp.ascontiguousarray(xp.asarray(T, dtype=xp.float64))
         out = xp.empty(T.shape)
         if T.size:
             _matern_values_kernel[self._grid(T.size)](T, xp.asarray(r1), xp.asarray(r2), int(code),
                                                       1.0 / lengthscale, float(variance), bool(same), out)
-        return self.to_host(out)
+        return out
 
-    def matern_backward(self, T, G, r1, r2, code, lengthscale, variance, same):
+    def _matern_backward(self, T, G, r1, r2, code, lengthscale, variance, same):
         xp = self.xp
         T = xp.ascontiguousarray(xp.asarray(T, dtype=xp.float64))
         G = xp.ascontiguousarray(xp.asarray(G, dtype=xp.float64))
         A, B = xp.empty(T.shape), xp.empty(T.shape)
         row_var, row_l = xp.zeros(T.shape[0]), xp.zeros(T.shape[0])
-        if T.size:
+        if T.size:  # one thread per row of T: callers put the long side first
             _matern_backward_kernel[self._grid(T.shape[0])](T, G, xp.asarray(r1), xp.asarray(r2), int(code),
                                                             1.0 / lengthscale, float(variance), bool(same),
                                                             A, B, row_var, row_l)
-        return self.to_host(A), self.to_host(B), float(row_var.sum()), float(row_l.sum())
+        return A, B, float(row_var.sum()), float(row_l.sum())
+
+    def matern_values(self, T, r1, r2, code, lengthscale, variance, same):
+        return self.to_host(self._matern_values(T, r1, r2, code, lengthscale, variance, same))
+
+    def matern_backward(self, T, G, r1, r2, code, lengthscale, variance, same):
+        A, B, dvar, dlen = self._matern_backward(T, G, r1, r2, code, lengthscale, variance, same)
+        return self.to_host(A), self.to_host(B), dvar, dlen
+
+    def zonal_columns(self, T, r1, r2, code, lengthscale, variance):
+        """:meth:`matern_values` of device arrays, left on the device."""
+        return self._matern_values(T, r1, r2, code, lengthscale, variance, False)
+
+    def zonal_columns_backward(self, T, G, r1, r2, code, lengthscale, variance):
+        """:meth:`matern_backward` of device arrays, ``A`` and ``B`` left on the device."""
+        return self._matern_backward(T, G, r1, r2, code, lengthscale, variance, False)
+
+    def device_solve(self, L, B, trans=0):
+        return self._solve(L, B, lower=True, trans=trans)
+
+    def array_namespace(self):
+        return self.xp
 
     def device_harmonics(self, X, plan):
         """Every feature of ``plan`` at unit rows ``X`` (a device array), as a device array
@@ -304,5 +325,6 @@ class CudaOperations:
         """The operations this device implements, by the names of :data:`spherelab.backend.OPERATIONS`."""
         names = ("harmonics", "harmonics_vjp", "gegenbauer_table", "gegenbauer_derivative_table", "clenshaw",
                  "matern_values", "matern_backward", "gram_update", "cholesky", "solve_triangular",
-                 "device_harmonics", "harmonic_columns", "gram_pass", "pass_rows", "to_device", "to_host")
+                 "device_harmonics", "harmonic_columns", "gram_pass", "pass_rows", "to_device", "to_host",
+                 "zonal_columns", "zonal_columns_backward", "device_solve", "array_namespace")
         return {name: getattr(self, name) for name in names}

@@ -5,9 +5,12 @@ A model resolves its :class:`Operations` once, in ``__init__`` (``device="cpu" |
 "auto"``), and calls ``self.ops.<name>`` without ever branching on the device. The CPU
 implementations are the package's NumPy/Numba code (:mod:`.cpu`); a GPU backend registers its
 own with :func:`register` and is usable once every operation has one. The operations take and
-return host (NumPy) arrays, except ``device_harmonics``, ``harmonic_columns`` and the ``columns`` of ``gram_pass``,
-which see the device's arrays (``to_device`` / ``to_host`` convert; both are the identity on
-the CPU): the data stay on the device only inside the streamed statistics pass.
+return host (NumPy) arrays, except ``device_harmonics``, ``harmonic_columns``, the ``columns`` of ``gram_pass``,
+``zonal_columns``, ``zonal_columns_backward`` and ``device_solve``, which see the device's arrays
+(``to_device`` / ``to_host`` convert; both are the identity on the CPU, and ``array_namespace``
+names the arrays' module): the data stay on the device inside the streamed statistics pass and,
+for the decoupled models with inducing points, between evaluations
+(:mod:`spherelab.models.decoupled_resident`).
 """
 
 from __future__ import annotations
@@ -38,6 +41,12 @@ OPERATIONS: dict[str, str] = {
                   "statistics with columns(*load(chunk)) computed where the device keeps its arrays"),
     "pass_rows": ("pass_rows(width) -> rows per chunk of a streamed statistics pass whose columns have width "
                   "entries per row (the CPU's from its cache, a GPU's from the product's efficiency)"),
+    "zonal_columns": ("zonal_columns(T (n, P), r1 (n,), r2 (P,), code, lengthscale, variance) -> (n, P): the fused "
+                      "Matern cross-covariance from device arrays, left on the device"),
+    "zonal_columns_backward": ("zonal_columns_backward(T, G, r1, r2, code, lengthscale, variance) -> (A, B, dvar, "
+                               "dlen): matern_backward's A, B left on the device, the two sums as floats"),
+    "device_solve": "device_solve(L, B, trans) -> L^-1 B or L^-T B, L lower, device arrays in and out",
+    "array_namespace": "array_namespace() -> the array module of the device's arrays (numpy, or cupy)",
     "to_device": "to_device(a) -> the device's array of a host array (the identity on the CPU)",
     "to_host": "to_host(a) -> a NumPy array of a device array (the identity on the CPU)",
 }

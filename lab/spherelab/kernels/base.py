@@ -48,7 +48,17 @@ from ..backend.ops import current
 from ..sphere.lift import lift_backward_rows, lift_rows
 from ..threads import entry_point
 
-__all__ = ["ZonalKernel"]
+__all__ = ["ZonalKernel", "lifted_row_gradients"]
+
+
+def lifted_row_gradients(A, B, r1, U1, r2, U2):
+    r""":math:`\partial L/\partial\tilde x` of both arguments of :math:`K_{ij} = r_i r_j\kappa(t_{ij})` from
+    :math:`A = G\odot(\kappa - t\kappa')`, :math:`B = G\odot\kappa'` (``(N1, N2)``, any array module):
+    :math:`\sum_j A_{ij} r_j\,\tilde x_i/r_i + \sum_j B_{ij}\tilde x_j` and its mirror, ``(N1, D + 1)``,
+    ``(N2, D + 1)``; the lift's reverse mode (:func:`spherelab.sphere.lift.lift_backward_rows`) takes them on."""
+    Xt1 = U1 * r1[:, None]
+    Xt2 = U2 * r2[:, None]
+    return ((A @ r2) / r1)[:, None] * Xt1 + B @ Xt2, ((r1 @ A) / r2)[:, None] * Xt2 + B.T @ Xt1
 
 
 def _cosines(t: Any) -> np.ndarray:
@@ -235,8 +245,8 @@ class ZonalKernel(Saveable):
             )
         return r, Xh
 
-    def _fused_code(self) -> int | None:
-        """Code of a fused compiled kernel for this shape (``None``: the NumPy path)."""
+    def fused_code(self) -> int | None:
+        """Code of the compiled (fused) shape the Gram matrices and their backward run on (``None``: NumPy)."""
         return None
 
     @_gram
@@ -259,7 +269,7 @@ class ZonalKernel(Saveable):
         r"""Gram matrix :math:`k(X, X2)`, ``(N, N2)``."""
         r1, U1, r2, U2 = self._lift_pair(X, X2)
         self._check_gram_size(r1.shape[0], r2.shape[0])
-        code = self._fused_code()
+        code = self.fused_code()
         if code is not None:
             return current().matern_values(U1 @ U2.T, r1, r2, code, self.lengthscale, self.variance, X2 is None)
         T = np.clip(U1 @ U2.T, -1.0, 1.0)
@@ -327,17 +337,14 @@ class ZonalKernel(Saveable):
         if G.shape != (X.shape[0], X2.shape[0]):
             raise ValueError(f"dL_dK must have shape {(X.shape[0], X2.shape[0])}, got {G.shape}")
         r1, U1, r2, U2 = self._lift_pair(X, None if same else X2)
-        code = self._fused_code()
+        code = self.fused_code()
         if code is not None:  # one compiled pass for A, B and the hyper-parameter sums
             ops = current()
             A, B, g_var, g_len = ops.matern_backward(U1 @ U2.T, G, r1, r2, code, self.lengthscale, self.variance, same)
             out: dict[str, Any] = {"lengthscale": g_len, "variance": g_var}
         else:
             A, B, out = self._AB(G, U1 @ U2.T, r1, r2, same)
-        Xt1 = U1 * r1[:, None]
-        Xt2 = U2 * r2[:, None]
-        dXt1 = ((A @ r2) / r1)[:, None] * Xt1 + B @ Xt2
-        dXt2 = ((r1 @ A) / r2)[:, None] * Xt2 + B.T @ Xt1
+        dXt1, dXt2 = lifted_row_gradients(A, B, r1, U1, r2, U2)
         if same:
             dXt1 = dXt1 + dXt2
         g1 = self.lift_backward(X, dXt1)

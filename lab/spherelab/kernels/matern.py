@@ -102,7 +102,7 @@ class Matern(QuadratureSpectrum):
     def _key(self):
         return ("Matern", self.nu, self.lengthscale)
 
-    def _fused_code(self):
+    def fused_code(self):
         return NU_CODES.get(self.nu) if self.fused else None
 
     def _r(self, t):

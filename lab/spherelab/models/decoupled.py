@@ -5,7 +5,8 @@ module holds the model state and chains the derivatives into the parameters."""
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+from typing import Any, Iterator
 
 import numpy as np
 from scipy.linalg import cho_solve, solve_triangular
@@ -33,6 +34,7 @@ from ..threads import pass_workers
 from . import saved
 from .base import Param, kernel_params, likelihood_params, threaded
 from .decoupled_gradients import DecoupledGradients
+from .decoupled_resident import ResidentRows
 from .sparse import SparseModel
 from .transaction import transactional
 
@@ -216,9 +218,28 @@ class OrthogonalSVGP(SparseModel):
 
     def _use_stats(self, n: int) -> bool:
         # below ~3 rows per inducing variable the joint (M + K)^3 algebra of the statistics
-        # path costs more than the per-row bound saves (measured: equal at n = 2(M + K))
+        # path costs more than the per-row bound saves on the host (measured: equal at n = 2(M + K));
+        # rows kept on a device take it at any size (the per-row bound would bring them back)
         return (self.whiten and self.sufficient_statistics and isinstance(self.likelihood, Gaussian)
-                and n >= 3 * self._num_inducing())
+                and (n >= 3 * self._num_inducing() or ResidentRows.applies(self)))
+
+    @contextlib.contextmanager
+    def _rows_held(self, X, y) -> Iterator[None]:
+        """One fit's training rows on the device (:class:`ResidentRows`), copied there once."""
+        held = not is_dask(X) and ResidentRows.applies(self) and self._use_stats(X.shape[0])
+        self._device_rows = ResidentRows(self, X, y) if held else None
+        try:
+            yield
+        finally:
+            self._device_rows = None
+
+    def _rows_on_device(self, X, y) -> ResidentRows | None:
+        """The rows of this evaluation on the device (the fit's, else copied now), or None: the
+        host's streamed pass."""
+        if is_dask(X) or not ResidentRows.applies(self):
+            return None
+        held = getattr(self, "_device_rows", None)
+        return held if held is not None and held.matches(X, y) else ResidentRows(self, X, y)
 
     def _chunk_rows(self, n: int | None = None) -> int:
         """Rows per chunk: at most ``chunk_entries`` entries of :math:`K_{pf}`, and for ``n`` rows
@@ -234,7 +255,7 @@ class OrthogonalSVGP(SparseModel):
         Kuf = self.features.Kuf(self.kernel, X)
         return np.vstack([Kuf, self.kernel.K(self.W, X)]) if self.num_orthogonal else Kuf
 
-    def _statistics(self, X, y, LJ, keep: bool = False) -> Statistics:
+    def _statistics(self, X, y, LJ, keep: bool = False, rows: ResidentRows | None = None) -> Statistics:
         r""":math:`\Phi = AA^\top`, :math:`\beta = Ay` (:math:`A = L_J^{-1}K_{pf}`) and
         :math:`\sum_n k(x_n, x_n)` in one streamed pass (:func:`~spherelab.bounds.streamed_statistics`);
         with ``keep``, the chunks' A are kept for the backward pass. A Dask ``X`` is summed block by
@@ -242,6 +263,9 @@ class OrthogonalSVGP(SparseModel):
         if is_dask(X):
             light = without_data(self)  # a task would carry the rows otherwise
             return block_statistics(lambda Xb, yb: light._statistics(Xb, yb, LJ), X, y)
+        rows = rows if rows is not None else self._rows_on_device(X, y)
+        if rows is not None:
+            return rows.statistics(self, LJ)
         return streamed_statistics(lambda Xc: (forward_solve(LJ, self._features_at(Xc)), self.kernel.diag(Xc)),
                                    X, y, chunk_size=self._chunk_rows(X.shape[0]), keep=keep, ops=self.ops)
 
@@ -282,7 +306,8 @@ class OrthogonalSVGP(SparseModel):
         keep = not dask and X.shape[0] * self._num_inducing() <= self.keep_entries  # else the backward recomputes A
         M = self.features.num_features
         LJ = joint_cholesky(*self._inducing_matrices())
-        st = self._statistics(X, y, LJ, keep)
+        rows = self._rows_on_device(X, y)
+        st = self._statistics(X, y, LJ, keep, rows)
         q = (self.m_u, self.L_u, self.m_v, self.L_v)
         if collapsed:
             m, L_u, L_v = whitened_optimum(st.G, st.c, self.likelihood.variance, M)
@@ -294,6 +319,9 @@ class OrthogonalSVGP(SparseModel):
         # dK_pf = L_J^-T (2 dPhi A + dbeta y^T): the P x P solve once, then one product per chunk
         Q = 2.0 * solve_triangular(LJ, res.dPhi, lower=True, trans=1)
         qb = solve_triangular(LJ, res.dbeta, lower=True, trans=1)
+        if rows is not None:  # the rows' sums on the device, P-sized results back
+            grads.add_sums(rows.row_sums(self, LJ, Q, qb, res.dkff))
+            return res.value, grads.result(res.dm_u, res.dL_u, res.dm_v, res.dL_v, res.dnoise)
         if dask:  # the second pass: each block's sums on the scheduler, added pairwise
             light = without_data(self)  # a task would carry the rows otherwise
             grads.add_sums(block_sum(lambda Xb, yb: light._row_sums(Xb, yb, LJ, Q, qb, res.dkff), X, y))

@@ -27,13 +27,14 @@ def lift_rows(xp, X, scale, bias: float):
     return r, Xs / (r / safe)[:, None], big
 
 
-def lift_backward_rows(X: np.ndarray, dXt: np.ndarray, input_scale: Any) -> dict[str, Any]:
+def lift_backward_rows(X: np.ndarray, dXt: np.ndarray, input_scale: Any, xp=np) -> dict[str, Any]:
     r"""Chain :math:`\partial L/\partial\tilde x` (``(N, D + 1)``, the unnormalised lifted rows) into
-    ``X`` ``(N, D)``, ``bias`` (a float) and ``input_scale`` (a float, or ``(D,)`` like the scale)."""
-    scale = np.asarray(input_scale, dtype=np.float64)
+    ``X`` ``(N, D)``, ``bias`` (a float) and ``input_scale`` (a float, or ``(D,)`` like the scale);
+    ``xp``: the array module of ``X`` and ``dXt`` (``X`` and a vector ``input_scale`` stay in it)."""
+    scale = xp.asarray(input_scale, dtype=np.float64)
     D = X.shape[1]
-    s_vec = np.broadcast_to(scale, (D,))
-    g_scale = -np.einsum("nk,nk->k", dXt[:, :D], X) / (s_vec * s_vec)
+    s_vec = xp.broadcast_to(scale, (D,))
+    g_scale = -xp.einsum("nk,nk->k", dXt[:, :D], X) / (s_vec * s_vec)
     return {
         "X": dXt[:, :D] / s_vec,
         "bias": float(dXt[:, D].sum()),

@@ -1,0 +1,113 @@
+"""The decoupled models' rows on the device (spherelab.models.decoupled_resident): the same bound
+and gradient as the CPU's, and — the spy — no transfer of N-sized arrays between a fit's
+evaluations, counted on every path a transfer can take (the operation table's and the CUDA
+operations' own)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import spherelab as sl
+from spherelab.models.decoupled_resident import ResidentRows
+
+
+def _data(n=40, D=3, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1, 1, (n, D))
+    return X, np.sin(X.sum(1)) + 0.1 * rng.standard_normal(n)
+
+
+def _model(X, y, device, K=3, scale=None):
+    kernel = sl.kernels.Matern(1.5, 0.8, bias=0.7, input_scale=np.array([1.0, 1.3, 0.9]) if scale is None else scale)
+    model = sl.OrthogonalSVGP(kernel, sl.InducingPoints(X[:5] + 0.05), K, sl.likelihoods.Gaussian(0.1),
+                              device=device)
+    model.initialise(X)
+    model.optimal_q(X, y)
+    model.m_u = model.m_u + 0.1  # away from the optimum: every gradient entry nonzero
+    return model
+
+
+def _close(a, b, tol=1e-10):
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return np.max(np.abs(a - b), initial=0.0) <= tol * max(1.0, np.max(np.abs(a), initial=0.0))
+
+
+@pytest.mark.parametrize("K, scale", [(3, None), (0, None), (2, 1.4)])
+def test_resident_bound_and_gradient_equal_the_cpu(cuda_device, K, scale):
+    X, y = _data()
+    cpu, dev = _model(X, y, "cpu", K, scale), _model(X, y, cuda_device, K, scale)
+    assert ResidentRows.applies(dev) and not ResidentRows.applies(cpu)
+    for rows, num_data in ((slice(None), None), (slice(0, 10), 40)):  # full batch; a minibatch of 10 < 3P
+        va, ga = cpu.elbo_and_gradient(X[rows], y[rows], num_data)
+        vb, gb = dev.elbo_and_gradient(X[rows], y[rows], num_data)
+        assert vb == pytest.approx(va, rel=1e-12)
+        assert set(ga) == set(gb) and all(_close(ga[k], gb[k]) for k in ga), [k for k in ga if not _close(ga[k], gb[k])]
+    assert sl.testing.check_model_gradient(dev, X, y).ok
+
+
+def test_other_kernels_and_features_stay_on_the_host_path(cuda_device):
+    X, y = _data()
+    for kernel, feats in [(sl.kernels.Matern(0.5, 1.0), sl.InducingPoints(X[:4])),
+                          (sl.kernels.Matern(1.5, 1.0), sl.ActivatedFeatures(sl.activations.ReLU(), 3, 3))]:
+        model = sl.OrthogonalSVGP(kernel, feats, 0, device=cuda_device)
+        assert not ResidentRows.applies(model)
+
+
+class _Spy:
+    """Counts every host-device transfer of one model's device: the operation table's entries and
+    the CUDA operations' own methods (which the table's other operations call)."""
+
+    def __init__(self, model, monkeypatch):
+        self.sizes: list[int] = []
+        impl = model.ops.zonal_columns.__self__  # the CudaOperations behind the table
+        for owner in (model.ops, impl):
+            for name in ("to_device", "to_host"):
+                monkeypatch.setattr(owner, name, self._wrap(getattr(owner, name)))
+
+    def _wrap(self, func):
+        def counted(a, *args, **kwargs):
+            self.sizes.append(int(np.size(a)))
+            return func(a, *args, **kwargs)
+
+        return counted
+
+
+def test_a_fit_moves_no_n_sized_array_between_evaluations(cuda_device, monkeypatch):
+    n = 120
+    X, y = _data(n)
+    model = _model(X, y, cuda_device, K=2)
+    spy = _Spy(model, monkeypatch)
+    evaluations = []
+    original = ResidentRows.statistics
+
+    def statistics(self, *args, **kwargs):  # marks where each evaluation's transfers begin
+        evaluations.append(len(spy.sizes))
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(ResidentRows, "statistics", statistics)
+    model.fit(X, y, maxiter=4)
+    assert len(evaluations) >= 3
+    start = spy.sizes[:evaluations[0]]
+    per_evaluation = spy.sizes[evaluations[0]:]
+    assert max(start) >= n  # the rows were copied, once, before the first evaluation
+    P = 5 + 2
+    assert per_evaluation and max(per_evaluation) <= P * P < n  # only P-sized arrays after that
+
+
+def test_a_standalone_evaluation_copies_its_rows_and_reads_changed_data(cuda_device):
+    """Outside a fit nothing is held: rows changed in place between two calls are seen."""
+    X, y = _data()
+    cpu, dev = _model(X, y, "cpu"), _model(X, y, cuda_device)
+    first = dev.elbo_and_gradient(X, y)[0]
+    y[:] = y[::-1].copy()
+    changed = dev.elbo_and_gradient(X, y)[0]
+    assert changed != first and changed == pytest.approx(cpu.elbo_and_gradient(X, y)[0], rel=1e-12)
+
+
+def test_a_row_outside_the_lift_gets_the_lifts_own_error(cuda_device):
+    X, y = _data()
+    model = _model(X, y, cuda_device)
+    X = X.copy()
+    X[7, 1] = 1e200
+    with pytest.raises(ValueError, match="the lift .X / input_scale, bias. has entries up to 7.69e.199"):
+        model.elbo_and_gradient(X, y)
