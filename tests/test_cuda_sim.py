@@ -133,3 +133,23 @@ def test_device_check_runs_end_to_end_in_the_simulator(tmp_path):
     assert len(rows) == len(parity.CASES) and all(r[2] == "yes" for r in rows)
     markdown = (tmp_path / "gpu_check.md").read_text()
     assert "### Parity with the CPU, float64 (done" in markdown and "| case | error |" in markdown
+
+
+def test_small_host_problems_run_on_the_host_and_parity_forces_the_device(cuda_device, monkeypatch):
+    """Host-in/host-out Matérn problems up to ``host_entries`` skip the device (a launch and two copies
+    cost more than the arithmetic); the parity cases set it to 0 so they still prove the kernels."""
+    ops = backend.resolve(cuda_device)
+    impl = ops.matern_values.__self__
+    launched = []
+    original = impl._matern_values
+    monkeypatch.setattr(impl, "_matern_values", lambda *a: launched.append(a[0].shape) or original(*a))
+    rng = np.random.default_rng(0)
+    r = rng.uniform(0.5, 2.0, 6)
+    T = np.clip(rng.uniform(-1, 1, (6, 6)), -1, 1)
+    small = ops.matern_values(T, r, r, 1, 0.7, 1.3, False)
+    assert launched == [] and np.allclose(small, backend.resolve("cpu").matern_values(T, r, r, 1, 0.7, 1.3, False),
+                                          rtol=1e-14)
+    monkeypatch.setattr(impl, "host_entries", 10)
+    ops.matern_values(T, r, r, 1, 0.7, 1.3, False)
+    assert launched == [(6, 6)]
+    assert parity.compare("matern code 1", cuda_device).ok and len(launched) == 2

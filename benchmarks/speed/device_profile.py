@@ -114,8 +114,9 @@ def steps(sl, device: str, tiny: bool):
 
     def full_batch(dev):
         model, theta = decoupled(dev)
-        model._rows_held(X, y).__enter__()  # as a fit holds them: the rows on the device, copied once
-        return lambda: model.objective(theta, X, y)
+        hold = model._rows_held(X, y)  # as a fit holds them: the rows on the device, copied once
+        hold.__enter__()
+        return lambda: hold and model.objective(theta, X, y)  # (the step keeps the hold alive)
 
     def lift_eval(dev):
         kernel = sl.kernels.Matern(1.5, 1.0, bias=1.0, input_scale=np.full(8, np.sqrt(8.0)))

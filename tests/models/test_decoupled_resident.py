@@ -111,3 +111,22 @@ def test_a_row_outside_the_lift_gets_the_lifts_own_error(cuda_device):
     X[7, 1] = 1e200
     with pytest.raises(ValueError, match="the lift .X / input_scale, bias. has entries up to 7.69e.199"):
         model.elbo_and_gradient(X, y)
+
+
+def test_the_backward_pass_without_its_forward_pass_recomputes_the_same_sums(cuda_device):
+    from spherelab.bounds import joint_cholesky
+
+    X, y = _data()
+    model = _model(X, y, cuda_device)
+    rows = ResidentRows(model, X, y)
+    LJ = joint_cholesky(*model._inducing_matrices())
+    rows.statistics(model, LJ)
+    rng = np.random.default_rng(3)
+    P = LJ.shape[0]
+    Q, qb = rng.standard_normal((P, P)), rng.standard_normal(P)
+    kept = rows.row_sums(model, LJ, Q, qb, -0.3)
+    rows._pass = {}  # as if the statistics ran elsewhere: the chunks, the lift of S and Sum r^2 recomputed
+    fresh = rows.row_sums(model, LJ, Q, qb, -0.3)
+    for a, b in zip(kept[0].values(), fresh[0].values()):
+        assert _close(a, b, 1e-13)
+    assert _close(kept[1], fresh[1], 1e-13) and _close(kept[2], fresh[2], 1e-13)

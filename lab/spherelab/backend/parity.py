@@ -230,8 +230,16 @@ def compare(name: str, device: str, seed: int = 0, tol: float = TOLERANCE) -> Pa
     """Run case ``name`` on the CPU and on ``device`` (``"sim"`` or ``"gpu"``) from ``seed``."""
     case = CASES[name]
     reference = case("cpu", np.random.default_rng(seed))
+    impl = getattr(_ops(device).matern_values, "__self__", None)  # the CUDA operations behind the table
+    small = getattr(impl, "host_entries", None)
     t0 = time.perf_counter()
-    outputs = case(device, np.random.default_rng(seed))
+    try:
+        if small is not None:
+            impl.host_entries = 0  # every problem on the device's kernels, however small
+        outputs = case(device, np.random.default_rng(seed))
+    finally:
+        if small is not None:
+            impl.host_entries = small
     seconds = time.perf_counter() - t0
     if len(outputs) != len(reference):
         raise ValueError(f"{name}: {len(outputs)} outputs on {device}, {len(reference)} on the CPU")

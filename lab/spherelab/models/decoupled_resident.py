@@ -107,7 +107,7 @@ class ResidentRows:
             kernel.check_lift(self.X)  # raises the lift's own error, naming the row
             raise ValueError("rows of X lift outside the usable range (check_lift found none: report this)")
         total = float(ops.to_host(sum_r2))
-        self._pass = {"LJ": LJ, "kept": kept, "sum_r2": total}
+        self._pass = {"LJ": LJ, "kept": kept, "sum_r2": total, "sources": (S, rS, US), "LJd": LJd}
         G = ops.to_host(G)
         return Statistics(0.5 * (G + G.T), ops.to_host(c), self.yy, total * kernel.at_one(), n)
 
@@ -118,20 +118,23 @@ class ResidentRows:
         :math:`\partial L/\partial k(x_n, x_n)` ``dkff``, after :meth:`statistics` at the same
         parameters."""
         ops, xp, kernel = self.ops, self.xp, model.kernel
-        S, rS, US = self._sources(model)
+        same = self._pass.get("LJ") is LJ  # this evaluation's statistics: its lift of S and L_J reused
+        S, rS, US = self._pass["sources"] if same else self._sources(model)
+        LJd = self._pass["LJd"] if same else ops.to_device(LJ)
         scale_h = np.asarray(kernel.input_scale, dtype=np.float64)
-        LJd, scale = ops.to_device(LJ), xp.asarray(scale_h)
+        scale = xp.asarray(scale_h)
         Qd, qbd = ops.to_device(Q), ops.to_device(qb)
-        kept = self._pass.get("kept") if self._pass.get("LJ") is LJ else None
+        kept = self._pass["kept"] if same else None
         code, kappa1 = kernel.fused_code(), kernel.at_one()
         dvar = dlen = 0.0
         dXtS = xp.zeros((S.shape[0], S.shape[1] + 1))
-        bias, g_scale = 0.0, xp.zeros(scale_h.shape)
+        bias, g_scale, r2 = 0.0, xp.zeros(scale_h.shape), xp.zeros(())
         for i, (a, b) in enumerate(row_chunks(self.X.shape[0], self.rows)):
             r, Xh, T, A = kept[i] if kept else self._chunk(kernel, scale, a, b, rS, US, LJd)[:4]
             dKfp = xp.ascontiguousarray((Qd @ A + qbd[:, None] * self.yd[None, a:b]).T)
             Ab, Bb, dv, dl = ops.zonal_columns_backward(T, dKfp, r, rS, code, kernel.lengthscale, kernel.variance)
             dvar, dlen = dvar + dv, dlen + dl
+            r2 = r2 + r @ r if not same else r2
             dXt, dXt_S = lifted_row_gradients(Ab, Bb, r, Xh, rS, US)
             dXt += (2.0 * kappa1 * dkff) * (Xh * r[:, None])  # the prior variances r^2 kappa(1)
             g = lift_backward_rows(self.Xd[a:b], dXt, scale, xp)
@@ -139,7 +142,7 @@ class ResidentRows:
             g_scale = g_scale + g["input_scale"]
             dXtS += dXt_S
         gS = lift_backward_rows(S, ops.to_host(dXtS), scale_h)
-        sum_r2 = self._pass["sum_r2"]
+        sum_r2 = self._pass["sum_r2"] if same else float(ops.to_host(r2))
         d = {k: dkff * sum_r2 * v for k, v in kernel.at_one_gradients().items()}
         d["variance"] = d.get("variance", 0.0) + dvar
         d["lengthscale"] = d.get("lengthscale", 0.0) + dlen
