@@ -22,7 +22,7 @@ KNOWN_CYCLE_EDGES = {
     ("features", "activations"), ("features", "kernels"), ("features", "sphere"), ("groups", "kernels"),
     ("kernels", "activations"), ("kernels", "backend"), ("kernels", "sphere"), ("models", "backend"),
     ("models", "bounds"), ("models", "distributed"), ("models", "features"), ("models", "groups"),
-    ("models", "kernels"), ("sphere", "backend"),
+    ("models", "kernels"), ("models", "sphere"), ("sphere", "backend"),
 }
 
 

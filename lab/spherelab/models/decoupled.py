@@ -1,15 +1,15 @@
 r"""The orthogonally-decoupled SVGP with inter-domain features (Tiao, thesis §3.3-3.4): u from any
 :class:`~spherelab.features.Features`, K orthogonal inducing points v; the activated SVGP is
-K = 0. The bound and its matrix derivatives live in :mod:`spherelab.bounds.decoupled`; this
-module holds the model state and chains the derivatives into the parameters."""
+K = 0. The bound and its matrix derivatives live in :mod:`spherelab.bounds.decoupled`, the Gaussian
+statistics path (cores, Dask, a device) in :mod:`.decoupled_stats` and the chain into the parameters
+in :mod:`.decoupled_gradients`; this module holds the model state."""
 
 from __future__ import annotations
 
-import contextlib
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
-from scipy.linalg import cho_solve, solve_triangular
+from scipy.linalg import cho_solve
 
 from .._validation import check_finite_array, check_int
 from ..bounds.decoupled import (
@@ -17,24 +17,21 @@ from ..bounds.decoupled import (
     HINT_VV,
     OrthogonalBound,
     decoupled_predictive,
-    gaussian_stats_bound_whitened,
     joint_cholesky,
     orthogonal_bound,
     orthogonal_bound_whitened,
     whitened_optimum,
 )
-from ..bounds.statistics import Statistics, row_chunks, run_shares, stopping, streamed_statistics
 from ..concurrency import reading
-from ..distributed import block_statistics, block_sum, is_dask, prepare, take_rows, without_data
+from ..distributed import is_dask, prepare, take_rows
 from ..features import Features
 from ..kernels import ZonalKernel
 from ..likelihoods import Gaussian
-from ..linalg import cholesky_or_explain, forward_solve
-from ..threads import pass_workers
+from ..linalg import cholesky_or_explain
 from . import saved
 from .base import Param, kernel_params, likelihood_params, threaded
 from .decoupled_gradients import DecoupledGradients
-from .decoupled_resident import ResidentRows
+from .decoupled_stats import DecoupledStatistics
 from .sparse import SparseModel
 from .transaction import transactional
 
@@ -42,7 +39,7 @@ __all__ = ["OrthogonalSVGP", "ActivatedSVGP"]
 
 
 
-class OrthogonalSVGP(SparseModel):
+class OrthogonalSVGP(DecoupledStatistics, SparseModel):
     r"""SVGP with inter-domain features :math:`u` and K orthogonal inducing points
     (the orthogonally-decoupled posterior of Tiao, thesis eqs. 3.11-3.12).
 
@@ -216,59 +213,6 @@ class OrthogonalSVGP(SparseModel):
         grads.rows(X, res.dKuf, res.dKvf, res.dkff)
         return res.value, grads.result(res.dm_u, res.dL_u, res.dm_v, res.dL_v, res.dnoise)
 
-    def _use_stats(self, n: int) -> bool:
-        # below ~3 rows per inducing variable the joint (M + K)^3 algebra of the statistics
-        # path costs more than the per-row bound saves on the host (measured: equal at n = 2(M + K));
-        # rows kept on a device take it at any size (the per-row bound would bring them back)
-        return (self.whiten and self.sufficient_statistics and isinstance(self.likelihood, Gaussian)
-                and (n >= 3 * self._num_inducing() or ResidentRows.applies(self)))
-
-    @contextlib.contextmanager
-    def _rows_held(self, X, y) -> Iterator[None]:
-        """One fit's training rows on the device (:class:`ResidentRows`), copied there once."""
-        held = not is_dask(X) and ResidentRows.applies(self) and self._use_stats(X.shape[0])
-        self._device_rows = ResidentRows(self, X, y) if held else None
-        try:
-            yield
-        finally:
-            self._device_rows = None
-
-    def _rows_on_device(self, X, y) -> ResidentRows | None:
-        """The rows of this evaluation on the device (the fit's, else copied now), or None: the
-        host's streamed pass."""
-        if is_dask(X) or not ResidentRows.applies(self):
-            return None
-        held = getattr(self, "_device_rows", None)
-        return held if held is not None and held.matches(X, y) else ResidentRows(self, X, y)
-
-    def _chunk_rows(self, n: int | None = None) -> int:
-        """Rows per chunk: at most ``chunk_entries`` entries of :math:`K_{pf}`, and for ``n`` rows
-        at least one chunk per core of the split pass (a single chunk ran kin8nm's 7 373 rows on
-        one BLAS thread: the forward solve at 18 GFLOP/s)."""
-        rows = max(1, self.chunk_entries // max(self._num_inducing(), 1))
-        if n:
-            rows = min(rows, -(-n // pass_workers(n)))
-        return max(1, rows)
-
-    def _features_at(self, X):
-        """:math:`K_{pf} = [K_{uf}; K_{vf}]`, ``(M + K, n)``."""
-        Kuf = self.features.Kuf(self.kernel, X)
-        return np.vstack([Kuf, self.kernel.K(self.W, X)]) if self.num_orthogonal else Kuf
-
-    def _statistics(self, X, y, LJ, keep: bool = False, rows: ResidentRows | None = None) -> Statistics:
-        r""":math:`\Phi = AA^\top`, :math:`\beta = Ay` (:math:`A = L_J^{-1}K_{pf}`) and
-        :math:`\sum_n k(x_n, x_n)` in one streamed pass (:func:`~spherelab.bounds.streamed_statistics`);
-        with ``keep``, the chunks' A are kept for the backward pass. A Dask ``X`` is summed block by
-        block on the active scheduler (:func:`~spherelab.distributed.block_statistics`)."""
-        if is_dask(X):
-            light = without_data(self)  # a task would carry the rows otherwise
-            return block_statistics(lambda Xb, yb: light._statistics(Xb, yb, LJ), X, y)
-        rows = rows if rows is not None else self._rows_on_device(X, y)
-        if rows is not None:
-            return rows.statistics(self, LJ)
-        return streamed_statistics(lambda Xc: (forward_solve(LJ, self._features_at(Xc)), self.kernel.diag(Xc)),
-                                   X, y, chunk_size=self._chunk_rows(X.shape[0]), keep=keep, ops=self.ops)
-
     @transactional
     @threaded
     def optimal_q(self, X: Any, y: Any) -> "OrthogonalSVGP":
@@ -301,71 +245,11 @@ class OrthogonalSVGP(SparseModel):
         self._X, self._y = X, y
         return self
 
-    def _elbo_and_gradient_stats(self, X, y, num_data: int, collapsed: bool = False):
-        dask = is_dask(X)
-        keep = not dask and X.shape[0] * self._num_inducing() <= self.keep_entries  # else the backward recomputes A
-        M = self.features.num_features
-        LJ = joint_cholesky(*self._inducing_matrices())
-        rows = self._rows_on_device(X, y)
-        st = self._statistics(X, y, LJ, keep, rows)
-        q = (self.m_u, self.L_u, self.m_v, self.L_v)
-        if collapsed:
-            m, L_u, L_v = whitened_optimum(st.G, st.c, self.likelihood.variance, M)
-            q = (m[:M], L_u, m[M:], L_v)
-        res = gaussian_stats_bound_whitened(LJ, M, st.G, st.c, st.sum_diag, st.yy, X.shape[0],
-                                            *q, self.likelihood.variance, num_data)
-        grads = DecoupledGradients(self)
-        grads.inducing(res.dKuu, res.dKvv, res.dKvu)
-        # dK_pf = L_J^-T (2 dPhi A + dbeta y^T): the P x P solve once, then one product per chunk
-        Q = 2.0 * solve_triangular(LJ, res.dPhi, lower=True, trans=1)
-        qb = solve_triangular(LJ, res.dbeta, lower=True, trans=1)
-        if rows is not None:  # the rows' sums on the device, P-sized results back
-            grads.add_sums(rows.row_sums(self, LJ, Q, qb, res.dkff))
-            return res.value, grads.result(res.dm_u, res.dL_u, res.dm_v, res.dL_v, res.dnoise)
-        if dask:  # the second pass: each block's sums on the scheduler, added pairwise
-            light = without_data(self)  # a task would carry the rows otherwise
-            grads.add_sums(block_sum(lambda Xb, yb: light._row_sums(Xb, yb, LJ, Q, qb, res.dkff), X, y))
-            return res.value, grads.result(res.dm_u, res.dL_u, res.dm_v, res.dL_v, res.dnoise)
-        pieces = list(row_chunks(X.shape[0], self._chunk_rows(X.shape[0])))  # the pass's chunks
-
-        def share(k, shares):  # the chunks k, k + shares, ... into gradients of its own
-            part = DecoupledGradients(self)
-            for i in range(k, len(pieces), shares):
-                if stopping():
-                    break
-                a, b = pieces[i]
-                A = st.chunks[i] if keep else forward_solve(LJ, self._features_at(X[a:b]))
-                part.chunk(X[a:b], y[a:b], A, Q, qb, res.dkff)
-            return part
-
-        for part in run_shares(share, len(pieces), self.ops):  # the cores split the rows, as in the pass
-            grads.merge(part)
-        return res.value, grads.result(res.dm_u, res.dL_u, res.dm_v, res.dL_v, res.dnoise)
-
-    def _row_sums(self, X, y, LJ, Q, qb, dkff) -> tuple:
-        """The rows' gradient sums of (X, y) in chunks, on this thread (one Dask block)."""
-        part = DecoupledGradients(self)
-        for a, b in row_chunks(X.shape[0], self._chunk_rows()):
-            part.chunk(X[a:b], y[a:b], forward_solve(LJ, self._features_at(X[a:b])), Q, qb, dkff)
-        return part.sums()
-
-    def _check_dask_path(self) -> None:
-        if not (isinstance(self.likelihood, Gaussian) and self.whiten and self.sufficient_statistics):
-            raise TypeError(
-                f"{type(self).__name__} fits a Dask array through its whitened sufficient statistics only: "
-                "a Gaussian likelihood, whiten=True and sufficient_statistics=True (pass a NumPy array otherwise)")
-
     def _check_data(self, X, y):
         if is_dask(X):
             self._check_dask_path()
             return prepare(X, y)
         return super()._check_data(X, y)
-
-    def _collapsed_elbo_and_gradient(self, X, y):
-        # the whitened optimum in the bound itself: one streamed pass, and the value (hence, by
-        # the envelope theorem, the gradient in every other parameter) does not depend on
-        # whether the model stores q whitened
-        return self._elbo_and_gradient_stats(X, y, X.shape[0], collapsed=True)
 
     def _inducing_matrices(self):
         Kuu = self._with_jitter(self.features.Kuu(self.kernel))

@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ._validation import check_finite_array
+from .._validation import check_finite_array
 
 __all__ = ["GradientCheck", "checkgrad", "check_model_gradient"]
 

@@ -1,0 +1,8 @@
+"""Tools for testing models and gradients, shipped for the library's users as for its own tests:
+:func:`checkgrad` / :func:`check_model_gradient` (GPy's habit: a hand-written gradient against
+finite differences) and :class:`ModelContract`, the test case every model subclasses."""
+
+from .contract import ModelContract
+from .gradients import GradientCheck, check_model_gradient, checkgrad
+
+__all__ = ["GradientCheck", "checkgrad", "check_model_gradient", "ModelContract"]
