@@ -29,8 +29,8 @@ import numpy as np
 
 from ._validation import check_data, match_targets
 
-__all__ = ["is_dask", "prepare", "take_rows", "block_statistics", "block_sum", "without_data", "predict_blocks",
-           "lazy_rows"]
+__all__ = ["is_dask", "prepare", "subsample_rows", "take_rows", "block_statistics", "block_sum", "without_data",
+           "predict_blocks", "lazy_rows"]
 
 
 def is_dask(x: Any) -> bool:
@@ -87,6 +87,17 @@ def _compute(obj, progress: bool):
 
         show(futures)
     return client.gather(futures)
+
+
+def subsample_rows(X: Any, y: Any, size: int, seed: int) -> tuple[Any, Any]:
+    """At most ``size`` rows of (X, y), drawn without replacement from ``seed`` and kept in order,
+    as NumPy arrays, for memory and Dask arrays alike: X and y themselves when an in-memory X has no
+    more rows, gathered block by block (:func:`take_rows`) from a Dask one."""
+    n = X.shape[0]
+    if n > size:
+        index = np.sort(np.random.default_rng(seed).choice(n, int(size), replace=False))
+        return take_rows(X, y, index) if is_dask(X) else (X[index], y[index])
+    return take_rows(X, y, np.arange(n)) if is_dask(X) else (X, y)
 
 
 def take_rows(X: Any, y: Any, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

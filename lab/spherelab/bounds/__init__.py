@@ -15,17 +15,9 @@ from .decoupled import (
     whitened_optimum,
 )
 from .hvgp import BlockBound, BlockPredictive, block_bound_whitened, block_predictive
-from .lift import lift_gradient, lift_statistics
 from .statistics import Statistics, row_chunks, run_shares, stopping, streamed_statistics
-from .vish import (
-    CollapsedBound,
-    UncollapsedBound,
-    collapsed_bound,
-    harmonic_statistics,
-    uncollapsed_bound,
-    uncollapsed_bound_general,
-    uncollapsed_bound_whitened,
-)
+from .vish import CollapsedBound, collapsed_bound, harmonic_statistics, lift_gradient, lift_statistics
+from .vish_svi import UncollapsedBound, uncollapsed_bound, uncollapsed_bound_general, uncollapsed_bound_whitened
 from .whitened import kl_whitened
 
 __all__ = [

@@ -12,6 +12,12 @@ Collapsed (Titsias 2009) bound, Gaussian noise :math:`\sigma^2`, in the well-con
 
 with :math:`G = \Phi^\top\Phi`, :math:`c = \Phi^\top y`, :math:`v = \kappa(1)` (the prior
 variance at unit radius); Dutordoir, Durrande & Hensman (2020), eqs. 3-4.
+
+Here with the statistics it consumes — of every row in one streamed pass
+(:func:`harmonic_statistics`), or of a subsample evaluated once (:func:`lift_statistics`) — and
+the chain of its matrix gradients into the lift and the features' directions
+(:func:`lift_gradient`): everything :meth:`spherelab.VISH.fit` evaluates. The uncollapsed
+bounds of its minibatch fit are in :mod:`.vish_svi`.
 """
 
 from __future__ import annotations
@@ -28,17 +34,10 @@ from ..backend import array_module
 from ..distributed import block_statistics, is_dask
 from ..linalg import NumericalFailure, cholesky_or_explain
 from ..sphere.lift import lift_rows
-from .statistics import Statistics, streamed_statistics
+from .statistics import Statistics, row_chunks, run_shares, stopping, streamed_statistics
+from .sums import GradientSums
 
-__all__ = [
-    "harmonic_statistics",
-    "CollapsedBound",
-    "collapsed_bound",
-    "UncollapsedBound",
-    "uncollapsed_bound",
-    "uncollapsed_bound_whitened",
-    "uncollapsed_bound_general",
-]
+__all__ = ["CollapsedBound", "collapsed_bound", "harmonic_statistics", "lift_statistics", "lift_gradient"]
 
 
 @dataclass
@@ -166,157 +165,6 @@ def collapsed_bound(
     )
 
 
-@dataclass
-class UncollapsedBound:
-    """Value and derivatives of the uncollapsed (SVGP) ELBO for one minibatch.
-
-    ``dm`` (M,), ``dL`` (M, M) lower-triangular, ``dlam`` (M,), ``dv``, ``dnoise``, and
-    ``dPhi`` (B, M) when asked for (``phi_gradient=True``; trainable features chain it)."""
-
-    value: float
-    dm: np.ndarray
-    dL: np.ndarray
-    dlam: np.ndarray
-    dv: float
-    dnoise: float
-    dPhi: np.ndarray | None = None
-
-
-def uncollapsed_bound(
-    lam: np.ndarray,
-    v: float,
-    noise: float,
-    m: np.ndarray,
-    L: np.ndarray,
-    Phi: np.ndarray,
-    y: np.ndarray,
-    r2: np.ndarray,
-    num_data: int,
-    residual: bool = True,
-    phi_gradient: bool = False,
-) -> UncollapsedBound:
-    r"""SVGP ELBO with :math:`q(u) = N(m, LL^\top)`, :math:`K_{uu} = \Lambda^{-1}`, Gaussian noise,
-    on a minibatch (``Phi`` ``(B, M)``, ``y``, ``r2`` = :math:`r_n^2`), the data term scaled by
-    ``num_data / B`` (an unbiased estimate of the full-data term):
-
-    .. math:: \mathcal L = \tfrac NB \sum_{n \in \text{batch}} \Big[-\tfrac12\log 2\pi\sigma^2
-              - \frac{(y_n - \mu_n)^2 + \nu_n}{2\sigma^2}\Big]
-              - \tfrac12\big[\mathrm{tr}(\Lambda S) + m^\top\Lambda m - M - \log|S|
-              - \log|\Lambda|\big],
-
-    :math:`\mu = \Phi\Lambda m`, :math:`\nu_n = r_n^2 v - \Phi_n\Lambda\Phi_n^\top +
-    \|\Phi_n\Lambda L\|^2` (Dutordoir et al. 2020 eq. 1, ``docs/design.md`` §5); ``residual=False``
-    drops :math:`r_n^2 v - \Phi_n\Lambda\Phi_n^\top` (the finite-rank prior of the features,
-    :func:`collapsed_bound`).
-    """
-    lam = np.asarray(lam, dtype=np.float64)
-    B, M = Phi.shape
-    scale = num_data / B
-    L = np.tril(L)
-    PL = Phi * lam  # Phi Lambda
-    mu = PL @ m
-    Q = PL @ L
-    on = 1.0 if residual else 0.0
-    nu = on * (r2 * v - np.einsum("nm,nm->n", PL, Phi)) + np.einsum("nk,nk->n", Q, Q)
-    resid = y - mu
-    data = -0.5 * B * np.log(2 * np.pi * noise) - 0.5 * float(resid @ resid + nu.sum()) / noise
-    diagL = np.diag(L)
-    if np.any(diagL <= 0):
-        raise ValueError("L must have a positive diagonal (the Cholesky factor of S)")
-    S_diag = np.einsum("ij,ij->i", L, L)
-    kl = 0.5 * (float(lam @ S_diag) + float(m @ (lam * m)) - M - 2 * np.sum(np.log(diagL)) - np.sum(np.log(lam)))
-    value = scale * data - kl
-
-    dmu = resid / noise  # dE/dmu
-    dnu = -0.5 / noise  # dE/dnu (same for every n)
-    dm = scale * (lam * (Phi.T @ dmu)) - lam * m
-    dL = np.tril(scale * dnu * 2.0 * (PL.T @ Q) - lam[:, None] * L + np.diag(1.0 / diagL))
-    QLt = Q @ L.T
-    dlam = scale * (
-        m * (Phi.T @ dmu) + dnu * (-on * np.einsum("nm,nm->m", Phi, Phi) + 2.0 * np.einsum("nm,nm->m", Phi, QLt))
-    ) - 0.5 * (S_diag + m * m - 1.0 / lam)
-    dv = on * scale * dnu * float(r2.sum())
-    dnoise = scale * (-0.5 * B / noise + 0.5 * float(resid @ resid + nu.sum()) / noise**2)
-    dPhi = None
-    if phi_gradient:  # mu = Phi Lambda m, nu = on (r2 v - Phi Lambda Phi^T) + |Phi Lambda L|^2
-        dPhi = scale * (np.outer(dmu, lam * m) + dnu * 2.0 * (QLt - on * Phi) * lam)
-    return UncollapsedBound(float(value), dm, dL, dlam, dv, float(dnoise), dPhi)
-
-
-def uncollapsed_bound_whitened(
-    lam: np.ndarray,
-    v: float,
-    noise: float,
-    m_w: np.ndarray,
-    L_w: np.ndarray,
-    Phi: np.ndarray,
-    y: np.ndarray,
-    r2: np.ndarray,
-    num_data: int,
-    residual: bool = True,
-) -> UncollapsedBound:
-    r""":func:`uncollapsed_bound` in whitened coordinates: the prior of u is
-    :math:`N(0, K_{uu}) = N(0, \Lambda^{-1})`, so :math:`u = \Lambda^{-1/2}w`,
-    :math:`m = \Lambda^{-1/2} m_w`, :math:`L = \Lambda^{-1/2} L_w`, and the prior is
-    :math:`m_w = 0`, :math:`L_w = I` (the KL term vanishes there). Every variational parameter is
-    O(1) whatever the spectrum's decay. ``dm``/``dL`` are with respect to :math:`m_w, L_w`;
-    ``dlam`` includes the dependence of :math:`m, L` on :math:`\lambda`
-    (:math:`\partial m/\partial\lambda = -m/2\lambda`)."""
-    lam = np.asarray(lam, dtype=np.float64)
-    s = 1.0 / np.sqrt(lam)
-    m = s * m_w
-    L = s[:, None] * np.tril(L_w)
-    res = uncollapsed_bound(lam, v, noise, m, L, Phi, y, r2, num_data, residual)
-    dlam = res.dlam - (res.dm * m + np.sum(res.dL * L, axis=1)) / (2.0 * lam)
-    return UncollapsedBound(res.value, s * res.dm, np.tril(s[:, None] * res.dL), dlam, res.dv, res.dnoise)
-
-
-def uncollapsed_bound_general(
-    lam: np.ndarray,
-    v: float,
-    likelihood,
-    m: np.ndarray,
-    L: np.ndarray,
-    Phi: np.ndarray,
-    y: np.ndarray,
-    r2: np.ndarray,
-    num_data: int,
-    residual: bool = True,
-    phi_gradient: bool = False,
-) -> UncollapsedBound:
-    """:func:`uncollapsed_bound` for any likelihood with ``variational_expectations`` (the data
-    term from its per-point expectations and their ``mu``/``var`` derivatives). ``dnoise`` is 0
-    (a likelihood's own parameters are chained by the caller)."""
-    lam = np.asarray(lam, dtype=np.float64)
-    B, M = Phi.shape
-    scale = num_data / B
-    L = np.tril(L)
-    diagL = np.diag(L)
-    if np.any(diagL <= 0):
-        raise ValueError("L must have a positive diagonal (the Cholesky factor of S)")
-    PL = Phi * lam
-    mu = PL @ m
-    Q = PL @ L
-    on = 1.0 if residual else 0.0
-    var = on * (r2 * v - np.einsum("nm,nm->n", PL, Phi)) + np.einsum("nk,nk->n", Q, Q)
-    e, dmu, dvar = likelihood.variational_expectations(y, mu, np.maximum(var, 1e-300))
-    S_diag = np.einsum("ij,ij->i", L, L)
-    kl = 0.5 * (float(lam @ S_diag) + float(m @ (lam * m)) - M - 2 * np.sum(np.log(diagL)) - np.sum(np.log(lam)))
-    value = scale * float(e.sum()) - kl
-    dm = scale * (lam * (Phi.T @ dmu)) - lam * m
-    dL = np.tril(scale * 2.0 * (PL.T @ (dvar[:, None] * Q)) - lam[:, None] * L + np.diag(1.0 / diagL))
-    QLt = Q @ L.T
-    dlam = scale * (
-        m * (Phi.T @ dmu)
-        + (dvar[:, None] * (-on * Phi * Phi + 2.0 * Phi * QLt)).sum(axis=0)
-    ) - 0.5 * (S_diag + m * m - 1.0 / lam)
-    dv = on * scale * float(dvar @ r2)
-    dPhi = None
-    if phi_gradient:
-        dPhi = scale * (np.outer(dmu, lam * m) + dvar[:, None] * 2.0 * (QLt - on * Phi) * lam)
-    return UncollapsedBound(float(value), dm, dL, dlam, dv, 0.0, dPhi)
-
-
 def harmonic_statistics(kernel, features, X: Any, y: Any, *, chunk_size: int | None = None,
                         progress: bool | None = None, ops=None, gram_dtype: str = "float64") -> Statistics:
     r"""VISH's sufficient statistics in one streamed pass (:func:`~spherelab.bounds.streamed_statistics`):
@@ -387,3 +235,78 @@ def harmonic_statistics(kernel, features, X: Any, y: Any, *, chunk_size: int | N
         # margin
         stats.rounding = float(np.finfo(np.float32).eps)
     return stats
+
+
+def lift_statistics(features, ev, y: np.ndarray, *, chunk_size: int, ops=None) -> Statistics:
+    r"""VISH's statistics of rows already evaluated (``ev``, :meth:`SphericalFeatures.evaluate`),
+    split over the cores by chunks of rows; ``Statistics.chunks`` keeps each chunk's
+    :math:`[K_{uf}^\top, y]` ``(n_chunk, M + 1)`` for :func:`lift_gradient` (the lift stage's
+    subsample, where the columns are kept between the bound and its gradient)."""
+    if ops is None:
+        from ..backend import resolve
+
+        ops = resolve("cpu")
+    n, M, kept = y.shape[0], features.num_features, features.kept
+    pieces = list(row_chunks(n, chunk_size))
+
+    def share(k, shares):
+        G, c, chunks = np.zeros((M, M)), np.zeros(M), {}
+        for i in range(k, len(pieces), shares):
+            if stopping():
+                break
+            a, b = pieces[i]
+            A = np.empty((b - a, M + 1))
+            np.multiply(ev.values[a:b, kept], ev.r[a:b, None], out=A[:, :M])
+            A[:, M] = y[a:b]
+            ops.gram_update(G, c, A[:, :M].T, y[a:b])
+            chunks[i] = A
+        return G, c, chunks
+
+    parts = run_shares(share, len(pieces), ops)
+    G, c = parts[0][0], parts[0][1]
+    for part in parts[1:]:
+        G += part[0]
+        c += part[1]
+    chunks = {i: A for part in parts for i, A in part[2].items()}
+    return Statistics(0.5 * (G + G.T), c, float(y @ y), float(np.sum(ev.r * ev.r)), n,
+                      [chunks[i] for i in sorted(chunks)])
+
+
+def lift_gradient(features, kernel, res: CollapsedBound, X: np.ndarray, y: np.ndarray, ev=None, *,
+                  chunk_size: int, chunks: list | None = None) -> dict[str, Any]:
+    r"""Chain the collapsed bound's :math:`\partial L/\partial G`, :math:`\partial L/\partial c`
+    and :math:`\partial L/\partial\sum r^2` into the lift (``bias``, ``input_scale``) and the
+    features' directions: :math:`\partial L/\partial K_{uf} = 2\,\partial_G K_{uf} +
+    \partial_c\,y^\top`, one chunk of rows at a time (``ev``: the rows' evaluation, else
+    recomputed; ``chunks``: :func:`lift_statistics`' kept columns, same ``chunk_size``), the
+    chunks split over the cores by :func:`~spherelab.bounds.run_shares`."""
+    zero = {"bias": 0.0, "input_scale": np.zeros_like(np.asarray(kernel.input_scale, dtype=np.float64))}
+    if features.trainable:
+        zero["directions"] = np.zeros(features.get_params().size)
+    # [K_uf; y]^T [2 dG^T; dc^T] = (dL/dK_uf)^T, (N, M), in one product per chunk
+    B = np.vstack([2.0 * res.dG.T, res.dc[None, :]])
+    M, kept = B.shape[1], features.kept
+    pieces = list(row_chunks(X.shape[0], chunk_size))
+
+    def share(k, shares):  # this share's chunks of rows, single-threaded
+        acc = GradientSums(zero)
+        for i in range(k, len(pieces), shares):
+            if stopping():
+                break
+            a, b = pieces[i]
+            Xc, yc = X[a:b], y[a:b]
+            e = ev.rows(a, b) if ev is not None else features.evaluate(kernel, Xc)
+            if chunks is not None:
+                A = chunks[i]
+            else:
+                A = np.empty((b - a, M + 1))
+                np.multiply(e.values[:, kept], e.r[:, None], out=A[:, :M])
+                A[:, M] = yc
+            acc.add(features.Kuf_gradients(kernel, (A @ B).T, Xc, e))
+            acc.add(kernel.lift_backward(Xc, 2.0 * res.dsum_r2 * e.Xh * e.r[:, None]))  # sum r^2
+        return acc
+
+    total = GradientSums(zero)
+    for part in run_shares(share, len(pieces)):
+        total.merge(part)
+    return total.result()

@@ -372,11 +372,16 @@ class Model(Saveable):
 
     @contextlib.contextmanager
     def _threads(self, rows: int):
-        """The model's device and the thread policy for passes over ``rows`` rows: one objective
-        evaluation costs O(rows P^2 + P^3) flops for P inducing variables."""
-        P = self._num_inducing()
-        with use(self.ops), policy(2.0 * rows * P * P + float(P) ** 3, P):
+        """The model's device and the thread policy for passes over ``rows`` rows (their work:
+        :meth:`_pass_work`), entered once around a fit, the same way by every model."""
+        with use(self.ops), policy(self._pass_work(rows), self._num_inducing()):
             yield
+
+    def _pass_work(self, rows: int) -> float:
+        """Flops of one objective evaluation over ``rows`` rows: O(rows P^2 + P^3) for P inducing
+        variables."""
+        P = self._num_inducing()
+        return 2.0 * rows * P * P + float(P) ** 3
 
     def _check_fitted(self) -> None:
         if not self._initialised():

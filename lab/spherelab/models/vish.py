@@ -25,18 +25,16 @@ import numpy as np
 from scipy.linalg import cho_solve
 
 from .._validation import check_data, check_finite_array, check_int
-from ..backend.ops import use
-from ..bounds.lift import lift_gradient, lift_statistics
 from ..bounds.precision import InsufficientPrecision, check_precision
 from ..bounds.statistics import Statistics
-from ..bounds.vish import collapsed_bound, harmonic_statistics
+from ..bounds.vish import collapsed_bound, harmonic_statistics, lift_gradient, lift_statistics
 from ..concurrency import reading
-from ..distributed import is_dask, prepare, take_rows
+from ..distributed import is_dask, prepare, subsample_rows
 from ..features.harmonic import HarmonicFeatures, SphericalFeatures
 from ..kernels import ZonalKernel
 from ..likelihoods import Gaussian
 from ..linalg import NumericalFailure, cholesky_or_explain
-from ..threads import chunk_rows, policy
+from ..threads import chunk_rows
 from . import saved, vish_svi
 from .base import Model, Param, kernel_params, likelihood_params, threaded
 from .transaction import transactional
@@ -282,49 +280,54 @@ class VISH(Model):
         self._X, self._y = X, y
         self.q_mu = self.q_sqrt = None
         self.passes = 0
-        M = self.features.num_features
-        with use(self.ops), policy(float(X.shape[0]) * M * M, M):
+        with self._threads(X.shape[0]):
             if optimize and train_lift:
-                n = X.shape[0]
-                Xs, ys = X, y
-                if n > lift_subsample:
-                    idx = np.sort(np.random.default_rng(seed).choice(n, int(lift_subsample), replace=False))
-                    Xs, ys = take_rows(X, y, idx) if is_dask(X) else (X[idx], y[idx])
-                elif is_dask(X):
-                    Xs, ys = take_rows(X, y, np.arange(n))
-                if not self.features.trainable:
-                    # warm start: the spectrum and noise at the initial lift (O(M^3) per step);
-                    # a joint fit from the defaults tends to run into degenerate lifts (input
-                    # scales -> 0) that are worse local optima
-                    stats = self._statistics(Xs, ys)
-                    self._minimize(self._spectral_names(), lambda: self._bound(stats), maxiter)
-                cached = Xs.shape[0] * self.features.num_features <= self.lift_cache_elements
-
-                def lift_stage():
-                    ev = self.features.evaluate(self.kernel, Xs) if cached else None
-                    return self._bound(self._statistics(Xs, ys, ev), lift=(Xs, ys, ev))
-
-                names = [p.name for p in self._registry()]
-                self.lift_result = self._minimize(names, lift_stage, lift_maxiter, ftol=lift_ftol)
-                if Xs is X:
-                    self.passes += (1 if cached else 2) * self.lift_result.nfev
+                Xs, ys = subsample_rows(X, y, lift_subsample, seed)
+                self._fit_lift(Xs, ys, maxiter, lift_maxiter, lift_ftol, every_row=Xs is X)
             self.stats = self._statistics(X, y, final=True)
             self.passes += 1
             if optimize:
-                names, fallback = self._spectral_names(), None
-                start = self.parameter_vector(names)
-                try:
-                    self.optimizer_result = self._minimize(names, lambda: self._bound(self.stats), maxiter)
-                except InsufficientPrecision as why:  # again from the same start, on float64 statistics
-                    self.set_parameter_vector(start, names)
-                    self.stats, fallback = self._statistics(X, y), f"float32 statistics replaced by float64: {why}"
-                    self.passes += 1
-                    self.optimizer_result = self._minimize(names, lambda: self._bound(self.stats), maxiter)
-                stages = {"lift": self.lift_result} if train_lift else {}
-                self._report_fit({**stages, "spectrum": self.optimizer_result})
-                if fallback:
-                    self.fit_report_["statistics"] = fallback
+                self._fit_spectrum(X, y, maxiter, train_lift)
         return self
+
+    def _pass_work(self, rows: int) -> float:
+        M = self._num_inducing()
+        return float(rows) * M * M  # the statistics pass's Gram product: the O(M^3) steps come after it
+
+    def _fit_lift(self, Xs, ys, maxiter: int, lift_maxiter: int, lift_ftol: float, every_row: bool) -> None:
+        """Stage (1) of :meth:`fit`: every hyper-parameter on the subsample (Xs, ys)."""
+        if not self.features.trainable:
+            # warm start: the spectrum and noise at the initial lift (O(M^3) per step); a joint fit
+            # from the defaults tends to run into degenerate lifts (input scales -> 0), worse optima
+            stats = self._statistics(Xs, ys)
+            self._minimize(self._spectral_names(), lambda: self._bound(stats), maxiter)
+        cached = Xs.shape[0] * self.features.num_features <= self.lift_cache_elements
+
+        def lift_stage():
+            ev = self.features.evaluate(self.kernel, Xs) if cached else None
+            return self._bound(self._statistics(Xs, ys, ev), lift=(Xs, ys, ev))
+
+        names = [p.name for p in self._registry()]
+        self.lift_result = self._minimize(names, lift_stage, lift_maxiter, ftol=lift_ftol)
+        if every_row:
+            self.passes += (1 if cached else 2) * self.lift_result.nfev
+
+    def _fit_spectrum(self, X, y, maxiter: int, train_lift: bool) -> None:
+        """Stage (2) of :meth:`fit`: the spectrum and noise on the statistics of every row (float64
+        ones again, from the same start, where float32 ones prove too coarse)."""
+        names, fallback = self._spectral_names(), None
+        start = self.parameter_vector(names)
+        try:
+            self.optimizer_result = self._minimize(names, lambda: self._bound(self.stats), maxiter)
+        except InsufficientPrecision as why:
+            self.set_parameter_vector(start, names)
+            self.stats, fallback = self._statistics(X, y), f"float32 statistics replaced by float64: {why}"
+            self.passes += 1
+            self.optimizer_result = self._minimize(names, lambda: self._bound(self.stats), maxiter)
+        stages = {"lift": self.lift_result} if train_lift else {}
+        self._report_fit({**stages, "spectrum": self.optimizer_result})
+        if fallback:
+            self.fit_report_["statistics"] = fallback
 
     @transactional
     def fit_svi(self, X: Any, y: Any, *, batch_size: int = 256, iterations: int = 1000, lr: float = 0.01,
@@ -347,8 +350,7 @@ class VISH(Model):
         self._setup(X)
         self._X, self._y = X, y
         self.stats = None
-        M = self.features.num_features
-        with use(self.ops), policy(float(min(B, X.shape[0])) * M * M, M):
+        with self._threads(min(B, X.shape[0])):
             if isinstance(self.likelihood, Gaussian):
                 vish_svi.natural_gradient_fit(self, X, y, B, int(iterations), lr, gamma, seed, train_directions)
             else:
@@ -403,7 +405,7 @@ class VISH(Model):
         weights, C, lam = self._cache()
         v = self.kernel.at_one()
         means, variances = [], []
-        with use(self.ops), policy(float(X.shape[0]) * lam.size ** 2, lam.size):
+        with self._threads(X.shape[0]):
             step = 8 * self._rows()
             for s in range(0, X.shape[0], step):
                 ev = self.features.evaluate(self.kernel, X[s:s + step])

@@ -1,5 +1,5 @@
 r"""The minibatch fits of :class:`~spherelab.VISH` (Hensman, Fusi & Lawrence 2013), with the
-uncollapsed bounds of :mod:`spherelab.bounds.vish`.
+uncollapsed bounds of :mod:`spherelab.bounds.vish_svi`.
 
 * Gaussian likelihood: q(u) = N(m, S) by natural-gradient steps of size :math:`\gamma` in the
   natural parameters, :math:`S^{-1} \leftarrow (1-\gamma)S^{-1} + \gamma(\Lambda +
@@ -19,7 +19,7 @@ import numpy as np
 from scipy.linalg import cho_solve
 from scipy.special import expit
 
-from ..bounds.vish import uncollapsed_bound, uncollapsed_bound_general
+from ..bounds.vish_svi import uncollapsed_bound, uncollapsed_bound_general
 from ..likelihoods import Gaussian
 from ..linalg import cholesky_or_explain
 from ..optim import Adam, natural_step

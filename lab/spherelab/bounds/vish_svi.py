@@ -1,0 +1,163 @@
+r"""The uncollapsed (SVGP) bounds of VISH's minibatch fit (Hensman, Fusi & Lawrence 2013, with
+VISH's diagonal :math:`K_{uu} = \Lambda^{-1}`; Dutordoir, Durrande & Hensman 2020): value and
+derivatives with respect to q, the spectrum, :math:`\kappa(1)`, the noise and, when asked, the
+features' values (GPy's contract)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["UncollapsedBound", "uncollapsed_bound", "uncollapsed_bound_whitened", "uncollapsed_bound_general"]
+
+
+@dataclass
+class UncollapsedBound:
+    """Value and derivatives of the uncollapsed (SVGP) ELBO for one minibatch.
+
+    ``dm`` (M,), ``dL`` (M, M) lower-triangular, ``dlam`` (M,), ``dv``, ``dnoise``, and
+    ``dPhi`` (B, M) when asked for (``phi_gradient=True``; trainable features chain it)."""
+
+    value: float
+    dm: np.ndarray
+    dL: np.ndarray
+    dlam: np.ndarray
+    dv: float
+    dnoise: float
+    dPhi: np.ndarray | None = None
+
+
+def uncollapsed_bound(
+    lam: np.ndarray,
+    v: float,
+    noise: float,
+    m: np.ndarray,
+    L: np.ndarray,
+    Phi: np.ndarray,
+    y: np.ndarray,
+    r2: np.ndarray,
+    num_data: int,
+    residual: bool = True,
+    phi_gradient: bool = False,
+) -> UncollapsedBound:
+    r"""SVGP ELBO with :math:`q(u) = N(m, LL^\top)`, :math:`K_{uu} = \Lambda^{-1}`, Gaussian noise,
+    on a minibatch (``Phi`` ``(B, M)``, ``y``, ``r2`` = :math:`r_n^2`), the data term scaled by
+    ``num_data / B`` (an unbiased estimate of the full-data term):
+
+    .. math:: \mathcal L = \tfrac NB \sum_{n \in \text{batch}} \Big[-\tfrac12\log 2\pi\sigma^2
+              - \frac{(y_n - \mu_n)^2 + \nu_n}{2\sigma^2}\Big]
+              - \tfrac12\big[\mathrm{tr}(\Lambda S) + m^\top\Lambda m - M - \log|S|
+              - \log|\Lambda|\big],
+
+    :math:`\mu = \Phi\Lambda m`, :math:`\nu_n = r_n^2 v - \Phi_n\Lambda\Phi_n^\top +
+    \|\Phi_n\Lambda L\|^2` (Dutordoir et al. 2020 eq. 1, ``docs/design.md`` §5); ``residual=False``
+    drops :math:`r_n^2 v - \Phi_n\Lambda\Phi_n^\top` (the finite-rank prior of the features,
+    :func:`collapsed_bound`).
+    """
+    lam = np.asarray(lam, dtype=np.float64)
+    B, M = Phi.shape
+    scale = num_data / B
+    L = np.tril(L)
+    PL = Phi * lam  # Phi Lambda
+    mu = PL @ m
+    Q = PL @ L
+    on = 1.0 if residual else 0.0
+    nu = on * (r2 * v - np.einsum("nm,nm->n", PL, Phi)) + np.einsum("nk,nk->n", Q, Q)
+    resid = y - mu
+    data = -0.5 * B * np.log(2 * np.pi * noise) - 0.5 * float(resid @ resid + nu.sum()) / noise
+    diagL = np.diag(L)
+    if np.any(diagL <= 0):
+        raise ValueError("L must have a positive diagonal (the Cholesky factor of S)")
+    S_diag = np.einsum("ij,ij->i", L, L)
+    kl = 0.5 * (float(lam @ S_diag) + float(m @ (lam * m)) - M - 2 * np.sum(np.log(diagL)) - np.sum(np.log(lam)))
+    value = scale * data - kl
+
+    dmu = resid / noise  # dE/dmu
+    dnu = -0.5 / noise  # dE/dnu (same for every n)
+    dm = scale * (lam * (Phi.T @ dmu)) - lam * m
+    dL = np.tril(scale * dnu * 2.0 * (PL.T @ Q) - lam[:, None] * L + np.diag(1.0 / diagL))
+    QLt = Q @ L.T
+    dlam = scale * (
+        m * (Phi.T @ dmu) + dnu * (-on * np.einsum("nm,nm->m", Phi, Phi) + 2.0 * np.einsum("nm,nm->m", Phi, QLt))
+    ) - 0.5 * (S_diag + m * m - 1.0 / lam)
+    dv = on * scale * dnu * float(r2.sum())
+    dnoise = scale * (-0.5 * B / noise + 0.5 * float(resid @ resid + nu.sum()) / noise**2)
+    dPhi = None
+    if phi_gradient:  # mu = Phi Lambda m, nu = on (r2 v - Phi Lambda Phi^T) + |Phi Lambda L|^2
+        dPhi = scale * (np.outer(dmu, lam * m) + dnu * 2.0 * (QLt - on * Phi) * lam)
+    return UncollapsedBound(float(value), dm, dL, dlam, dv, float(dnoise), dPhi)
+
+
+def uncollapsed_bound_whitened(
+    lam: np.ndarray,
+    v: float,
+    noise: float,
+    m_w: np.ndarray,
+    L_w: np.ndarray,
+    Phi: np.ndarray,
+    y: np.ndarray,
+    r2: np.ndarray,
+    num_data: int,
+    residual: bool = True,
+) -> UncollapsedBound:
+    r""":func:`uncollapsed_bound` in whitened coordinates: the prior of u is
+    :math:`N(0, K_{uu}) = N(0, \Lambda^{-1})`, so :math:`u = \Lambda^{-1/2}w`,
+    :math:`m = \Lambda^{-1/2} m_w`, :math:`L = \Lambda^{-1/2} L_w`, and the prior is
+    :math:`m_w = 0`, :math:`L_w = I` (the KL term vanishes there). Every variational parameter is
+    O(1) whatever the spectrum's decay. ``dm``/``dL`` are with respect to :math:`m_w, L_w`;
+    ``dlam`` includes the dependence of :math:`m, L` on :math:`\lambda`
+    (:math:`\partial m/\partial\lambda = -m/2\lambda`)."""
+    lam = np.asarray(lam, dtype=np.float64)
+    s = 1.0 / np.sqrt(lam)
+    m = s * m_w
+    L = s[:, None] * np.tril(L_w)
+    res = uncollapsed_bound(lam, v, noise, m, L, Phi, y, r2, num_data, residual)
+    dlam = res.dlam - (res.dm * m + np.sum(res.dL * L, axis=1)) / (2.0 * lam)
+    return UncollapsedBound(res.value, s * res.dm, np.tril(s[:, None] * res.dL), dlam, res.dv, res.dnoise)
+
+
+def uncollapsed_bound_general(
+    lam: np.ndarray,
+    v: float,
+    likelihood,
+    m: np.ndarray,
+    L: np.ndarray,
+    Phi: np.ndarray,
+    y: np.ndarray,
+    r2: np.ndarray,
+    num_data: int,
+    residual: bool = True,
+    phi_gradient: bool = False,
+) -> UncollapsedBound:
+    """:func:`uncollapsed_bound` for any likelihood with ``variational_expectations`` (the data
+    term from its per-point expectations and their ``mu``/``var`` derivatives). ``dnoise`` is 0
+    (a likelihood's own parameters are chained by the caller)."""
+    lam = np.asarray(lam, dtype=np.float64)
+    B, M = Phi.shape
+    scale = num_data / B
+    L = np.tril(L)
+    diagL = np.diag(L)
+    if np.any(diagL <= 0):
+        raise ValueError("L must have a positive diagonal (the Cholesky factor of S)")
+    PL = Phi * lam
+    mu = PL @ m
+    Q = PL @ L
+    on = 1.0 if residual else 0.0
+    var = on * (r2 * v - np.einsum("nm,nm->n", PL, Phi)) + np.einsum("nk,nk->n", Q, Q)
+    e, dmu, dvar = likelihood.variational_expectations(y, mu, np.maximum(var, 1e-300))
+    S_diag = np.einsum("ij,ij->i", L, L)
+    kl = 0.5 * (float(lam @ S_diag) + float(m @ (lam * m)) - M - 2 * np.sum(np.log(diagL)) - np.sum(np.log(lam)))
+    value = scale * float(e.sum()) - kl
+    dm = scale * (lam * (Phi.T @ dmu)) - lam * m
+    dL = np.tril(scale * 2.0 * (PL.T @ (dvar[:, None] * Q)) - lam[:, None] * L + np.diag(1.0 / diagL))
+    QLt = Q @ L.T
+    dlam = scale * (
+        m * (Phi.T @ dmu)
+        + (dvar[:, None] * (-on * Phi * Phi + 2.0 * Phi * QLt)).sum(axis=0)
+    ) - 0.5 * (S_diag + m * m - 1.0 / lam)
+    dv = on * scale * float(dvar @ r2)
+    dPhi = None
+    if phi_gradient:
+        dPhi = scale * (np.outer(dmu, lam * m) + dvar[:, None] * 2.0 * (QLt - on * Phi) * lam)
+    return UncollapsedBound(float(value), dm, dL, dlam, dv, 0.0, dPhi)
