@@ -62,3 +62,23 @@ def test_a_bad_point_is_refused_by_name():
     f = lambda x: (float(np.sum(x ** 2)), 2 * x)
     with pytest.raises(ValueError, match="x"):
         sl.testing.checkgrad(f, np.array([1.0, np.nan]))
+
+
+def test_named_gradients_catch_one_wrong_entry_of_a_symmetric_matrix_and_a_tiny_positive_scale():
+    rng = np.random.default_rng(0)
+    B = rng.standard_normal((4, 4))
+    A = B @ B.T
+    lam = np.array([1.0, 1e-6, 3.0])
+
+    def value(A, lam):
+        return float(np.sum(np.sin(A)) + np.sum(np.log(lam) * lam))
+
+    grad = {"A": np.cos(A), "lam": np.log(lam) + 1.0}
+    assert sl.testing.check_named_gradients(value, {"A": A, "lam": lam}, grad, symmetric=["A"], positive=["lam"]).ok
+    wrong = {"A": np.cos(A).copy(), "lam": grad["lam"]}
+    wrong["A"][1, 2] += 1e-3  # one entry, one side of the diagonal
+    assert not sl.testing.check_named_gradients(value, {"A": A, "lam": lam}, wrong, symmetric=["A"],
+                                                positive=["lam"]).ok
+    off = {"A": grad["A"], "lam": grad["lam"] * np.array([1.0, 1.01, 1.0])}  # the 1e-6 scale's entry 1 % off
+    assert not sl.testing.check_named_gradients(value, {"A": A, "lam": lam}, off, symmetric=["A"],
+                                                positive=["lam"], rtol=1e-6, atol=1e-12).ok

@@ -9,6 +9,7 @@ from spherelab import kernels as K
 from spherelab.bounds import Statistics, collapsed_bound, uncollapsed_bound
 from spherelab.bounds.vish import harmonic_statistics
 from spherelab.features import HarmonicFeatures
+from spherelab.testing import check_named_gradients
 
 
 def data(rng, n=60, D=2):
@@ -37,25 +38,15 @@ def test_bound_matrix_gradients(rng):
     v, noise = 3.0, 0.3
     res = collapsed_bound(lam, v, noise, stats)
 
-    def value(**kw):
-        s = Statistics(kw.get("G", stats.G), kw.get("c", stats.c), stats.yy,
-                               kw.get("sum_diag", stats.sum_diag), n)
-        return collapsed_bound(kw.get("lam", lam), kw.get("v", v), noise, s, gradients=False)
+    def value(G, c, sum_diag, v, lam):
+        return collapsed_bound(lam, v, noise, Statistics(G, c, stats.yy, sum_diag, n), gradients=False)
 
-    E = np.zeros((M, M))
-    E[2, 4] = E[4, 2] = 1.0
-    h = 1e-6
-    fd = (value(G=stats.G + h * E) - value(G=stats.G - h * E)) / (2 * h)
-    assert np.isclose(res.dG[2, 4] + res.dG[4, 2], fd, rtol=1e-6)
-    e = np.zeros(M)
-    e[3] = 1.0
-    assert np.isclose(res.dc[3], (value(c=stats.c + h * e) - value(c=stats.c - h * e)) / (2 * h), rtol=1e-6)
-    assert np.isclose(res.dsum_r2, (value(sum_diag=41.0 + h) - value(sum_diag=41.0 - h)) / (2 * h), rtol=1e-6)
-    assert np.isclose(res.dv, (value(v=v + h) - value(v=v - h)) / (2 * h), rtol=1e-6)
-    for m in [0, M - 1]:  # largest and smallest (1e-6) eigenvalue
-        hm = 1e-4 * lam[m]  # finite-difference noise ~ eps |L| / h must stay small
-        fd = (value(lam=lam + hm * np.eye(M)[m]) - value(lam=lam - hm * np.eye(M)[m])) / (2 * hm)
-        assert np.isclose(res.dlam[m], fd, rtol=1e-5), m
+    # every entry at once, the spectrum (down to 1e-6) and v in logarithms
+    check = check_named_gradients(
+        value, {"G": stats.G, "c": stats.c, "sum_diag": 41.0, "v": v, "lam": lam},
+        {"G": res.dG, "c": res.dc, "sum_diag": res.dsum_r2, "v": res.dv, "lam": res.dlam},
+        symmetric=["G"], positive=["v", "lam"], rtol=1e-6, atol=1e-8)
+    assert check.ok, str(check)
 
 
 @pytest.mark.parametrize("chunk", [1, 7, 64, 10_000])
@@ -76,21 +67,12 @@ def test_uncollapsed_gradients(rng):
     Phi, y, r2, lam, m, L = _svgp_problem(rng)
     v, noise, N = 2.5, 0.4, 100
     res = uncollapsed_bound(lam, v, noise, m, L, Phi, y, r2, N)
-    f = lambda **kw: uncollapsed_bound(  # noqa: E731
-        kw.get("lam", lam), kw.get("v", v), kw.get("noise", noise), kw.get("m", m), kw.get("L", L),
-        Phi, y, r2, N).value
-    h = 1e-6
-    for k in range(len(m)):
-        e = np.eye(len(m))[k]
-        assert np.isclose(res.dm[k], (f(m=m + h * e) - f(m=m - h * e)) / (2 * h), rtol=1e-6, atol=1e-7)
-        hl = 1e-6 * lam[k]
-        assert np.isclose(res.dlam[k], (f(lam=lam + hl * e) - f(lam=lam - hl * e)) / (2 * hl), rtol=1e-5, atol=1e-6)
-    for i, j in [(0, 0), (3, 1), (5, 5), (4, 2)]:
-        E = np.zeros_like(L)
-        E[i, j] = 1.0
-        assert np.isclose(res.dL[i, j], (f(L=L + h * E) - f(L=L - h * E)) / (2 * h), rtol=1e-6, atol=1e-6)
-    assert np.isclose(res.dv, (f(v=v + h) - f(v=v - h)) / (2 * h), rtol=1e-6)
-    assert np.isclose(res.dnoise, (f(noise=noise + h) - f(noise=noise - h)) / (2 * h), rtol=1e-6)
+    check = check_named_gradients(
+        lambda lam, v, noise, m, L: uncollapsed_bound(lam, v, noise, m, L, Phi, y, r2, N).value,
+        {"lam": lam, "v": v, "noise": noise, "m": m, "L": L},
+        {"lam": res.dlam, "v": res.dv, "noise": res.dnoise, "m": res.dm, "L": res.dL},
+        positive=["lam", "v", "noise"], rtol=1e-6, atol=1e-7)
+    assert check.ok, str(check)
 
 
 def test_uncollapsed_equals_collapsed_at_the_optimal_q(rng):
@@ -133,19 +115,11 @@ def test_whitened_uncollapsed_gradients(rng):
     lam = lam * np.logspace(0, -4, lam.size)  # decaying spectrum
     args = dict(v=2.0, noise=0.3)
     res = ubw(lam, args["v"], args["noise"], m, L, Phi, y, r2, 80)
-    f = lambda **kw: (
-        ubw(kw.get("lam", lam), args["v"], args["noise"], kw.get("m", m), kw.get("L", L), Phi, y, r2, 80).value
-    )  # noqa: E731
-    h = 1e-6
-    for k in range(len(m)):
-        e = np.eye(len(m))[k]
-        assert np.isclose(res.dm[k], (f(m=m + h * e) - f(m=m - h * e)) / (2 * h), rtol=1e-6, atol=1e-7)
-        hl = 1e-5 * lam[k]
-        assert np.isclose(res.dlam[k], (f(lam=lam + hl * e) - f(lam=lam - hl * e)) / (2 * hl), rtol=1e-5, atol=1e-5)
-    for i, j in [(0, 0), (3, 1), (5, 5)]:
-        E = np.zeros_like(L)
-        E[i, j] = 1.0
-        assert np.isclose(res.dL[i, j], (f(L=L + h * E) - f(L=L - h * E)) / (2 * h), rtol=1e-6, atol=1e-6)
+    check = check_named_gradients(
+        lambda lam, m, L: ubw(lam, args["v"], args["noise"], m, L, Phi, y, r2, 80).value,
+        {"lam": lam, "m": m, "L": L}, {"lam": res.dlam, "m": res.dm, "L": res.dL},
+        positive=["lam"], rtol=1e-6, atol=1e-6)
+    assert check.ok, str(check)
 
 
 def test_general_bound_matches_gaussian_and_bernoulli_gradients(rng):
@@ -163,19 +137,11 @@ def test_general_bound_matches_gaussian_and_bernoulli_gradients(rng):
     yb = (y > 0).astype(float)
     bern = sl.likelihoods.Bernoulli()
     res = ubg(lam, v, bern, m, L, Phi, yb, r2, 90)
-    f = lambda **kw: (
-        ubg(kw.get("lam", lam), kw.get("v", v), bern, kw.get("m", m), kw.get("L", L), Phi, yb, r2, 90).value
-    )  # noqa: E731
-    h = 1e-6
-    for k in range(len(m)):
-        e = np.eye(len(m))[k]
-        assert np.isclose(res.dm[k], (f(m=m + h * e) - f(m=m - h * e)) / (2 * h), rtol=1e-5, atol=1e-7)
-        hl = 1e-6 * lam[k]
-        assert np.isclose(res.dlam[k], (f(lam=lam + hl * e) - f(lam=lam - hl * e)) / (2 * hl), rtol=1e-5, atol=1e-6)
-    E = np.zeros_like(L)
-    E[3, 1] = 1.0
-    assert np.isclose(res.dL[3, 1], (f(L=L + h * E) - f(L=L - h * E)) / (2 * h), rtol=1e-5, atol=1e-6)
-    assert np.isclose(res.dv, (f(v=v + h) - f(v=v - h)) / (2 * h), rtol=1e-5)
+    check = check_named_gradients(
+        lambda lam, v, m, L: ubg(lam, v, bern, m, L, Phi, yb, r2, 90).value,
+        {"lam": lam, "v": v, "m": m, "L": L}, {"lam": res.dlam, "v": res.dv, "m": res.dm, "L": res.dL},
+        positive=["lam", "v"], rtol=1e-5, atol=1e-6)
+    assert check.ok, str(check)
 
 
 @pytest.mark.parametrize("residual", [True, False])
@@ -195,14 +161,10 @@ def test_uncollapsed_phi_gradients_against_finite_differences(residual, rng):
         lambda P, g=False: uncollapsed_bound_general(lam, 1.7, sl.likelihoods.Bernoulli(), m, L, P, yb, r2, 30,
                                                      residual, phi_gradient=g),
     ]
-    h = 1e-6
     for f in cases:
-        dPhi = f(Phi, True).dPhi
-        for i, j in [(0, 0), (3, 2), (11, 4), (7, 1)]:
-            E = np.zeros_like(Phi)
-            E[i, j] = h
-            num = (f(Phi + E).value - f(Phi - E).value) / (2 * h)
-            assert dPhi[i, j] == pytest.approx(num, rel=1e-6, abs=1e-7)
+        check = check_named_gradients(lambda Phi: f(Phi).value, {"Phi": Phi}, {"Phi": f(Phi, True).dPhi},
+                                      rtol=1e-6, atol=1e-7)
+        assert check.ok, str(check)
 
 
 def test_lift_stage_columns_kept_between_bound_and_gradient_equal_the_streamed_path(rng):

@@ -10,6 +10,7 @@ import pytest
 import spherelab as sl
 from spherelab import kernels as K
 from spherelab.bounds.vish import harmonic_statistics
+from spherelab.testing import check_named_gradients
 
 SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 
@@ -75,23 +76,17 @@ def test_model_gradients_against_finite_differences(kernel, rng):
     X, y = data(rng)
     model = sl.VISH(kernel, 6, sl.likelihoods.Gaussian(0.1)).fit(X, y, optimize=False)
     grads = model.elbo_gradient()
-    for name in ["variance", *kernel.shape_params]:
-        v = getattr(kernel, name)
-        h = 1e-6 * v
-        setattr(kernel, name, v + h)
-        up = model.elbo()
-        setattr(kernel, name, v - h)
-        dn = model.elbo()
-        setattr(kernel, name, v)
-        assert np.isclose(grads[name], (up - dn) / (2 * h), rtol=1e-5, atol=1e-6), name
-    n = model.likelihood.variance
-    h = 1e-7
-    model.likelihood.variance = n + h
-    up = model.elbo()
-    model.likelihood.variance = n - h
-    dn = model.elbo()
-    model.likelihood.variance = n
-    assert np.isclose(grads["noise"], (up - dn) / (2 * h), rtol=1e-5)
+    names = [*kernel.spectral_parameter_names, "noise"]
+    start = model.get_params()
+
+    def elbo_at(**params):
+        model.set_params(**params)
+        return model.elbo()
+
+    check = check_named_gradients(elbo_at, {k: start[k] for k in names}, {k: grads[k] for k in names},
+                                  positive=names, rtol=1e-5, atol=1e-6)
+    model.set_params(**start)
+    assert check.ok, str(check)
 
 
 def test_arccos_zero_levels_are_dropped(rng):
@@ -155,30 +150,17 @@ def test_lift_gradients_against_finite_differences(kernel, rng):
     model = sl.VISH(kernel, 5, sl.likelihoods.Gaussian(0.05)).fit(X, y, optimize=False)
     grads = model.elbo_gradient()
 
-    def elbo_now():
+    def elbo_at(bias, input_scale):
+        kernel.bias, kernel.input_scale = bias, input_scale
         model.stats = harmonic_statistics(kernel, model.features, X, y)
         model._posterior = None
         return model.elbo()
 
-    h = 1e-6
-    b = kernel.bias
-    kernel.bias = b + h
-    up = elbo_now()
-    kernel.bias = b - h
-    dn = elbo_now()
-    kernel.bias = b
-    assert np.isclose(grads["bias"], (up - dn) / (2 * h), rtol=1e-6, atol=1e-6)
-    s = np.atleast_1d(kernel.input_scale).astype(float)
-    fd = []
-    for j in range(s.size):
-        for sign in (+1, -1):
-            v = s.copy()
-            v[j] += sign * h
-            kernel.input_scale = v if s.size > 1 else float(v[0])
-            fd.append(elbo_now())
-    kernel.input_scale = s if s.size > 1 else float(s[0])
-    fd = [(fd[2 * j] - fd[2 * j + 1]) / (2 * h) for j in range(s.size)]
-    assert np.allclose(np.atleast_1d(grads["input_scale"]), fd, rtol=1e-6, atol=1e-6)
+    start = {"bias": kernel.bias, "input_scale": kernel.input_scale}
+    check = check_named_gradients(elbo_at, start, {k: grads[k] for k in start}, positive=list(start),
+                                  rtol=1e-6, atol=1e-6)
+    elbo_at(**start)
+    assert check.ok, str(check)
 
 
 @pytest.mark.slow

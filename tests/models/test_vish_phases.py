@@ -7,12 +7,31 @@ import pytest
 import spherelab as sl
 from spherelab import kernels as K
 from spherelab.bounds.vish import harmonic_statistics
+from spherelab.testing import check_named_gradients
 
 
 def _data(rng, n=60, D=2):
     X = rng.normal(size=(n, D))
     y = np.sin(2 * X[:, 0]) + 0.3 * X[:, 1] ** 2 + 0.1 * rng.normal(size=n)
     return X, y
+
+
+def _check_elbo_gradient(model, X, y, names):
+    """``elbo_gradient`` against :func:`check_named_gradients` of the collapsed bound, the statistics
+    recomputed at each point (directions, bias and input_scale change the features' values)."""
+    g, start = model.elbo_gradient(), model.get_params()
+
+    def elbo_at(**params):
+        model.set_params(**params)
+        model.stats = harmonic_statistics(model.kernel, model.features, X, y)
+        model._posterior = None
+        return model.elbo()
+
+    point = {k: start[k] for k in names}
+    check = check_named_gradients(elbo_at, point, {k: g[k] for k in names},
+                                  positive=[k for k in names if k != "directions"], rtol=1e-5, atol=1e-6)
+    elbo_at(**point)
+    assert check.ok, str(check)
 
 
 def _exact_lml(Kxx, y, noise):
@@ -44,63 +63,7 @@ def test_vish_phase_gradients_against_finite_differences(rng):
     kern = K.Matern(2.5, 0.9, bias=0.8, input_scale=np.array([1.2, 0.7]))
     F = sl.PhaseTruncatedHarmonics(3, 7, 3, seed=2)  # degrees >= 2 truncated to 3 of 2l+1 phases
     model = sl.VISH(kern, None, sl.likelihoods.Gaussian(0.05), features=F).fit(X, y, optimize=False)
-    g = model.elbo_gradient()
-
-    def elbo_now():
-        model.stats = harmonic_statistics(kern, F, X, y)
-        model._posterior = None
-        return model.elbo()
-
-    p, h = F.get_params(), 1e-6
-    for i in range(p.size):
-        q = p.copy()
-        q[i] += h
-        F.set_params(q)
-        up = elbo_now()
-        q[i] -= 2 * h
-        F.set_params(q)
-        dn = elbo_now()
-        assert np.isclose(g["directions"][i], (up - dn) / (2 * h), rtol=1e-5, atol=1e-6), i
-    F.set_params(p)
-    for j in range(2):
-        s = kern.input_scale.copy()
-        kern.input_scale = s + h * np.eye(2)[j]
-        up = elbo_now()
-        kern.input_scale = s - h * np.eye(2)[j]
-        dn = elbo_now()
-        kern.input_scale = s
-        assert np.isclose(g["input_scale"][j], (up - dn) / (2 * h), rtol=1e-5, atol=1e-6)
-    b = kern.bias
-    kern.bias = b + h
-    up = elbo_now()
-    kern.bias = b - h
-    dn = elbo_now()
-    kern.bias = b
-    assert np.isclose(g["bias"], (up - dn) / (2 * h), rtol=1e-5, atol=1e-6)
-
-
-@pytest.mark.parametrize("phases", [None, 2], ids=["all harmonics", "2 phases"])
-def test_features_prior_is_the_exact_finite_rank_gp(phases, rng):
-    X, y = _data(rng, n=40)
-    Xs = rng.normal(size=(7, 2))
-    kern = K.Matern(1.5, 0.8, bias=0.7, input_scale=np.array([1.1, 0.8]))
-    noise = 0.05
-    F = None if phases is None else sl.PhaseTruncatedHarmonics(3, 6, phases, seed=3)
-    model = sl.VISH(kern, 6, sl.likelihoods.Gaussian(noise), features=F, prior="features").fit(X, y, optimize=False)
-    if phases is None:  # all harmonics up to L: the Truncated kernel
-        k_fin = K.Truncated(kern, 3, 6)
-        Kxx, Ksx, kss = k_fin.K(X), k_fin.K(Xs, X), k_fin.diag(Xs)
-    else:  # the degenerate kernel of the kept phases, r r' sum_m lambda_m phi_m phi_m
-        lam = kern.spectrum(3, 6)[F.degrees]
-        Phi, Phis = F.Kuf(kern, X).T, F.Kuf(kern, Xs).T
-        Kxx, Ksx, kss = (Phi * lam) @ Phi.T, (Phis * lam) @ Phi.T, np.einsum("nm,m,nm->n", Phis, lam, Phis)
-    lml, C = _exact_lml(Kxx, y, noise)
-    assert model.elbo() == pytest.approx(lml, rel=1e-10)
-    mean, var = model.predict_f(Xs)
-    assert np.allclose(mean, Ksx @ np.linalg.solve(C, y), atol=1e-9)
-    assert np.allclose(var, kss - np.einsum("ij,ji->i", Ksx, np.linalg.solve(C, Ksx.T)), atol=1e-9)
-    kernel_prior = sl.VISH(kern, 6, sl.likelihoods.Gaussian(noise), features=F).fit(X, y, optimize=False)
-    assert kernel_prior.elbo() < model.elbo()  # the trace term only ever lowers the bound
+    _check_elbo_gradient(model, X, y, ["directions", "input_scale", "bias"])
 
 
 def test_features_prior_gradients_against_finite_differences(rng):
@@ -108,43 +71,7 @@ def test_features_prior_gradients_against_finite_differences(rng):
     kern = K.Matern(2.5, 0.9, bias=0.8, input_scale=np.array([1.2, 0.7]))
     F = sl.PhaseTruncatedHarmonics(3, 7, 3, seed=2)
     model = sl.VISH(kern, None, sl.likelihoods.Gaussian(0.05), features=F, prior="features").fit(X, y, optimize=False)
-    g = model.elbo_gradient()
-
-    def elbo_now():
-        model.stats = harmonic_statistics(kern, F, X, y)
-        model._posterior = None
-        return model.elbo()
-
-    h = 1e-6
-    p = F.get_params()
-    for i in rng.choice(p.size, 12, replace=False):
-        for sign in (1, -1):
-            q = p.copy()
-            q[i] += sign * h
-            F.set_params(q)
-            if sign == 1:
-                up = elbo_now()
-            else:
-                dn = elbo_now()
-        F.set_params(p)
-        assert np.isclose(g["directions"][i], (up - dn) / (2 * h), rtol=1e-5, atol=1e-6), i
-    for name, obj in [("variance", kern), ("lengthscale", kern), ("bias", kern), ("variance", model.likelihood)]:
-        v = getattr(obj, name)
-        setattr(obj, name, v + h)
-        up = elbo_now()
-        setattr(obj, name, v - h)
-        dn = elbo_now()
-        setattr(obj, name, v)
-        key = "noise" if obj is model.likelihood else name
-        assert np.isclose(g[key], (up - dn) / (2 * h), rtol=1e-5, atol=1e-6), key
-    for j in range(2):
-        s = kern.input_scale.copy()
-        kern.input_scale = s + h * np.eye(2)[j]
-        up = elbo_now()
-        kern.input_scale = s - h * np.eye(2)[j]
-        dn = elbo_now()
-        kern.input_scale = s
-        assert np.isclose(g["input_scale"][j], (up - dn) / (2 * h), rtol=1e-5, atol=1e-6)
+    _check_elbo_gradient(model, X, y, ["directions", "variance", "lengthscale", "bias", "noise", "input_scale"])
 
 
 def test_features_prior_uncollapsed_bounds(rng):
@@ -168,12 +95,11 @@ def test_features_prior_uncollapsed_bounds(rng):
     gen = uncollapsed_bound_general(lam, 123.0, sl.likelihoods.Gaussian(noise), m_opt, L_opt, Phi, y, r2, len(y),
                                     residual=False)  # v does not enter
     assert gen.value == pytest.approx(res.value, rel=1e-12)
-    for k in range(0, lam.size, 3):
-        e = np.eye(lam.size)[k] * 1e-6 * lam[k]
-        up = uncollapsed_bound(lam + e, 1.0, noise, m_opt, L_opt, Phi, y, r2, 80, residual=False).value
-        dn = uncollapsed_bound(lam - e, 1.0, noise, m_opt, L_opt, Phi, y, r2, 80, residual=False).value
-        an = uncollapsed_bound(lam, 1.0, noise, m_opt, L_opt, Phi, y, r2, 80, residual=False).dlam[k]
-        assert an == pytest.approx((up - dn) / (2e-6 * lam[k]), rel=1e-5, abs=1e-6)
+    check = check_named_gradients(
+        lambda lam: uncollapsed_bound(lam, 1.0, noise, m_opt, L_opt, Phi, y, r2, 80, residual=False).value,
+        {"lam": lam}, {"lam": uncollapsed_bound(lam, 1.0, noise, m_opt, L_opt, Phi, y, r2, 80, residual=False).dlam},
+        positive=["lam"], rtol=1e-5, atol=1e-6)
+    assert check.ok, str(check)
 
 
 def test_prior_argument_is_checked():

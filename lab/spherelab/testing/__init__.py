@@ -3,6 +3,6 @@
 finite differences) and :class:`ModelContract`, the test case every model subclasses."""
 
 from .contract import ModelContract
-from .gradients import GradientCheck, check_model_gradient, checkgrad
+from .gradients import GradientCheck, check_model_gradient, check_named_gradients, checkgrad
 
-__all__ = ["GradientCheck", "checkgrad", "check_model_gradient", "ModelContract"]
+__all__ = ["GradientCheck", "checkgrad", "check_model_gradient", "check_named_gradients", "ModelContract"]

@@ -20,13 +20,13 @@ True
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from .._validation import check_finite_array
 
-__all__ = ["GradientCheck", "checkgrad", "check_model_gradient"]
+__all__ = ["GradientCheck", "checkgrad", "check_model_gradient", "check_named_gradients"]
 
 _SHRINK = 2.0      # each Richardson row divides the step by this
 _ROWS = 8          # at most this many steps per direction (first / 2**7 is the smallest)
@@ -190,3 +190,48 @@ def check_model_gradient(model, X: Any, y: Any, **kwargs) -> GradientCheck:
         return value, grad
 
     return checkgrad(objective, theta, **kwargs)
+
+
+def check_named_gradients(value: Callable[..., float], point: Mapping[str, Any], gradient: Mapping[str, Any], *,
+                          symmetric: Sequence[str] = (), positive: Sequence[str] = (), **kwargs) -> GradientCheck:
+    r""":func:`checkgrad` of derivatives reported by name — a bound's :math:`\partial L/\partial(\text{matrices})`
+    (GPy's contract) — all at once: ``value(**arrays) -> float`` at ``point`` (name -> array or float)
+    against ``gradient`` (name -> the claimed derivative, shaped like its argument).
+
+    Names in ``symmetric`` are symmetric matrices, varied as :math:`(A + A^\top)/2` (the claim compared
+    as :math:`(G + G^\top)/2`); names in ``positive`` are varied in logarithms (the claim times the
+    value), so that no step leaves their domain whatever their scale. Keyword arguments go to
+    :func:`checkgrad` (``directions=k`` for long ones).
+
+    Examples
+    --------
+    >>> import numpy as np, spherelab as sl
+    >>> A = np.array([[2.0, 0.5], [0.5, 1.0]])
+    >>> value = lambda A, s: float(s * np.sum(A * A))
+    >>> sl.testing.check_named_gradients(value, {"A": A, "s": 3.0}, {"A": 6.0 * A, "s": float(np.sum(A * A))},
+    ...                                  symmetric=["A"], positive=["s"]).ok
+    True
+    """
+    names = list(point)
+    shapes = {k: np.shape(point[k]) for k in names}
+    sizes = [int(np.prod(shapes[k])) for k in names]
+    base = {k: np.asarray(point[k], dtype=np.float64) for k in names}
+    x0 = np.concatenate([(np.log(base[k]) if k in positive else base[k]).ravel() for k in names])
+
+    def unpack(x):
+        out, i = {}, 0
+        for k, n in zip(names, sizes):
+            a = x[i:i + n].reshape(shapes[k])
+            i += n
+            a = np.exp(a) if k in positive else a
+            a = 0.5 * (a + a.T) if k in symmetric else a
+            out[k] = a if a.ndim else float(a)
+        return out
+
+    claimed = []
+    for k in names:
+        g = np.asarray(gradient[k], dtype=np.float64).reshape(shapes[k])
+        g = 0.5 * (g + g.T) if k in symmetric else g
+        claimed.append((g * base[k] if k in positive else g).ravel())
+    grad = np.concatenate(claimed)
+    return checkgrad(lambda x: (float(value(**unpack(x))), grad), x0, **kwargs)
