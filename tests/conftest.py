@@ -140,6 +140,13 @@ def randomise_decoupled_q(model, rng):
     model.L_v = model.L_v + 0.1 * np.tril(rng.standard_normal(model.L_v.shape))
 
 
+def regression_data(rng, n=60, D=2):
+    """Normal inputs and a noisy sin(2 x_1) + 0.3 x_D (VISH's bounds and model tests, datasets)."""
+    X = rng.normal(size=(n, D))
+    y = np.sin(2 * X[:, 0]) + 0.3 * X[:, -1] + 0.1 * rng.normal(size=n)
+    return X, y
+
+
 def decoupled_data(rng, n=15, D=2):
     X = rng.standard_normal((n, D))
     y = np.sin(1.5 * X[:, 0]) + 0.3 * X[:, -1] + 0.1 * rng.standard_normal(n)

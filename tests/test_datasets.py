@@ -6,13 +6,6 @@ import numpy as np
 import pytest
 import spherelab as sl
 
-
-def data(rng, n=60, D=2):
-    X = rng.normal(size=(n, D))
-    y = np.sin(2 * X[:, 0]) + 0.3 * X[:, -1] + 0.1 * rng.normal(size=n)
-    return X, y
-
-
 SHARED = __import__("pathlib").Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 
 

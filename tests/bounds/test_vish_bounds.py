@@ -5,17 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import spherelab as sl
+from conftest import regression_data
 from spherelab import kernels as K
 from spherelab.bounds import Statistics, collapsed_bound, uncollapsed_bound
 from spherelab.bounds.vish import harmonic_statistics
 from spherelab.features import HarmonicFeatures
 from spherelab.testing import check_named_gradients
-
-
-def data(rng, n=60, D=2):
-    X = rng.normal(size=(n, D))
-    y = np.sin(2 * X[:, 0]) + 0.3 * X[:, -1] + 0.1 * rng.normal(size=n)
-    return X, y
 
 
 def _svgp_problem(rng, n=40, M=6):
@@ -76,7 +71,7 @@ def test_uncollapsed_gradients(rng):
 
 
 def test_uncollapsed_equals_collapsed_at_the_optimal_q(rng):
-    X, y = data(rng, n=50)
+    X, y = regression_data(rng, n=50)
     kernel = K.Matern(1.5, 0.9, bias=0.8)
     model = sl.VISH(kernel, 4, sl.likelihoods.Gaussian(0.07)).fit(X, y, optimize=False)
     lam = model.features.Kuu_inverse_diag(kernel)

@@ -8,6 +8,7 @@ import spherelab as sl
 from spherelab import kernels as K
 from spherelab.features import greedy_directions
 from spherelab.sphere.gegenbauer import zonal_table
+from spherelab.testing import check_named_gradients
 
 
 def _sphere(rng, n, d):
@@ -60,16 +61,15 @@ def test_vjp_directions_against_finite_differences(rng):
     X = _sphere(rng, 9, 4)
     G = rng.standard_normal((9, F.num_features))
     gp, _ = F.vjp(X, G)
-    p, h = F.get_params(), 1e-6
-    for i in range(p.size):
-        q = p.copy()
-        q[i] += h
-        F.set_params(q)
-        fp = np.sum(G * F(X))
-        q[i] -= 2 * h
-        F.set_params(q)
-        fm = np.sum(G * F(X))
-        assert np.isclose(gp[i], (fp - fm) / (2 * h), rtol=1e-6, atol=1e-7), i
+    p = F.get_params()
+
+    def value(directions):
+        F.set_params(directions)
+        return float(np.sum(G * F(X)))
+
+    check = check_named_gradients(value, {"directions": p}, {"directions": gp}, rtol=1e-6, atol=1e-7)
+    F.set_params(p)
+    assert check.ok, str(check)
     F.set_params(p)
 
 
@@ -78,15 +78,17 @@ def test_vjp_points_along_tangents(rng):
     X = _sphere(rng, 6, 3)
     G = rng.standard_normal((6, F.num_features))
     _, dX = F.vjp(X, G)
-    h = 1e-6
     for n in range(6):
         t = rng.standard_normal(3)
         t -= (t @ X[n]) * X[n]
-        def f(e):
+
+        def along(e, n=n, t=t):  # moving X[n] on the sphere along the tangent t
             Y = X.copy()
             Y[n] = (X[n] + e * t) / np.linalg.norm(X[n] + e * t)
-            return np.sum(G * F(Y))
-        assert np.isclose(dX[n] @ t, (f(h) - f(-h)) / (2 * h), rtol=1e-6, atol=1e-7)
+            return float(np.sum(G * F(Y)))
+
+        check = check_named_gradients(along, {"e": 0.0}, {"e": float(dX[n] @ t)}, rtol=1e-6, atol=1e-7)
+        assert check.ok, (n, str(check))
 
 
 def test_as_inducing_features():

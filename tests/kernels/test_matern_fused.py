@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from spherelab import kernels as K
+from spherelab.testing import check_named_gradients
 
 
 @pytest.fixture
@@ -50,15 +51,13 @@ def test_diag_gradients_against_finite_differences(kern, rng):
     X = rng.normal(size=(9, 2))
     g = rng.normal(size=9)
     an = kern.diag_gradients(g, X)
-    h = 1e-6
-    for name in ["variance", *kern.shape_params, "bias", "input_scale"]:
-        v0 = np.array(getattr(kern, name), dtype=float)
-        for j in range(v0.size):
-            vals = []
-            for sign in (1, -1):
-                v = v0.copy().reshape(-1)
-                v[j] += sign * h
-                setattr(kern, name, v.copy() if v0.ndim else float(v[0]))
-                vals.append(g @ kern.diag(X))
-            setattr(kern, name, v0 if v0.ndim else float(v0))
-            assert np.atleast_1d(an[name])[j] == pytest.approx((vals[0] - vals[1]) / (2 * h), rel=1e-6, abs=1e-8), name
+    start = kern.hyperparameters
+
+    def value(**params):
+        for name, v in params.items():
+            setattr(kern, name, v)
+        return float(g @ kern.diag(X))
+
+    check = check_named_gradients(value, start, {k: an[k] for k in start}, positive=list(start), rtol=1e-6, atol=1e-8)
+    value(**start)
+    assert check.ok, str(check)

@@ -9,6 +9,7 @@ import spherelab as sl
 from spherelab import activations as acts
 from spherelab import kernels as K
 from spherelab.sphere.funk_hecke import funk_hecke
+from spherelab.testing import check_jacobian
 
 # seed 000, Table B.1 (arc-cosine order 1) and Table B.2 (ReLU), "analytical" columns, d = 3, 5, 7
 TABLE_B1 = {
@@ -214,35 +215,31 @@ def test_shape_and_spectrum_gradients(kernel, names):
     lg = kernel.spectrum_gradients(d, 12)
     for name in names:
         v = getattr(kernel, name)
-        h = 1e-6 * v
-        up, dn = _with(kernel, name, v + h), _with(kernel, name, v - h)
-        fd_shape = (up.shape(t) - dn.shape(t)) / (2 * h)
-        fd_spec = (up.spectrum(d, 12) - dn.spectrum(d, 12)) / (2 * h)
-        assert np.allclose(sg[name], fd_shape, rtol=1e-6, atol=1e-9), name
-        assert np.allclose(lg[name], fd_spec, rtol=1e-5, atol=1e-12 * np.abs(fd_spec).max()), name
+        shape = check_jacobian(lambda p: _with(kernel, name, p).shape(t), v, sg[name], rtol=1e-6, atol=1e-9)
+        assert shape.ok, (name, str(shape))
+        spec = check_jacobian(lambda p: _with(kernel, name, p).spectrum(d, 12), v, lg[name], rtol=1e-5,
+                              atol=1e-12 * np.abs(lg[name]).max())
+        assert spec.ok, (name, str(spec))
 
 
 @pytest.mark.parametrize("kernel", ALL_KERNELS + [K.IntrinsicMatern(3, 1.5, 0.9), K.PolynomialDecay(3, 5.0)], ids=repr)
 def test_shape_dt(kernel):
     t = np.array([-0.9, -0.4, 0.0, 0.35, 0.8])
-    h = 1e-6
-    fd = (kernel.shape(t + h) - kernel.shape(t - h)) / (2 * h)
-    assert np.allclose(kernel.shape_dt(t), fd, rtol=1e-6, atol=1e-8)
+    check = check_jacobian(kernel.shape, t, np.diag(kernel.shape_dt(t)), rtol=1e-6, atol=1e-8)
+    assert check.ok, str(check)
 
 
 @pytest.mark.parametrize("act", [acts.Softplus(2.0), acts.Swish(1.5), acts.Erf(0.8)], ids=repr)
 def test_activation_coefficient_gradients(act):
     (name,) = act.params
     v = getattr(act, name)
-    h = 1e-6 * v
-    up, dn = type(act)(v + h), type(act)(v - h)
+    t = np.linspace(-1, 1, 5)
     for d in [2, 3, 6]:
-        g = act.coefficient_gradients(d, 10)[name]
-        fd = (up.coefficients(d, 10) - dn.coefficients(d, 10)) / (2 * h)
-        assert np.allclose(g, fd, rtol=1e-6, atol=1e-10)
-        gs = act.shape_gradients(np.linspace(-1, 1, 5))[name]
-        fds = (up.shape(np.linspace(-1, 1, 5)) - dn.shape(np.linspace(-1, 1, 5))) / (2 * h)
-        assert np.allclose(gs, fds, rtol=1e-6, atol=1e-10)
+        coefficients = check_jacobian(lambda p: type(act)(p).coefficients(d, 10), v,
+                                      act.coefficient_gradients(d, 10)[name], rtol=1e-6, atol=1e-10)
+        assert coefficients.ok, (d, str(coefficients))
+        shape = check_jacobian(lambda p: type(act)(p).shape(t), v, act.shape_gradients(t)[name], rtol=1e-6, atol=1e-10)
+        assert shape.ok, (d, str(shape))
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ import spherelab as sl
 from spherelab import kernels as K
 from spherelab.groups import Antipodal
 from spherelab.sphere.gegenbauer import zonal_series
+from spherelab.testing import check_jacobian, check_named_gradients
 
 
 @pytest.mark.parametrize("kernel", [K.Matern(2.5, 0.8), K.ArcCosine(1), K.NTK(2)], ids=lambda k: type(k).__name__)
@@ -36,18 +37,18 @@ def test_parity_kernel_gradients_and_shared_parameters(rng):
     X, X2 = rng.normal(size=(5, 2)), rng.normal(size=(4, 2))
     G = rng.normal(size=(5, 4))
     d, dX, dX2 = odd.gradients_with_inputs(G, X, X2)
-    h = 1e-6
-    for name in ("variance", "lengthscale", "bias"):
-        v = getattr(base, name)
-        setattr(base, name, v + h)
-        up = np.vdot(G, odd.K(X, X2))
-        setattr(base, name, v - h)
-        dn = np.vdot(G, odd.K(X, X2))
-        setattr(base, name, v)
-        assert d[name] == pytest.approx((up - dn) / (2 * h), rel=1e-6), name
-    E = np.zeros_like(X)
-    E[2, 1] = h
-    assert dX[2, 1] == pytest.approx((np.vdot(G, odd.K(X + E, X2)) - np.vdot(G, odd.K(X - E, X2))) / (2 * h), rel=1e-6)
+    names = ("variance", "lengthscale", "bias", "input_scale")
+    start = {name: getattr(base, name) for name in names}
+
+    def value(X, X2, **params):
+        for name, v in params.items():
+            setattr(base, name, v)  # through the base: the wrapper shares its parameters
+        return float(np.vdot(G, odd.K(X, X2)))
+
+    check = check_named_gradients(value, {"X": X, "X2": X2, **start}, {"X": dX, "X2": dX2, **{k: d[k] for k in names}},
+                                  positive=list(names), rtol=1e-6, atol=1e-8)
+    value(X, X2, **start)
+    assert check.ok, str(check)
 
 
 # ---- continuous depth (seed 004 eq. 15) ------------------------------------------------------
@@ -60,11 +61,9 @@ def test_truncated_polynomial_decay_spectrum_and_gradient():
     assert np.isclose(lam[0], lam[1])
     t = np.linspace(-1, 1, 7)
     assert np.allclose(k.shape(t), zonal_series(lam[:16], 10, t), rtol=1e-12)
-    g, h = k.spectrum_gradients(10, 15)["beta"], 1e-6
-    k.beta = 3.0 + h
-    up = k.spectrum(10, 15)
-    k.beta = 3.0 - h
-    dn = k.spectrum(10, 15)
-    assert np.allclose(g, (up - dn) / (2 * h), rtol=1e-6, atol=1e-12)
+    g = k.spectrum_gradients(10, 15)["beta"]
+    check = check_jacobian(lambda beta: K.PolynomialDecay(10, beta, variance=2.0, max_degree=15).spectrum(10, 15),
+                           3.0, g, rtol=1e-6, atol=1e-12)
+    assert check.ok, str(check)
     with pytest.raises(ValueError, match="max_degree"):
         K.PolynomialDecay(10, 3.0)

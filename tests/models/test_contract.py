@@ -6,15 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import spherelab as sl
+from conftest import decoupled_data
 from spherelab import activations as A
 from spherelab import kernels as K
 from spherelab.testing import ModelContract
 
 
 def _regression(rng, n=40, D=2):
-    X = rng.standard_normal((n, D))
-    y = np.sin(1.5 * X[:, 0]) + 0.3 * X[:, -1] + 0.1 * rng.standard_normal(n)
-    return X, y
+    return decoupled_data(rng, n, D)
 
 
 class TestVISH(ModelContract):

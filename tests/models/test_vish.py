@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import spherelab as sl
+from conftest import regression_data
 from spherelab import kernels as K
 from spherelab.bounds.vish import harmonic_statistics
 from spherelab.testing import check_named_gradients
@@ -15,10 +16,6 @@ from spherelab.testing import check_named_gradients
 SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 
 
-def data(rng, n=60, D=2):
-    X = rng.normal(size=(n, D))
-    y = np.sin(2 * X[:, 0]) + 0.3 * X[:, -1] + 0.1 * rng.normal(size=n)
-    return X, y
 
 
 def exact_gp(kernel, X, y, Xs, noise):
@@ -42,7 +39,7 @@ def exact_gp(kernel, X, y, Xs, noise):
     ids=["matern-d3", "arccos-d2", "ntk-d4", "intrinsic-d4"],
 )
 def test_all_harmonics_equal_exact_gp_with_truncated_kernel(base, D, L, rng):
-    X, y = data(rng, D=D)
+    X, y = regression_data(rng, D=D)
     Xs = rng.normal(size=(9, D))
     kernel = K.Truncated(base, D + 1, L)
     model = sl.VISH(kernel, L, sl.likelihoods.Gaussian(0.05)).fit(X, y, optimize=False)
@@ -54,7 +51,7 @@ def test_all_harmonics_equal_exact_gp_with_truncated_kernel(base, D, L, rng):
 
 
 def test_elbo_increases_with_degree_and_stays_below_exact(rng):
-    X, y = data(rng, n=80)
+    X, y = regression_data(rng, n=80)
     kernel = K.Matern(2.5, 1.0, bias=1.0)
     _, _, lml = exact_gp(kernel, X, y, X[:1], 0.05)
     elbos = [
@@ -73,7 +70,7 @@ def test_elbo_increases_with_degree_and_stays_below_exact(rng):
     ids=repr,
 )
 def test_model_gradients_against_finite_differences(kernel, rng):
-    X, y = data(rng)
+    X, y = regression_data(rng)
     model = sl.VISH(kernel, 6, sl.likelihoods.Gaussian(0.1)).fit(X, y, optimize=False)
     grads = model.elbo_gradient()
     names = [*kernel.spectral_parameter_names, "noise"]
@@ -90,7 +87,7 @@ def test_model_gradients_against_finite_differences(kernel, rng):
 
 
 def test_arccos_zero_levels_are_dropped(rng):
-    X, y = data(rng)
+    X, y = regression_data(rng)
     model = sl.VISH(K.ArcCosine(1), 7).fit(X, y, optimize=False)
     degrees = model.features.degrees
     assert not np.any((degrees % 2 == 1) & (degrees >= 3))
@@ -99,7 +96,7 @@ def test_arccos_zero_levels_are_dropped(rng):
 
 @pytest.mark.slow
 def test_fit_optimises_and_returns_self(rng):
-    X, y = data(rng, n=120)
+    X, y = regression_data(rng, n=120)
     model = sl.VISH(K.Matern(1.5, 1.0), 6, sl.likelihoods.Gaussian(1.0))
     before = sl.VISH(K.Matern(1.5, 1.0), 6, sl.likelihoods.Gaussian(1.0)).fit(X, y, optimize=False).elbo()
     assert model.fit(X, y) is model
@@ -146,7 +143,7 @@ def test_bad_construction_and_use():
 )
 def test_lift_gradients_against_finite_differences(kernel, rng):
     """bias and input_scale change the features: FD recomputes the statistics."""
-    X, y = data(rng)
+    X, y = regression_data(rng)
     model = sl.VISH(kernel, 5, sl.likelihoods.Gaussian(0.05)).fit(X, y, optimize=False)
     grads = model.elbo_gradient()
 
@@ -165,7 +162,7 @@ def test_lift_gradients_against_finite_differences(kernel, rng):
 
 @pytest.mark.slow
 def test_lift_training_on_a_subsample_counts_passes(rng):
-    X, y = data(rng, n=400)
+    X, y = regression_data(rng, n=400)
     X[:, 1] *= 5.0  # a badly scaled input the lift should learn to shrink
     kernel = K.Matern(1.5, 1.0, input_scale=np.array([1.0, 1.0]))
     model = sl.VISH(kernel, 5).fit(X, y, lift_subsample=150)
@@ -178,7 +175,7 @@ def test_lift_training_on_a_subsample_counts_passes(rng):
 
 @pytest.mark.slow
 def test_svi_minibatch_fit_approaches_the_collapsed_optimum(rng):
-    X, y = data(rng, n=400)
+    X, y = regression_data(rng, n=400)
     collapsed = sl.VISH(K.Matern(1.5, 1.0, bias=1.0), 5, sl.likelihoods.Gaussian(0.5)).fit(X, y, train_lift=False)
     svi = sl.VISH(K.Matern(1.5, 1.0, bias=1.0), 5, sl.likelihoods.Gaussian(0.5))
     svi.fit_svi(X, y, batch_size=64, iterations=1500, lr=0.05)
@@ -216,7 +213,7 @@ def test_whitened_svi_starts_at_the_prior(rng):
     so the KL term is 0 and the bound is the expected log-likelihood under the prior
     f ~ N(0, r^2 kappa(1)) (Dutordoir et al. 2020, §4.1: the whitening used to start at covariance
     Lambda instead)."""
-    X, y = data(rng, n=40)
+    X, y = regression_data(rng, n=40)
     yb = (y > 0).astype(float)
     model = sl.VISH(K.Matern(1.5, 1.0), 4, sl.likelihoods.Bernoulli()).fit_svi(X, yb, iterations=0)
     lam = model.features.Kuu_inverse_diag(model.kernel)

@@ -26,7 +26,7 @@ import numpy as np
 
 from .._validation import check_finite_array
 
-__all__ = ["GradientCheck", "checkgrad", "check_model_gradient", "check_named_gradients"]
+__all__ = ["GradientCheck", "checkgrad", "check_jacobian", "check_model_gradient", "check_named_gradients"]
 
 _SHRINK = 2.0      # each Richardson row divides the step by this
 _ROWS = 8          # at most this many steps per direction (first / 2**7 is the smallest)
@@ -235,3 +235,33 @@ def check_named_gradients(value: Callable[..., float], point: Mapping[str, Any],
         claimed.append((g * base[k] if k in positive else g).ravel())
     grad = np.concatenate(claimed)
     return checkgrad(lambda x: (float(value(**unpack(x))), grad), x0, **kwargs)
+
+
+def check_jacobian(func: Callable[[Any], Any], x: Any, jacobian: Any, **kwargs) -> GradientCheck:
+    r""":func:`checkgrad` of every output of a vector function: ``func(x)`` ``(m,)`` (any shape,
+    flattened) against the claimed ``jacobian`` ``(m, n)`` for an ``(n,)`` point, or ``(m,)`` for a
+    scalar one (then ``func`` receives a float). Each output gets its own steps; the result lists
+    every output's entries, output by output. Keyword arguments go to :func:`checkgrad`.
+
+    Examples
+    --------
+    >>> import numpy as np, spherelab as sl
+    >>> t = np.linspace(-1, 1, 5)
+    >>> sl.testing.check_jacobian(lambda a: np.exp(a * t), 0.3, t * np.exp(0.3 * t)).ok
+    True
+    """
+    scalar = np.ndim(x) == 0
+    x0 = np.atleast_1d(np.asarray(x, dtype=np.float64)).ravel()
+    J = np.asarray(jacobian, dtype=np.float64).reshape(-1, x0.size)
+
+    def output(k):
+        def value(z):
+            return float(np.ravel(func(float(z[0]) if scalar else z))[k]), J[k]
+
+        return value
+
+    checks = [checkgrad(output(k), x0, **kwargs) for k in range(J.shape[0])]
+    estimated = [c.estimated_error for c in checks]
+    return GradientCheck(np.concatenate([c.analytic for c in checks]), np.concatenate([c.numerical for c in checks]),
+                         checks[0].rtol, checks[0].atol, np.concatenate([c.steps for c in checks]),
+                         None if any(e is None for e in estimated) else np.concatenate(estimated))
