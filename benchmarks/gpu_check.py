@@ -9,7 +9,7 @@ Stages, in order, each under its own time limit inside one budget (``--budget``,
 1. **environment**: versions, the card and its memory, its fp64 rates (a square gemm; the Gram
    product ``A A^T`` of the statistics pass's shape by gemm and by syrk) and host-to-device
    bandwidth from pinned and from pageable memory;
-2. **parity**: every case of :mod:`spherelab.backend.parity` (every CUDA kernel, the streamed
+2. **parity**: every case of :mod:`spherelab.testing.parity` (every CUDA kernel, the streamed
    pass, every model's bound, gradient and prediction) on the device against the CPU, 1e-10;
 3. **kernels**: 660 harmonics (d = 9, L = 4) at 10^6 points and the other kernels, CPU and device;
 4. **statistics pass**: M = 210 and 660 over 6e6 rows, CPU and device, GFLOP/s (N M^2) against the
@@ -44,7 +44,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 TARGETS = {210: 1.0, 660: 3.0}  # issue 27: VISH fit + predict at 6e6 rows on an H100, seconds
 SEED_001 = {210: 41.0, 660: 161.0}  # Dutordoir et al. 2020, the same fits on their GPU
-PARITY = 1e-10  # float64 agreement of a device's statistics with the CPU's (spherelab.backend.parity)
+PARITY = 1e-10  # float64 agreement of a device's statistics with the CPU's (spherelab.testing.parity)
 NLPD_AGREEMENT = 1e-3  # two fits (CPU, device) take their own optimiser paths: their test NLPD agree this well
 
 
@@ -271,7 +271,7 @@ def _syrk(ctx: Context, B):
 
 
 def stage_parity(ctx: Context, rep: Report, sec: dict) -> None:
-    from spherelab.backend import parity
+    from spherelab.testing import parity
 
     failed = 0
     for name in parity.CASES:

@@ -1,4 +1,4 @@
-"""The CUDA kernels against the CPU: every case of :mod:`spherelab.backend.parity` (each kernel, the
+"""The CUDA kernels against the CPU: every case of :mod:`spherelab.testing.parity` (each kernel, the
 streamed pass, each model's bound, gradient and prediction) to 1e-10, on ``"sim"`` — numba-cuda's
 simulator on host arrays, where CuPy is absent (conftest switches it on) — and on ``"gpu"`` where a
 card is present (``pytest -m gpu``). Kept small: the simulator runs every CUDA thread in Python."""
@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from spherelab import backend
-from spherelab.backend import parity
 from spherelab.linalg import NumericalFailure
+from spherelab.testing import parity
 
 
 @pytest.mark.parametrize("case", list(parity.CASES))

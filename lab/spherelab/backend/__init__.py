@@ -7,8 +7,8 @@ GPU (no driver, no device, a broken CUDA install) reports *why* instead of faili
 
 The probing, the dispatch and the transfers live here; :mod:`.ops` declares the device-specific
 operations once and resolves a device's table (the CPU implementations are the package's Numba
-code, the CUDA ones :mod:`.cuda_kernels`); :mod:`.parity` holds the cases that prove a device
-against the CPU.
+code, the CUDA ones :mod:`.cuda_kernels`); :mod:`spherelab.testing.parity` holds the cases that
+prove a device against the CPU.
 """
 
 from __future__ import annotations

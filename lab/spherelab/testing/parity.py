@@ -32,7 +32,7 @@ Case = Callable[[str, np.random.Generator], list]
 
 
 def _ops(device: str):
-    from . import resolve
+    from ..backend import resolve
 
     return resolve(device)
 
