@@ -28,7 +28,7 @@ def test_device_table_uses_cuda_kernels(cuda_device):
 
 def test_parity_fails_when_a_kernel_is_off(cuda_device, fresh_cuda_tables, monkeypatch):
     """The check can fail: a Matérn kernel off by 1e-8 of its scale is reported, a raising one too."""
-    from spherelab.backend import cuda_kernels
+    from spherelab.devices import cuda as cuda_kernels
 
     original = cuda_kernels.CudaOperations.matern_values
     monkeypatch.setattr(cuda_kernels.CudaOperations, "matern_values",
@@ -60,7 +60,7 @@ def test_checked_cholesky_explains_failures(cuda_device, rng):
 def test_the_model_really_runs_the_cuda_kernels(cuda_device, fresh_cuda_tables, rng, monkeypatch):
     """A model on a CUDA device reaches the CUDA launch (not the CPU kernel) for its kernel matrices."""
     import spherelab as sl
-    from spherelab.backend import cuda_kernels
+    from spherelab.devices import cuda as cuda_kernels
 
     calls = []
     original = cuda_kernels.CudaOperations.matern_values

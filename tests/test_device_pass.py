@@ -10,8 +10,8 @@ import pytest
 import spherelab as sl
 from spherelab import backend
 from spherelab import kernels as K
-from spherelab.backend.transfer import HostArrays, double_buffered_pass
 from spherelab.bounds.vish import harmonic_statistics
+from spherelab.devices.transfer import HostArrays, double_buffered_pass
 
 pytest.importorskip("numba.cuda")
 

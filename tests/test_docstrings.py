@@ -12,7 +12,7 @@ import pytest
 import spherelab
 
 # the CUDA kernels' module needs numba-cuda's typing on import; its docstrings hold no examples
-SKIP = {"spherelab.backend.cuda_kernels"}
+SKIP = {"spherelab.devices.cuda"}
 MODULES = sorted(m.name for m in pkgutil.walk_packages(spherelab.__path__, "spherelab.") if m.name not in SKIP)
 
 

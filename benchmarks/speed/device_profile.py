@@ -42,7 +42,7 @@ TRAFFIC: collections.Counter = collections.Counter()
 
 def spy_transfers() -> None:
     """Count the table's host-device transfers (patched on the classes before any device starts)."""
-    from spherelab.backend import transfer
+    from spherelab.devices import transfer
 
     def wrap(cls, name):
         original = getattr(cls, name)

@@ -168,10 +168,7 @@ def block_sum(fn: Callable, X: Any, y: Any, progress: bool | None = None):
 
 
 def _add(a, b):
-    from .bounds.statistics import Statistics
-
-    return Statistics(a.G + b.G, a.c + b.c, a.yy + b.yy, a.sum_diag + b.sum_diag, a.n + b.n,
-                      rounding=max(a.rounding, b.rounding))
+    return a + b  # Statistics add themselves (rows of disjoint blocks)
 
 
 def block_statistics(stats_fn: Callable, X: Any, y: Any, progress: bool | None = None):

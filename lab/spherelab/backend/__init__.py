@@ -5,10 +5,11 @@ out — and models take an explicit ``device="cpu" | "gpu"``. GPU availability i
 lazily and safely: importing spherelab never imports CuPy, and a machine with CuPy but no usable
 GPU (no driver, no device, a broken CUDA install) reports *why* instead of failing at import.
 
-The probing, the dispatch and the transfers live here; :mod:`.ops` declares the device-specific
-operations once and resolves a device's table (the CPU implementations are the package's Numba
-code, the CUDA ones :mod:`.cuda_kernels`); :mod:`spherelab.testing.parity` holds the cases that
-prove a device against the CPU.
+The probing and the dispatch live here; :mod:`.ops` declares the device-specific operations once
+and resolves a device's table. The implementations sit above the maths they compile
+(:mod:`spherelab.devices`: the CPU's Numba code, the CUDA kernels and their transfers) and
+register into the table; :mod:`spherelab.testing.parity` holds the cases that prove a device
+against the CPU.
 """
 
 from __future__ import annotations

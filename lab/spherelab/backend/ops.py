@@ -3,8 +3,10 @@ r"""The device seam: the operations whose implementation depends on the device, 
 
 A model resolves its :class:`Operations` once, in ``__init__`` (``device="cpu" | "gpu" |
 "auto"``), and calls ``self.ops.<name>`` without ever branching on the device. The CPU
-implementations are the package's NumPy/Numba code (:mod:`.cpu`); a GPU backend registers its
-own with :func:`register` and is usable once every operation has one. The operations take and
+implementations are the package's NumPy/Numba code (:mod:`spherelab.devices.cpu`, registered
+with :func:`register` when spherelab is imported); the CUDA ones come from the loader
+:mod:`spherelab.devices` sets (:func:`set_cuda_loader`), and a GPU is usable once every operation has
+one. This module imports nothing of the package. The operations take and
 return host (NumPy) arrays, except ``device_harmonics``, ``harmonic_columns``, the ``columns`` of ``gram_pass``,
 ``zonal_columns``, ``zonal_columns_backward`` and ``device_solve``, which see the device's arrays
 (``to_device`` / ``to_host`` convert; both are the identity on the CPU, and ``array_namespace``
@@ -20,7 +22,8 @@ import threading
 import warnings
 from typing import Callable, Iterator
 
-__all__ = ["OPERATIONS", "Operations", "register", "resolve", "implemented", "simulator_enabled", "current", "use"]
+__all__ = ["OPERATIONS", "Operations", "register", "set_cuda_loader", "resolve", "implemented", "simulator_enabled",
+           "current", "use"]
 
 #: every device-specific operation: name -> what it computes (shapes; the CPU docstrings say more)
 OPERATIONS: dict[str, str] = {
@@ -71,12 +74,23 @@ def register(device: str, name: str) -> Callable[[Callable], Callable]:
     return decorate
 
 
+_cuda_loader: list[Callable] = []
+
+
+def set_cuda_loader(load: Callable) -> None:
+    """Where the CUDA implementations come from: ``load()`` returns their class (``CudaOperations``,
+    built per device; :mod:`spherelab.devices` sets it, so that this table imports nothing above it)."""
+    _cuda_loader[:] = [load]
+
+
 def _load_cuda(device: str) -> str | None:
     """Register the CUDA kernels for ``device`` ("gpu" or "sim"); the reason when they cannot be."""
     if device in _cuda_loaded:
         return None
+    if not _cuda_loader:
+        return "no CUDA implementations are registered (spherelab.devices sets them when spherelab is imported)"
     try:
-        from .cuda_kernels import CudaOperations
+        CudaOperations = _cuda_loader[0]()
     except Exception as exc:  # numba-cuda missing or broken
         return f"numba-cuda is not importable ({type(exc).__name__}: {exc})"
     table = CudaOperations(device).table()
@@ -100,7 +114,8 @@ def simulator_enabled() -> bool:
 def implemented(device: str) -> set[str]:
     """The operations that ``device`` implements (``"sim"``: those with a CUDA kernel)."""
     if device == "cpu" and not _IMPLEMENTATIONS["cpu"]:
-        from . import cpu  # noqa: F401  (registers the CPU implementations)
+        raise RuntimeError("no CPU implementations are registered: spherelab.devices registers them when spherelab "
+                           "is imported")
     if device == "sim":
         return set(_SIM)
     return set(_IMPLEMENTATIONS[device])

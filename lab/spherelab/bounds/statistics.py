@@ -47,6 +47,11 @@ class Statistics(Saveable):
     chunks: list = field(default_factory=list, repr=False)
     rounding: float = 0.0
 
+    def __add__(self, other: "Statistics") -> "Statistics":
+        """The statistics of two disjoint sets of rows together (the blocks of a Dask array)."""
+        return Statistics(self.G + other.G, self.c + other.c, self.yy + other.yy, self.sum_diag + other.sum_diag,
+                          self.n + other.n, rounding=max(self.rounding, other.rounding))
+
     def _save_state(self) -> dict:
         return {"G": self.G, "c": self.c, "yy": self.yy, "sum_diag": self.sum_diag, "n": self.n,
                 "rounding": self.rounding}

@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 from scipy.linalg import solve_triangular as _solve
 
+from ..backend.ops import register
 from ..bounds.statistics import host_gram_pass
 from ..kernels.matern_jit import matern_backward, matern_values
 from ..linalg import cholesky_or_explain
 from ..sphere.gegenbauer import clenshaw_cpu, derivative_table_cpu, table_cpu
 from ..sphere.harmonics import harmonic_columns_cpu, harmonics_cpu, harmonics_vjp_cpu
 from ..threads import chunk_rows
-from .ops import register
 
 __all__: list[str] = []
 
