@@ -91,9 +91,9 @@ def test_overlapped_pass_keeps_the_device(cuda_device, monkeypatch, rng):
         seen.append(backend.current().device)
         return Xc.T
 
-    try:
-        with backend.use(backend.resolve(cuda_device)):
-            streamed_statistics(columns, rng.standard_normal((40, 2)), rng.standard_normal(40), chunk_size=7)
+    ops = backend.resolve(cuda_device)
+    try:  # the shares' threads run on the operations passed, whatever the calling thread's
+        streamed_statistics(columns, rng.standard_normal((40, 2)), rng.standard_normal(40), chunk_size=7, ops=ops)
     finally:
         sl.set_threads(previous if previous is not None else "auto")
     assert set(seen) == {cuda_device} and len(seen) == 6

@@ -22,8 +22,8 @@ import threading
 import warnings
 from typing import Callable, Iterator
 
-__all__ = ["OPERATIONS", "Operations", "register", "set_cuda_loader", "resolve", "implemented", "simulator_enabled",
-           "current", "use"]
+__all__ = ["OPERATIONS", "Operations", "register", "set_cuda_loader", "resolve", "as_operations", "implemented",
+           "simulator_enabled", "current", "use"]
 
 #: every device-specific operation: name -> what it computes (shapes; the CPU docstrings say more)
 OPERATIONS: dict[str, str] = {
@@ -131,6 +131,12 @@ class Operations:
 
     def __repr__(self) -> str:
         return f"Operations(device={self.device!r})"
+
+
+def as_operations(ops: "Operations | str") -> Operations:
+    """``ops`` itself, or the operations of the device it names (:func:`resolve`): the functions
+    that take a device take either, and name the CPU explicitly where they default to it."""
+    return ops if isinstance(ops, Operations) else resolve(ops)
 
 
 def resolve(device: str = "cpu") -> Operations:

@@ -22,7 +22,7 @@ from typing import Callable
 import numpy as np
 
 from .._state import Saveable
-from ..backend.ops import current, use
+from ..backend.ops import as_operations, use
 from ..threads import gram_policy, pass_worker, pass_workers, thread_limit
 
 __all__ = ["Statistics", "streamed_statistics", "host_gram_pass", "row_chunks", "run_shares",
@@ -74,17 +74,19 @@ def row_chunks(n: int, size: int):
         yield start, min(start + size, n)
 
 
-def run_shares(work: Callable[[int, int], object], chunks: int, ops=None) -> list:
+def run_shares(work: Callable[[int, int], object], chunks: int, ops) -> list:
     """``[work(k, shares) for k in range(shares)]`` with ``shares`` =
     :func:`~spherelab.threads.pass_workers` ``(chunks)``, each share on its own thread with one
     BLAS and one Numba thread (:func:`~spherelab.threads.pass_worker`); share k takes chunks
     ``k, k + shares, ...``, so the results do not depend on timing. The first failure is
     raised, and the other shares stop at their next :func:`stopping` check. Only the CPU's
-    operations are split (a GPU's work is queued on its own streams)."""
-    device = current()
+    operations are split (a GPU's work is queued on its own streams): ``ops`` is the device's
+    :class:`~spherelab.backend.Operations` (or its name), which every share runs on."""
+    device = as_operations(ops)
     shares = pass_workers(chunks) if device.device == "cpu" else 1
     if shares == 1:
-        return [work(0, 1)]
+        with use(device):
+            return [work(0, 1)]
     _stop.flag = threading.Event()
     flag = _stop.flag
 
@@ -151,17 +153,14 @@ def _reduce(parts):
     return G, c, sum(part[2] for part in parts), [kept[i] for i in sorted(kept)]
 
 
-def host_gram_pass(X, y, pieces, load, columns, keep=False, ops=None):
+def host_gram_pass(X, y, pieces, load, columns, keep=False, ops="cpu"):
     r"""The CPU's ``gram_pass`` (:data:`~spherelab.backend.OPERATIONS`): ``columns(*load(chunk))``
     for every chunk, accumulated by ``ops.gram_update``, the chunks dealt to
     :func:`run_shares`' threads, each computing its chunks' columns and products
     single-threaded into its own sums: both cores stay in BLAS's single-threaded kernels, which
     run this shape faster than OpenBLAS's own threads (measured, RESULTS.md). Returns
     ``(G, c, sum_d, kept)``."""
-    if ops is None:
-        from ..backend import resolve
-
-        ops = resolve("cpu")
+    ops = as_operations(ops)
     pieces = list(pieces)
     work = _gram_share(lambda a, b: columns(*load(X[a:b])), y, pieces, keep, ops)
     return _reduce(run_shares(work, len(pieces), ops))
@@ -181,7 +180,7 @@ def streamed_statistics(
     keep: bool = False,
     progress: bool | None = None,
     desc: str = "statistics",
-    ops=None,
+    ops="cpu",
     device_columns: tuple[Callable, Callable] | None = None,
 ) -> Statistics:
     """One pass over (X, y) in chunks of ``chunk_size`` rows.
@@ -202,7 +201,7 @@ def streamed_statistics(
     progress
         Show a tqdm bar (default: when N > 10^6).
     ops
-        The device's :class:`~spherelab.backend.Operations` (default: the CPU's).
+        The device's :class:`~spherelab.backend.Operations`, or its name (default: ``"cpu"``).
     device_columns
         ``(load, cols)``: the same columns split into host preparation ``load(X_chunk)`` ->
         tuple of arrays and ``cols(*arrays)`` -> ``(A, d)`` written against the device's
@@ -210,10 +209,7 @@ def streamed_statistics(
         ``gram_pass`` — on a GPU the chunks stay on the device and only ``G``, ``c`` come back;
         otherwise it runs on the host with ``columns``.
     """
-    if ops is None:
-        from ..backend import resolve
-
-        ops = resolve("cpu")
+    ops = as_operations(ops)
     n = X.shape[0]
     pieces = list(row_chunks(n, chunk_size))
     if progress is None:

@@ -31,6 +31,7 @@ from scipy.linalg import cho_solve, solve_triangular
 
 from .._validation import MAX_MAGNITUDE, check_data
 from ..backend import array_module
+from ..backend.ops import as_operations
 from ..distributed import block_statistics, is_dask
 from ..linalg import NumericalFailure, cholesky_or_explain
 from ..sphere.lift import lift_rows
@@ -166,7 +167,7 @@ def collapsed_bound(
 
 
 def harmonic_statistics(kernel, features, X: Any, y: Any, *, chunk_size: int | None = None,
-                        progress: bool | None = None, ops=None, gram_dtype: str = "float64") -> Statistics:
+                        progress: bool | None = None, ops="cpu", gram_dtype: str = "float64") -> Statistics:
     r"""VISH's sufficient statistics in one streamed pass (:func:`~spherelab.bounds.streamed_statistics`):
     :math:`G = K_{uf}K_{fu}`, :math:`c = K_{uf}y`, :math:`y^\top y` and ``sum_diag`` =
     :math:`\sum_n r_n^2`, over the features kept by ``features.bind``. Memory
@@ -214,10 +215,7 @@ def harmonic_statistics(kernel, features, X: Any, y: Any, *, chunk_size: int | N
         A = features.device_Kuf(ops, Xh, r)
         return (A.astype(np.float32) if single else A), r * r
 
-    if ops is None:
-        from ..backend import resolve
-
-        ops = resolve("cpu")
+    ops = as_operations(ops)
     chunk_size = chunk_size or ops.pass_rows(features.num_features)
     stats = streamed_statistics(columns, X, y.astype(np.float32) if single else y, chunk_size=chunk_size,
                                 progress=progress, desc="harmonic statistics", ops=ops,
@@ -237,15 +235,12 @@ def harmonic_statistics(kernel, features, X: Any, y: Any, *, chunk_size: int | N
     return stats
 
 
-def lift_statistics(features, ev, y: np.ndarray, *, chunk_size: int, ops=None) -> Statistics:
+def lift_statistics(features, ev, y: np.ndarray, *, chunk_size: int, ops="cpu") -> Statistics:
     r"""VISH's statistics of rows already evaluated (``ev``, :meth:`SphericalFeatures.evaluate`),
     split over the cores by chunks of rows; ``Statistics.chunks`` keeps each chunk's
     :math:`[K_{uf}^\top, y]` ``(n_chunk, M + 1)`` for :func:`lift_gradient` (the lift stage's
     subsample, where the columns are kept between the bound and its gradient)."""
-    if ops is None:
-        from ..backend import resolve
-
-        ops = resolve("cpu")
+    ops = as_operations(ops)
     n, M, kept = y.shape[0], features.num_features, features.kept
     pieces = list(row_chunks(n, chunk_size))
 
@@ -273,7 +268,7 @@ def lift_statistics(features, ev, y: np.ndarray, *, chunk_size: int, ops=None) -
 
 
 def lift_gradient(features, kernel, res: CollapsedBound, X: np.ndarray, y: np.ndarray, ev=None, *,
-                  chunk_size: int, chunks: list | None = None) -> dict[str, Any]:
+                  chunk_size: int, chunks: list | None = None, ops="cpu") -> dict[str, Any]:
     r"""Chain the collapsed bound's :math:`\partial L/\partial G`, :math:`\partial L/\partial c`
     and :math:`\partial L/\partial\sum r^2` into the lift (``bias``, ``input_scale``) and the
     features' directions: :math:`\partial L/\partial K_{uf} = 2\,\partial_G K_{uf} +
@@ -307,6 +302,6 @@ def lift_gradient(features, kernel, res: CollapsedBound, X: np.ndarray, y: np.nd
         return acc
 
     total = GradientSums(zero)
-    for part in run_shares(share, len(pieces)):
+    for part in run_shares(share, len(pieces), ops):
         total.merge(part)
     return total.result()

@@ -190,7 +190,7 @@ class VISH(Model):
         g["noise"] = res.dnoise
         if lift is not None:
             ev = lift[2] if len(lift) > 2 else None  # kept columns come with an evaluation
-            g.update(lift_gradient(self.features, self.kernel, res, *lift, chunk_size=self._rows(),
+            g.update(lift_gradient(self.features, self.kernel, res, *lift, chunk_size=self._rows(), ops=self.ops,
                                    chunks=stats.chunks if ev is not None else None))
         return res.value, g
 
