@@ -16,7 +16,14 @@ from .decoupled import (
 )
 from .hvgp import BlockBound, BlockPredictive, block_bound_whitened, block_predictive
 from .statistics import Statistics, row_chunks, run_shares, stopping, streamed_statistics
-from .vish import CollapsedBound, collapsed_bound, harmonic_statistics, lift_gradient, lift_statistics
+from .vish import (
+    CollapsedBound,
+    collapsed_bound,
+    harmonic_statistics,
+    lift_gradient,
+    lift_statistics,
+    predictive_weights,
+)
 from .vish_svi import UncollapsedBound, uncollapsed_bound, uncollapsed_bound_general, uncollapsed_bound_whitened
 from .whitened import kl_whitened
 
@@ -28,6 +35,7 @@ __all__ = [
     "stopping",
     "lift_gradient",
     "lift_statistics",
+    "predictive_weights",
     "CollapsedBound",
     "collapsed_bound",
     "harmonic_statistics",

@@ -38,7 +38,8 @@ from ..sphere.lift import lift_rows
 from .statistics import Statistics, row_chunks, run_shares, stopping, streamed_statistics
 from .sums import GradientSums
 
-__all__ = ["CollapsedBound", "collapsed_bound", "harmonic_statistics", "lift_statistics", "lift_gradient"]
+__all__ = ["CollapsedBound", "collapsed_bound", "LAMBDA_FLOOR", "clamp_spectrum", "predictive_weights",
+           "harmonic_statistics", "lift_statistics", "lift_gradient"]
 
 
 @dataclass
@@ -164,6 +165,40 @@ def collapsed_bound(
         error=error,
         condition=condition,
     )
+
+
+#: eigenvalues below this fraction of the largest are treated as zero prior variance
+LAMBDA_FLOOR = 1e-250
+
+
+def clamp_spectrum(lam: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The features' prior variances ``lam`` ``(M,)`` and where they were clamped: quadrature
+    spectra of very smooth kernels reach the rounding floor (|lambda| ~ 1e-17 lambda_0, either
+    sign) at high levels; such a level carries no prior variance, so it is clamped to
+    :data:`LAMBDA_FLOOR` times the largest (and gets no gradient) instead of breaking B."""
+    floor = LAMBDA_FLOOR * max(float(lam.max()), 1e-300)
+    clamped = lam < floor
+    return np.where(clamped, floor, lam), clamped
+
+
+def predictive_weights(lam: np.ndarray, *, stats: Statistics | None = None, noise: float | None = None,
+                       q: tuple | None = None) -> tuple[np.ndarray, np.ndarray]:
+    r"""``(w, C)`` of VISH's predictive, mean :math:`\Phi_* w` and variance (prior)
+    :math:`- \Phi_* C\Phi_*^\top`: for ``q = (m, L)`` (:math:`S = LL^\top`),
+    :math:`w = \Lambda m`, :math:`C = \Lambda - \Lambda S\Lambda`; else the collapsed bound's optimal q
+    from ``stats`` and ``noise``, :math:`w = \Lambda^{1/2}B^{-1}\Lambda^{1/2}c/\sigma^2`,
+    :math:`C = \Lambda - \Lambda^{1/2}B^{-1}\Lambda^{1/2}` (``lam`` is :math:`\Lambda`, ``(M,)``;
+    Dutordoir, Durrande & Hensman 2020, eq. 5)."""
+    if q is not None:
+        LS = lam[:, None] * q[1]
+        return lam * q[0], np.diag(lam) - LS @ LS.T
+    s = np.sqrt(lam)
+    B = stats.G * np.outer(s, s) / noise
+    B[np.diag_indices_from(B)] += 1.0
+    LB = cholesky_or_explain(B, "B = I + Lambda^1/2 G Lambda^1/2 / noise",
+                             "standardise X and y, or increase the noise variance")
+    Binv = cho_solve((LB, True), np.eye(lam.size))
+    return s * (Binv @ (s * stats.c)) / noise, np.diag(lam) - Binv * np.outer(s, s)
 
 
 def harmonic_statistics(kernel, features, X: Any, y: Any, *, chunk_size: int | None = None,

@@ -45,20 +45,10 @@ from .._validation import (
     check_variance,
 )
 from ..backend.ops import current
-from ..sphere.lift import lift_backward_rows, lift_rows
+from ..sphere.lift import lift_backward_rows, lift_rows, lifted_row_gradients
 from ..threads import entry_point
 
-__all__ = ["ZonalKernel", "lifted_row_gradients"]
-
-
-def lifted_row_gradients(A, B, r1, U1, r2, U2):
-    r""":math:`\partial L/\partial\tilde x` of both arguments of :math:`K_{ij} = r_i r_j\kappa(t_{ij})` from
-    :math:`A = G\odot(\kappa - t\kappa')`, :math:`B = G\odot\kappa'` (``(N1, N2)``, any array module):
-    :math:`\sum_j A_{ij} r_j\,\tilde x_i/r_i + \sum_j B_{ij}\tilde x_j` and its mirror, ``(N1, D + 1)``,
-    ``(N2, D + 1)``; the lift's reverse mode (:func:`spherelab.sphere.lift.lift_backward_rows`) takes them on."""
-    Xt1 = U1 * r1[:, None]
-    Xt2 = U2 * r2[:, None]
-    return ((A @ r2) / r1)[:, None] * Xt1 + B @ Xt2, ((r1 @ A) / r2)[:, None] * Xt2 + B.T @ Xt1
+__all__ = ["ZonalKernel"]
 
 
 def _cosines(t: Any) -> np.ndarray:

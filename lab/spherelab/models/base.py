@@ -1,10 +1,10 @@
-r"""The base of every model: a parameter registry, the objective over any subset of it, and the
+r"""The base of every model: the objective over any subset of its parameter registry, and the
 fitting loops (L-BFGS-B, Adam).
 
-A model lists its trainable parameters once (:meth:`Model._registry`): a name, how to read and
-write the value, and a transform — ``"free"`` (as is), ``"positive"`` (optimised as
-:math:`u` with value :math:`\mathrm{softplus}(u)`) or ``"tril"`` (a lower-triangular square
-matrix stored by its ``tril_indices`` entries). Its ``elbo_and_gradient(X, y, num_data)``
+A model lists its trainable parameters once (:meth:`Model._registry`, entries of
+:mod:`.registry`): a name, how to read and write the value, and a transform — ``"free"`` (as is),
+``"positive"`` (optimised as :math:`u` with value :math:`\mathrm{softplus}(u)`) or ``"tril"`` (a
+lower-triangular square matrix stored by its ``tril_indices`` entries). Its ``elbo_and_gradient(X, y, num_data)``
 returns the ELBO and a dict of derivatives with the same names (GPy's contract: the bound gives
 matrix derivatives, features and kernels chain them); everything else — the flat vector, the
 transforms' chain rule, the reject guard, the optimisers, the thread policy — is here.
@@ -18,11 +18,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
-from scipy.special import expit
 
 from .._state import Saveable
 from .._validation import check_data, check_finite_array
@@ -33,102 +31,9 @@ from ..likelihoods import Gaussian, Likelihood
 from ..linalg import NumericalFailure, add_jitter, jitter_backward
 from ..optim import minimize_lbfgsb
 from ..threads import entry_point, policy
+from .registry import Param
 
-__all__ = ["softplus", "softplus_inverse", "Param", "Model", "kernel_params", "likelihood_params", "threaded",
-           "threaded_objective"]
-
-
-def softplus(u):
-    r""":math:`\log(1 + e^u)`, without overflow: the map from an optimiser's free value to a positive
-    parameter."""
-    return np.logaddexp(0.0, u)
-
-
-def softplus_inverse(x):
-    """The free value whose :func:`softplus` is ``x`` (``x`` itself above 30, where they agree)."""
-    # a parameter at exactly 0 (bias = 0) maps to softplus(-690) = 1e-300, i.e. stays ~0
-    x = np.maximum(np.asarray(x, dtype=np.float64), 1e-300)
-    return np.where(x > 30, x, np.log(np.expm1(np.minimum(x, 30))))
-
-
-@dataclass
-class Param:
-    """One registry entry: ``get()`` returns the current value (a float or an array),
-    ``set(value)`` writes one of the same shape; ``kind`` is ``"free"``, ``"positive"`` or
-    ``"tril"``."""
-
-    name: str
-    get: Callable[[], Any]
-    set: Callable[[Any], None]
-    kind: str = "free"
-    #: lower bound of a positive entry: the optimiser sees ``lower + softplus(u)``
-    lower: float = 0.0
-
-    def shape(self) -> tuple:
-        return np.shape(self.get())
-
-    def validate(self, value: Any) -> Any:
-        """``value`` as a float or an array of this entry's shape, or a ValueError naming it."""
-        arr = check_finite_array(value, self.name)  # the dtype policy; NaN/inf named
-        if arr.shape != self.shape():
-            raise ValueError(f"{self.name} must have shape {self.shape()}, got {arr.shape}")
-        if self.kind == "positive" and np.any(arr <= self.lower if self.lower == 0 else arr < self.lower):
-            raise ValueError(f"{self.name} must be {'> 0' if self.lower == 0 else f'>= {self.lower:g}'}, got {value!r}")
-        return float(arr) if arr.ndim == 0 else arr.copy()
-
-    def pack(self) -> np.ndarray:
-        v = np.asarray(self.get(), dtype=np.float64)
-        if self.kind == "positive":
-            return softplus_inverse(v - self.lower).ravel()
-        if self.kind == "tril":
-            return v[np.tril_indices(v.shape[0])]
-        return v.ravel().copy()
-
-    def size(self) -> int:
-        shape = self.shape()
-        if self.kind == "tril":
-            return shape[0] * (shape[0] + 1) // 2
-        return int(np.prod(shape))
-
-    def unpack(self, u: np.ndarray) -> None:
-        shape = self.shape()
-        if self.kind == "tril":
-            L = np.zeros(shape)
-            L[np.tril_indices(shape[0])] = u
-            self.set(L)
-            return
-        v = self.lower + softplus(u) if self.kind == "positive" else np.array(u, dtype=np.float64)
-        try:
-            self.set(float(v[0]) if shape == () else v.reshape(shape))
-        except ValueError as err:  # a trial point the transform cannot represent (overflow, underflow)
-            raise NumericalFailure(f"the optimiser's value of {self.name} is not valid: {err}") from None
-
-    def chain(self, grad: Any, u: np.ndarray) -> np.ndarray:
-        """The gradient in the optimiser's coordinates ``u`` from the value's gradient."""
-        g = np.asarray(grad, dtype=np.float64)
-        if self.kind == "tril":
-            return g[np.tril_indices(g.shape[0])]
-        g = np.broadcast_to(g, self.shape()).ravel()
-        return g * expit(u) if self.kind == "positive" else g.copy()
-
-
-def kernel_params(kernel) -> list[Param]:
-    """Registry entries of a kernel: ``variance``, the shape parameters, ``bias`` and
-    ``input_scale`` (all positive)."""
-    def entry(name):
-        return Param(name, lambda: getattr(kernel, name), lambda v: setattr(kernel, name, v), "positive")
-
-    return [entry(n) for n in kernel.parameter_names]
-
-
-def likelihood_params(likelihood) -> list[Param]:
-    """Registry entries of a likelihood's :attr:`~spherelab.likelihoods.Likelihood.parameters` (all
-    positive, above their floor): the Gaussian noise variance as ``noise``; Bernoulli has none."""
-    def entry(name, attr):
-        return Param(name, lambda: getattr(likelihood, attr), lambda v: setattr(likelihood, attr, v), "positive",
-                     likelihood.floor_of(name))
-
-    return [entry(name, attr) for name, attr in likelihood.parameters.items()]
+__all__ = ["Model", "threaded", "threaded_objective"]
 
 
 def _work(model, X=None, *args, **kwargs) -> float:

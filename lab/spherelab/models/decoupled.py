@@ -29,9 +29,10 @@ from ..kernels import ZonalKernel
 from ..likelihoods import Gaussian
 from ..linalg import cholesky_or_explain
 from . import saved
-from .base import Param, kernel_params, likelihood_params, threaded
+from .base import threaded
 from .decoupled_gradients import DecoupledGradients
 from .decoupled_stats import DecoupledStatistics
+from .registry import Param, kernel_params, likelihood_params
 from .sparse import SparseModel
 from .transaction import transactional
 

@@ -21,8 +21,7 @@ import numpy as np
 from .._validation import MAX_MAGNITUDE
 from ..bounds.statistics import Statistics, row_chunks
 from ..features.points import InducingPoints
-from ..kernels.base import lifted_row_gradients
-from ..sphere.lift import lift_backward_rows, lift_rows
+from ..sphere.lift import lift_backward_rows, lift_rows, lifted_row_gradients
 
 if TYPE_CHECKING:
     from .decoupled import OrthogonalSVGP

@@ -40,7 +40,8 @@ from ..kernels import ZonalKernel
 from ..likelihoods import Gaussian
 from ..linalg import cholesky_or_explain, inverse_factor
 from . import saved
-from .base import Param, kernel_params, likelihood_params, threaded
+from .base import threaded
+from .registry import Param, kernel_params, likelihood_params
 from .sparse import SparseModel
 from .transaction import transactional
 

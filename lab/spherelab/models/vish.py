@@ -22,27 +22,31 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from scipy.linalg import cho_solve
 
 from .._validation import check_data, check_finite_array, check_int
 from ..bounds.precision import InsufficientPrecision, check_precision
 from ..bounds.statistics import Statistics
-from ..bounds.vish import collapsed_bound, harmonic_statistics, lift_gradient, lift_statistics
+from ..bounds.vish import (
+    clamp_spectrum,
+    collapsed_bound,
+    harmonic_statistics,
+    lift_gradient,
+    lift_statistics,
+    predictive_weights,
+)
 from ..concurrency import reading
 from ..distributed import is_dask, prepare, subsample_rows
 from ..features.harmonic import HarmonicFeatures, SphericalFeatures
 from ..kernels import ZonalKernel
 from ..likelihoods import Gaussian
-from ..linalg import NumericalFailure, cholesky_or_explain
+from ..linalg import NumericalFailure
 from ..threads import chunk_rows
 from . import saved, vish_svi
-from .base import Model, Param, kernel_params, likelihood_params, threaded
+from .base import Model, threaded
+from .registry import Param, kernel_params, likelihood_params
 from .transaction import transactional
 
 __all__ = ["VISH"]
-
-#: eigenvalues below this fraction of the largest are treated as zero prior variance
-_LAMBDA_FLOOR = 1e-250
 
 
 class VISH(Model):
@@ -157,14 +161,8 @@ class VISH(Model):
 
     # ---- the collapsed bound --------------------------------------------------------------
     def _lam(self) -> tuple[np.ndarray, np.ndarray]:
-        """Prior variances of the features and where they were clamped: quadrature spectra of
-        very smooth kernels reach the rounding floor (|lambda| ~ 1e-17 lambda_0, either sign)
-        at high levels; such a level carries no prior variance, so it is clamped to a tiny
-        positive value (and gets no gradient) instead of breaking B."""
-        lam = self.features.Kuu_inverse_diag(self.kernel)
-        floor = _LAMBDA_FLOOR * max(float(lam.max()), 1e-300)
-        clamped = lam < floor
-        return np.where(clamped, floor, lam), clamped
+        """The features' prior variances, clamped (:func:`~spherelab.bounds.vish.clamp_spectrum`)."""
+        return clamp_spectrum(self.features.Kuu_inverse_diag(self.kernel))
 
     def _bound(self, stats: Statistics, lift: tuple | None = None, gradients: bool = True):
         r"""The collapsed bound on ``stats`` and its gradient dict (spectrum, noise; with
@@ -374,18 +372,10 @@ class VISH(Model):
         if self._posterior is not None and self._posterior[0] == state:
             return self._posterior[1]
         lam, _ = self._lam()
-        if self.q_mu is not None:  # q(u) = N(m, S): mean Phi Lambda m, C = Lambda - Lambda S Lambda
-            LS = lam[:, None] * self.q_sqrt
-            post = (lam * self.q_mu, np.diag(lam) - LS @ LS.T, lam)
-        else:  # the optimal q of the collapsed bound: w = A^-1 c / noise, C = Lambda - A^-1
-            noise = self.likelihood.variance
-            s = np.sqrt(lam)
-            B = self.stats.G * np.outer(s, s) / noise
-            B[np.diag_indices_from(B)] += 1.0
-            LB = cholesky_or_explain(B, "B = I + Lambda^1/2 G Lambda^1/2 / noise",
-                                     "standardise X and y, or increase the noise variance")
-            Binv = cho_solve((LB, True), np.eye(lam.size))
-            post = (s * (Binv @ (s * self.stats.c)) / noise, np.diag(lam) - Binv * np.outer(s, s), lam)
+        if self.q_mu is not None:
+            post = (*predictive_weights(lam, q=(self.q_mu, self.q_sqrt)), lam)
+        else:
+            post = (*predictive_weights(lam, stats=self.stats, noise=self.likelihood.variance), lam)
         self._posterior = (state, post)
         return post
 

@@ -23,7 +23,7 @@ from ..bounds.vish_svi import uncollapsed_bound, uncollapsed_bound_general
 from ..likelihoods import Gaussian
 from ..linalg import cholesky_or_explain
 from ..optim import Adam, natural_step
-from .base import softplus, softplus_inverse
+from .registry import softplus, softplus_inverse
 
 __all__ = ["natural_gradient_fit", "whitened_adam_fit", "uncollapsed_elbo"]
 

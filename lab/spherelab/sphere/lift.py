@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["lift_rows", "lift_backward_rows"]
+__all__ = ["lift_rows", "lift_backward_rows", "lifted_row_gradients"]
 
 
 def lift_rows(xp, X, scale, bias: float):
@@ -40,3 +40,13 @@ def lift_backward_rows(X: np.ndarray, dXt: np.ndarray, input_scale: Any, xp=np) 
         "bias": float(dXt[:, D].sum()),
         "input_scale": float(g_scale.sum()) if scale.ndim == 0 else g_scale,
     }
+
+
+def lifted_row_gradients(A, B, r1, U1, r2, U2):
+    r""":math:`\partial L/\partial\tilde x` of both arguments of :math:`K_{ij} = r_i r_j\kappa(t_{ij})` from
+    :math:`A = G\odot(\kappa - t\kappa')`, :math:`B = G\odot\kappa'` (``(N1, N2)``, any array module):
+    :math:`\sum_j A_{ij} r_j\,\tilde x_i/r_i + \sum_j B_{ij}\tilde x_j` and its mirror, ``(N1, D + 1)``,
+    ``(N2, D + 1)``; the lift's reverse mode (:func:`lift_backward_rows`) takes them on."""
+    Xt1 = U1 * r1[:, None]
+    Xt2 = U2 * r2[:, None]
+    return ((A @ r2) / r1)[:, None] * Xt1 + B @ Xt2, ((r1 @ A) / r2)[:, None] * Xt2 + B.T @ Xt1
