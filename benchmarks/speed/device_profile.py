@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
-from _machine import describe  # noqa: E402
+from _machine import describe, median_seconds  # noqa: E402
 
 TRAFFIC: collections.Counter = collections.Counter()
 
@@ -58,16 +58,6 @@ def spy_transfers() -> None:
     for cls in (transfer.CupyArrays, transfer.HostArrays):
         for name in ("to_device", "to_host", "upload"):
             wrap(cls, name)
-
-
-def seconds(fn, repeat: int) -> float:
-    fn()  # warm-up: compilation, caches
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
 
 
 def profile(fn, calls: int, top: int) -> list[str]:
@@ -144,9 +134,9 @@ def main() -> int:
           f"{describe()}\n")
     repeat, calls = (1, 1) if args.tiny else (5, 10)
     for title, make in steps(sl, args.device, args.tiny):
-        cpu = seconds(make("cpu"), repeat)
+        cpu = median_seconds(make("cpu"), repeat)
         step = make(args.device)
-        dev = seconds(step, repeat)
+        dev = median_seconds(step, repeat)
         print(f"## {title}\n")
         print(f"CPU {1e3 * cpu:.2f} ms, {args.device} {1e3 * dev:.2f} ms per step (median of {repeat}, after a "
               f"warm-up); the {args.device} profile over {calls} steps:\n")
