@@ -32,6 +32,7 @@ from ..bounds.vish import (
     harmonic_statistics,
     lift_gradient,
     lift_statistics,
+    predict_rows,
     predictive_weights,
 )
 from ..concurrency import reading
@@ -392,19 +393,9 @@ class VISH(Model):
             raise ValueError(f"X must have {self.features.dim - 1} columns, got {X.shape[1]}")
         if X.shape[0] == 0:
             return np.zeros(0), np.zeros(0)
-        weights, C, lam = self._cache()
-        v = self.kernel.at_one()
-        means, variances = [], []
         with self._threads(X.shape[0]):
-            step = 8 * self._rows()
-            for s in range(0, X.shape[0], step):
-                ev = self.features.evaluate(self.kernel, X[s:s + step])
-                Phi = self.features.Kuf_from(ev).T
-                means.append(Phi @ weights)
-                prior = ev.r * ev.r * v if self._residual else np.einsum("nm,m,nm->n", Phi, lam, Phi)
-                # (Phi C) * Phi by BLAS: einsum's three-operand loop is ~20x slower here
-                variances.append(prior - np.einsum("nm,nm->n", Phi @ C, Phi))
-        return np.concatenate(means), np.maximum(np.concatenate(variances), 0.0)
+            return predict_rows(self.features, self.kernel, X, *self._cache(), residual=self._residual,
+                                rows=8 * self._rows())
 
     def __repr__(self) -> str:
         return f"VISH(kernel={self.kernel!r}, max_degree={self.max_degree}, likelihood={self.likelihood!r})"
