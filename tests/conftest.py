@@ -126,11 +126,23 @@ def check_objective_gradient(model, X, y, num_data, step=STEP):
     assert check.ok, str(check)
 
 
+def toy_data(rng, n=40, D=2, *, inputs="normal", signal=None, noise=0.1):
+    """The one maker of toy regression data: ``n`` inputs in ``D`` dimensions, standard normal or
+    uniform on [-1, 1] (``inputs``), and ``signal(X)`` plus ``noise`` times standard normal noise.
+
+    ``rng`` is a Generator or a seed; the inputs are drawn before the noise, so a maker below and a
+    test's own signal on the same ``rng`` see the same inputs. ``signal`` defaults to
+    sin(2 x_1) + 0.3 x_D.
+    """
+    rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    X = rng.standard_normal((n, D)) if inputs == "normal" else rng.uniform(-1, 1, (n, D))
+    f = np.sin(2 * X[:, 0]) + 0.3 * X[:, -1] if signal is None else signal(X)
+    return X, f + noise * rng.standard_normal(n)
+
+
 def sine_data(n=40, seed=0):
     """A noisy sine of the first of two uniform inputs on [-1, 1] (persistence, fits, threads)."""
-    rng = np.random.default_rng(seed)
-    X = rng.uniform(-1, 1, (n, 2))
-    return X, np.sin(3 * X[:, 0]) + 0.1 * rng.standard_normal(n)
+    return toy_data(seed, n, 2, inputs="uniform", signal=lambda X: np.sin(3 * X[:, 0]))
 
 
 def randomise_decoupled_q(model, rng):
@@ -142,23 +154,25 @@ def randomise_decoupled_q(model, rng):
 
 def regression_data(rng, n=60, D=2):
     """Normal inputs and a noisy sin(2 x_1) + 0.3 x_D (VISH's bounds and model tests, datasets)."""
-    X = rng.normal(size=(n, D))
-    y = np.sin(2 * X[:, 0]) + 0.3 * X[:, -1] + 0.1 * rng.normal(size=n)
-    return X, y
+    return toy_data(rng, n, D)
 
 
 def decoupled_data(rng, n=15, D=2):
-    X = rng.standard_normal((n, D))
-    y = np.sin(1.5 * X[:, 0]) + 0.3 * X[:, -1] + 0.1 * rng.standard_normal(n)
-    return X, y
+    """Normal inputs and a noisy sin(1.5 x_1) + 0.3 x_D (the decoupled bounds and models)."""
+    return toy_data(rng, n, D, signal=lambda X: np.sin(1.5 * X[:, 0]) + 0.3 * X[:, -1])
+
+
+def hvgp_signal(X):
+    return np.sin(2.0 * X[:, 0]) + 0.4 * X[:, -1] ** 2 + 0.3 * X[:, 0] * X[:, -1]
 
 
 def hvgp_data(rng, n=40, D=2, classify=False):
-    X = rng.normal(size=(n, D))
-    f = np.sin(2.0 * X[:, 0]) + 0.4 * X[:, -1] ** 2 + 0.3 * X[:, 0] * X[:, -1]
+    """Normal inputs, an interaction signal; ``classify`` labels it above its median (HVGP)."""
     if classify:
+        X = rng.normal(size=(n, D))
+        f = hvgp_signal(X)
         return X, (f > np.median(f)).astype(float)
-    return X, f + 0.1 * rng.normal(size=n)
+    return toy_data(rng, n, D, signal=hvgp_signal)
 
 
 def randomise_block_q(model, rng):

@@ -19,10 +19,6 @@ from spherelab.concurrency import ParameterLock
 G = sl.likelihoods.Gaussian
 
 
-def _data(n=80, seed=0):
-    return sine_data(n, seed)
-
-
 MODELS = {
     "vish": lambda X, y: sl.VISH(K.Matern(1.5, 1.0), 4, G(0.1)).fit(X, y, maxiter=5, lift_maxiter=3),
     "orthogonal": lambda X, y: sl.OrthogonalSVGP(K.Matern(1.5, 1.0), sl.InducingPoints(X[:8]), 6, G(0.1))
@@ -44,7 +40,7 @@ def _key(pred):
 
 @pytest.mark.parametrize("name", list(MODELS))
 def test_predictions_see_one_complete_parameter_set(name):
-    X, y = _data()
+    X, y = sine_data(80)
     model = MODELS[name](X, y)
     Xs = X[:60] * 0.9
     a = model.get_params()
@@ -77,7 +73,7 @@ def test_predictions_see_one_complete_parameter_set(name):
 
 
 def test_predictions_never_see_a_fits_trial_points():
-    X, y = _data()
+    X, y = sine_data(80)
     model = MODELS["orthogonal"](X, y)
     Xs = X[:40]
     with sl.thread_limit(1):
@@ -99,7 +95,7 @@ def test_predictions_never_see_a_fits_trial_points():
 
 
 def test_models_sharing_nothing_fit_concurrently_and_those_sharing_a_kernel_serialise():
-    X, y = _data()
+    X, y = sine_data(80)
     shared = K.Matern(1.5, 1.0)
     models = [sl.VISH(K.Matern(1.5, 1.0), 3, G(0.1)), sl.VISH(K.Matern(1.5, 1.0), 3, G(0.1)),
               sl.VISH(shared, 3, G(0.1)), sl.OrthogonalSVGP(shared, sl.InducingPoints(X[:5]), 4, G(0.1))]
@@ -148,7 +144,7 @@ def test_the_lock_is_reentrant_prefers_writers_and_refuses_upgrades():
 
 
 def test_models_with_locks_copy_and_deepcopy():
-    X, y = _data()
+    X, y = sine_data(80)
     model = MODELS["vish"](X, y)
     model.predict_f(X[:3])  # locks created
     twin = copy.deepcopy(model)

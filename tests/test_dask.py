@@ -10,16 +10,15 @@ import sys
 import numpy as np
 import pytest
 import spherelab as sl
+from conftest import toy_data
 from spherelab import kernels as K
 from spherelab.bounds.vish import harmonic_statistics
 
 da = pytest.importorskip("dask.array")
 
 
-def _data(n=6_000, D=3, seed=0):
-    rng = np.random.default_rng(seed)
-    X = rng.uniform(-1, 1, (n, D))
-    return X, np.sin(3 * X[:, 0]) * np.cos(X[:, 1]) + 0.1 * rng.standard_normal(n)
+def _data(n=6_000, D=3):
+    return toy_data(0, n, D, inputs="uniform", signal=lambda X: np.sin(3 * X[:, 0]) * np.cos(X[:, 1]))
 
 
 def _features(kernel, degree, D):

@@ -19,10 +19,6 @@ from spherelab import kernels as K
 G = sl.likelihoods.Gaussian
 
 
-def _data(n=40, seed=0):
-    return sine_data(n, seed)
-
-
 MODELS = {
     "vish": lambda X: sl.VISH(K.Matern(1.5, 1.0), 3, G(0.1)),
     "vish-features-prior": lambda X: sl.VISH(K.Matern(2.5, 0.8), 3, G(0.1), prior="features"),
@@ -38,7 +34,7 @@ MODELS = {
 
 @pytest.mark.parametrize("name", MODELS)
 def test_round_trip_predicts_identically(name, tmp_path):
-    X, y = hvgp_data(np.random.default_rng(0)) if name == "hvgp" else _data()
+    X, y = hvgp_data(np.random.default_rng(0)) if name == "hvgp" else sine_data()
     model = MODELS[name](X)
     if name == "exact":
         model.fit(X, y)
@@ -57,7 +53,7 @@ def test_round_trip_predicts_identically(name, tmp_path):
 
 
 def test_training_data_only_when_asked(tmp_path):
-    X, y = _data(2_000)
+    X, y = sine_data(2_000)
     model = sl.VISH(K.Matern(1.5), 3, G(0.1)).fit(X, y, maxiter=5, lift_maxiter=3)
     small, full = tmp_path / "small.npz", tmp_path / "full.npz"
     model.save(small)
@@ -72,7 +68,7 @@ def test_training_data_only_when_asked(tmp_path):
 
 
 def test_shared_parts_stay_shared_and_parameters_are_validated(tmp_path):
-    X, y = _data()
+    X, y = sine_data()
     model = sl.OrthogonalSVGP(K.Matern(1.5), sl.InducingPoints(X[:5]), 4, G(0.1)).fit(X, y, optimize=False)
     path = tmp_path / "m.npz"
     model.save(path)
@@ -138,7 +134,7 @@ def test_unsaveable_parts_are_named(tmp_path):
 
 @pytest.mark.slow
 def test_a_fresh_process_predicts_identically(tmp_path):
-    X, y = _data(200)
+    X, y = sine_data(200)
     model = sl.VISH(K.Matern(1.5, 1.0), 4, G(0.1)).fit(X, y, maxiter=10, lift_maxiter=5)
     path = tmp_path / "model.npz"
     model.save(path)

@@ -8,13 +8,13 @@ import copy
 import numpy as np
 import pytest
 import spherelab as sl
+from conftest import toy_data
 from spherelab import kernels as K
 from spherelab.linalg import NumericalFailure
 
 
-def _data(rng, n=50):
-    X = rng.standard_normal((n, 1))
-    return X, np.sin(2 * X[:, 0]) + 0.1 * rng.standard_normal(n)
+def _data(rng):
+    return toy_data(rng, 50, 1, signal=lambda X: np.sin(2 * X[:, 0]))
 
 
 def test_objective_rejects_numerical_failures_and_propagates_bugs(rng, monkeypatch):

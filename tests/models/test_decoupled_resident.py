@@ -8,13 +8,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import spherelab as sl
+from conftest import toy_data
 from spherelab.models.decoupled_resident import ResidentRows
 
 
-def _data(n=40, D=3, seed=0):
-    rng = np.random.default_rng(seed)
-    X = rng.uniform(-1, 1, (n, D))
-    return X, np.sin(X.sum(1)) + 0.1 * rng.standard_normal(n)
+def _data(n=40):
+    return toy_data(0, n, 3, inputs="uniform", signal=lambda X: np.sin(X.sum(1)))
 
 
 def _model(X, y, device, K=3, scale=None):

@@ -15,10 +15,6 @@ from spherelab.linalg import NumericalFailure
 G = sl.likelihoods.Gaussian
 
 
-def _data(n=50, seed=0):
-    return sine_data(n, seed)
-
-
 # model, the method to interrupt (patched on the class: raises at its 4th call), and the fit
 CASES = {
     "vish fit": (lambda X: sl.VISH(K.Matern(1.5, 1.0), 3, G(0.1)), "_bound",
@@ -71,7 +67,7 @@ def _fingerprint(model, Xs):
 @pytest.mark.parametrize("case", list(CASES))
 def test_an_interrupted_fit_leaves_the_model_as_it_was(case, exc, monkeypatch):
     build, method, fit = CASES[case]
-    X, y = hvgp_data(np.random.default_rng(0)) if "hvgp" in case else _data()
+    X, y = hvgp_data(np.random.default_rng(0)) if "hvgp" in case else sine_data(50)
     model = build(X)
     fit(model, X, y)  # fitted once: the state to keep
     kernel = model.kernel
@@ -93,7 +89,7 @@ def test_an_interrupted_fit_leaves_the_model_as_it_was(case, exc, monkeypatch):
 @pytest.mark.parametrize("case", ["vish fit", "orthogonal fit (collapsed)", "hvgp fit"])
 def test_an_interrupted_first_fit_leaves_the_model_unfitted(case, monkeypatch):
     build, method, fit = CASES[case]
-    X, y = hvgp_data(np.random.default_rng(0)) if "hvgp" in case else _data()
+    X, y = hvgp_data(np.random.default_rng(0)) if "hvgp" in case else sine_data(50)
     model = build(X)
     params = model.kernel.hyperparameters
     _interrupt(monkeypatch, model, method, KeyboardInterrupt())
@@ -109,7 +105,7 @@ def test_an_interrupted_first_fit_leaves_the_model_unfitted(case, monkeypatch):
 
 
 def test_a_shared_kernel_is_restored_for_every_model_holding_it(monkeypatch):
-    X, y = _data()
+    X, y = sine_data(50)
     kernel = K.Matern(1.5, 1.0)
     first = sl.VISH(kernel, 3, G(0.1)).fit(X, y, maxiter=10, lift_maxiter=5)
     second = sl.OrthogonalSVGP(kernel, sl.InducingPoints(X[:5]), 4, G(0.1))
@@ -122,7 +118,7 @@ def test_a_shared_kernel_is_restored_for_every_model_holding_it(monkeypatch):
 
 
 def test_exact_gp_fit_is_all_or_nothing(monkeypatch):
-    X, y = _data()
+    X, y = sine_data(50)
     gp = sl.models.ExactGP(K.Matern(1.5), 0.1).fit(X, y)
     before = _fingerprint(gp, X[:4])
     from spherelab.models import exact

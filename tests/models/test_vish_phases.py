@@ -5,15 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import spherelab as sl
+from conftest import toy_data
 from spherelab import kernels as K
 from spherelab.bounds.vish import harmonic_statistics
 from spherelab.testing import check_named_gradients
 
 
-def _data(rng, n=60, D=2):
-    X = rng.normal(size=(n, D))
-    y = np.sin(2 * X[:, 0]) + 0.3 * X[:, 1] ** 2 + 0.1 * rng.normal(size=n)
-    return X, y
+def _data(rng, n=60):
+    return toy_data(rng, n, 2, signal=lambda X: np.sin(2 * X[:, 0]) + 0.3 * X[:, 1] ** 2)
 
 
 def _check_elbo_gradient(model, X, y, names):
