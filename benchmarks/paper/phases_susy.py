@@ -1,6 +1,6 @@
 """Seed 004 §6 (Table 1) on synthetic SUSY-like data (``spherelab.datasets.susy_like``,
-8 inputs): VISH classification (Bernoulli likelihood, ``fit_svi``: natural-gradient steps for
-q(u), Adam for the kernel) with phase-truncated harmonics (``--degree`` degrees x at most
+8 inputs): VISH classification (Bernoulli likelihood, ``fit_svi``: Adam on the objective of the
+whitened q(u) and the kernel) with phase-truncated harmonics (``--degree`` degrees x at most
 ``--phases`` phases) against full harmonics at a similar budget, both with the continuous-depth
 kernel truncated at the features' degree; test AUC and accuracy.
 

@@ -5,19 +5,24 @@ features' values (GPy's contract)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["UncollapsedBound", "uncollapsed_bound", "uncollapsed_bound_whitened", "uncollapsed_bound_general"]
+from ..linalg import NumericalFailure
+
+__all__ = ["UncollapsedBound", "uncollapsed_bound", "uncollapsed_bound_whitened", "uncollapsed_bound_general",
+           "whiten"]
 
 
 @dataclass
 class UncollapsedBound:
     """Value and derivatives of the uncollapsed (SVGP) ELBO for one minibatch.
 
-    ``dm`` (M,), ``dL`` (M, M) lower-triangular, ``dlam`` (M,), ``dv``, ``dnoise``, and
-    ``dPhi`` (B, M) when asked for (``phi_gradient=True``; trainable features chain it)."""
+    ``dm`` (M,), ``dL`` (M, M) lower-triangular, ``dlam`` (M,), ``dv``, ``dnoise``; ``dPhi``
+    (B, M) and ``dr2`` (B,) (with respect to the rows' :math:`r_n^2`) when asked for
+    (``phi_gradient=True``: the lift and trainable features chain them); ``dlikelihood``: the
+    derivatives with respect to a likelihood's own parameters (:func:`uncollapsed_bound_general`)."""
 
     value: float
     dm: np.ndarray
@@ -26,6 +31,16 @@ class UncollapsedBound:
     dv: float
     dnoise: float
     dPhi: np.ndarray | None = None
+    dr2: np.ndarray | None = None
+    dlikelihood: dict = field(default_factory=dict)
+
+
+def _log_det_factor(L: np.ndarray) -> tuple[np.ndarray, float]:
+    r"""The diagonal of ``L`` and :math:`\log|\det L|` (any signs: :math:`S = LL^\top` either way)."""
+    diagL = np.diag(L)
+    if np.any(diagL == 0):
+        raise NumericalFailure("q(u)'s factor L has a zero on its diagonal (S is singular): lower the step size")
+    return diagL, float(np.sum(np.log(np.abs(diagL))))
 
 
 def uncollapsed_bound(
@@ -66,11 +81,9 @@ def uncollapsed_bound(
     nu = on * (r2 * v - np.einsum("nm,nm->n", PL, Phi)) + np.einsum("nk,nk->n", Q, Q)
     resid = y - mu
     data = -0.5 * B * np.log(2 * np.pi * noise) - 0.5 * float(resid @ resid + nu.sum()) / noise
-    diagL = np.diag(L)
-    if np.any(diagL <= 0):
-        raise ValueError("L must have a positive diagonal (the Cholesky factor of S)")
+    diagL, logdet = _log_det_factor(L)
     S_diag = np.einsum("ij,ij->i", L, L)
-    kl = 0.5 * (float(lam @ S_diag) + float(m @ (lam * m)) - M - 2 * np.sum(np.log(diagL)) - np.sum(np.log(lam)))
+    kl = 0.5 * (float(lam @ S_diag) + float(m @ (lam * m)) - M - 2 * logdet - np.sum(np.log(lam)))
     value = scale * data - kl
 
     dmu = resid / noise  # dE/dmu
@@ -83,10 +96,11 @@ def uncollapsed_bound(
     ) - 0.5 * (S_diag + m * m - 1.0 / lam)
     dv = on * scale * dnu * float(r2.sum())
     dnoise = scale * (-0.5 * B / noise + 0.5 * float(resid @ resid + nu.sum()) / noise**2)
-    dPhi = None
+    dPhi = dr2 = None
     if phi_gradient:  # mu = Phi Lambda m, nu = on (r2 v - Phi Lambda Phi^T) + |Phi Lambda L|^2
         dPhi = scale * (np.outer(dmu, lam * m) + dnu * 2.0 * (QLt - on * Phi) * lam)
-    return UncollapsedBound(float(value), dm, dL, dlam, dv, float(dnoise), dPhi)
+        dr2 = np.full(B, on * scale * dnu * v)
+    return UncollapsedBound(float(value), dm, dL, dlam, dv, float(dnoise), dPhi, dr2)
 
 
 def uncollapsed_bound_whitened(
@@ -112,9 +126,19 @@ def uncollapsed_bound_whitened(
     s = 1.0 / np.sqrt(lam)
     m = s * m_w
     L = s[:, None] * np.tril(L_w)
-    res = uncollapsed_bound(lam, v, noise, m, L, Phi, y, r2, num_data, residual)
-    dlam = res.dlam - (res.dm * m + np.sum(res.dL * L, axis=1)) / (2.0 * lam)
-    return UncollapsedBound(res.value, s * res.dm, np.tril(s[:, None] * res.dL), dlam, res.dv, res.dnoise)
+    return whiten(uncollapsed_bound(lam, v, noise, m, L, Phi, y, r2, num_data, residual), lam, m, L)
+
+
+def whiten(res: UncollapsedBound, lam: np.ndarray, m: np.ndarray, L: np.ndarray) -> UncollapsedBound:
+    r"""A bound's derivatives at :math:`q(u) = N(m, LL^\top)` in whitened coordinates
+    :math:`m_w = \Lambda^{1/2}m`, :math:`L_w = \Lambda^{1/2}L` (the prior :math:`N(0, \Lambda^{-1})`
+    becomes :math:`N(0, I)`): :math:`\partial/\partial m_w = \Lambda^{-1/2}\partial/\partial m`, and
+    ``dlam`` gains the dependence of :math:`m, L` on :math:`\lambda` at fixed :math:`m_w, L_w`
+    (:math:`\partial m/\partial\lambda = -m/2\lambda`)."""
+    s = 1.0 / np.sqrt(lam)
+    dlam = res.dlam - (res.dm * m + np.sum(res.dL * np.tril(L), axis=1)) / (2.0 * lam)
+    return UncollapsedBound(res.value, s * res.dm, np.tril(s[:, None] * res.dL), dlam, res.dv, res.dnoise, res.dPhi,
+                            res.dr2, res.dlikelihood)
 
 
 def uncollapsed_bound_general(
@@ -131,15 +155,13 @@ def uncollapsed_bound_general(
     phi_gradient: bool = False,
 ) -> UncollapsedBound:
     """:func:`uncollapsed_bound` for any likelihood with ``variational_expectations`` (the data
-    term from its per-point expectations and their ``mu``/``var`` derivatives). ``dnoise`` is 0
-    (a likelihood's own parameters are chained by the caller)."""
+    term from its per-point expectations and their ``mu``/``var`` derivatives). ``dnoise`` is 0;
+    the likelihood's own parameters' derivatives are in ``dlikelihood``."""
     lam = np.asarray(lam, dtype=np.float64)
     B, M = Phi.shape
     scale = num_data / B
     L = np.tril(L)
-    diagL = np.diag(L)
-    if np.any(diagL <= 0):
-        raise ValueError("L must have a positive diagonal (the Cholesky factor of S)")
+    diagL, logdet = _log_det_factor(L)
     PL = Phi * lam
     mu = PL @ m
     Q = PL @ L
@@ -147,7 +169,7 @@ def uncollapsed_bound_general(
     var = on * (r2 * v - np.einsum("nm,nm->n", PL, Phi)) + np.einsum("nk,nk->n", Q, Q)
     e, dmu, dvar = likelihood.variational_expectations(y, mu, np.maximum(var, 1e-300))
     S_diag = np.einsum("ij,ij->i", L, L)
-    kl = 0.5 * (float(lam @ S_diag) + float(m @ (lam * m)) - M - 2 * np.sum(np.log(diagL)) - np.sum(np.log(lam)))
+    kl = 0.5 * (float(lam @ S_diag) + float(m @ (lam * m)) - M - 2 * logdet - np.sum(np.log(lam)))
     value = scale * float(e.sum()) - kl
     dm = scale * (lam * (Phi.T @ dmu)) - lam * m
     dL = np.tril(scale * 2.0 * (PL.T @ (dvar[:, None] * Q)) - lam[:, None] * L + np.diag(1.0 / diagL))
@@ -157,7 +179,9 @@ def uncollapsed_bound_general(
         + (dvar[:, None] * (-on * Phi * Phi + 2.0 * Phi * QLt)).sum(axis=0)
     ) - 0.5 * (S_diag + m * m - 1.0 / lam)
     dv = on * scale * float(dvar @ r2)
-    dPhi = None
+    dPhi = dr2 = None
     if phi_gradient:
         dPhi = scale * (np.outer(dmu, lam * m) + dvar[:, None] * 2.0 * (QLt - on * Phi) * lam)
-    return UncollapsedBound(float(value), dm, dL, dlam, dv, 0.0, dPhi)
+        dr2 = on * scale * v * dvar
+    dlik = {k: scale * g for k, g in likelihood.parameter_gradients(y, mu, np.maximum(var, 1e-300)).items()}
+    return UncollapsedBound(float(value), dm, dL, dlam, dv, 0.0, dPhi, dr2, dlik)

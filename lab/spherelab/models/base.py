@@ -238,10 +238,15 @@ class Model(Saveable):
 
         def evaluate():
             self.set_parameter_vector(theta, names)  # inside: an unrepresentable trial value is rejected
-            value, g = self.elbo_and_gradient(X, y, num_data)
+            value, g = self._objective_terms(X, y, num_data, names)
             return value, self._chain(g, theta, entries)
 
         return self.negated(evaluate, theta.size)
+
+    def _objective_terms(self, X: Any, y: Any, num_data: int | None, names: Sequence[str] | None):
+        """The ELBO and the gradient dict behind :meth:`objective`; a model whose derivatives cost
+        differently by name may skip those not in ``names`` (default: :meth:`elbo_and_gradient`)."""
+        return self.elbo_and_gradient(X, y, num_data)
 
     def _minimize(self, names: Sequence[str] | None, evaluate: Callable[[], tuple[float, dict]],
                   maxiter: int, ftol: float | None = None):

@@ -144,7 +144,7 @@ class VISH(Model):
         reg = kernel_params(self.kernel) + likelihood_params(self.likelihood)
         if self.features.trainable:
             reg.append(Param("directions", self.features.get_params, self.features.set_params))
-        return reg
+        return reg + (vish_svi.q_params(self) if self.q_mu is not None else [])
 
     def _spectral_names(self) -> list[str]:
         return [*self.kernel.spectral_parameter_names, *(["noise"] if isinstance(self.likelihood, Gaussian) else [])]
@@ -208,11 +208,18 @@ class VISH(Model):
                                        gram_dtype=dtype)
         return lift_statistics(self.features, ev, y, chunk_size=self._rows(), ops=self.ops)
 
-    @threaded
     def elbo_and_gradient(self, X: Any, y: Any, num_data: int | None = None) -> tuple[float, dict[str, Any]]:
-        """The collapsed bound on (X, y) and its gradient with respect to every parameter
-        (one statistics pass and one gradient pass over the rows). ``num_data`` is not
-        supported (the collapsed bound has no minibatch estimate)."""
+        """The bound on (X, y) and its gradient with respect to every parameter: after
+        :meth:`fit_svi`, the uncollapsed bound of q(u) (a minibatch estimate when ``num_data`` >
+        len(y)); else the collapsed bound (one statistics pass and one gradient pass over the rows;
+        it has no minibatch estimate)."""
+        return self._objective_terms(X, y, num_data, None)
+
+    @threaded
+    def _objective_terms(self, X, y, num_data, names):
+        if self.q_mu is not None:
+            X, y = self._check_data(X, y)
+            return vish_svi.uncollapsed_objective(self, X, y, num_data, names)
         if num_data is not None and num_data != np.shape(y)[0]:
             raise ValueError("VISH's collapsed bound has no minibatch estimate; use fit_svi()")
         X, y = check_data(X, y)
@@ -226,9 +233,8 @@ class VISH(Model):
         current q(u)."""
         self._check_fitted()
         if self.q_mu is not None:
-            X, y = self._training_data(X, y)
-            return vish_svi.uncollapsed_elbo(self, check_finite_array(X, "X", ndim=2),
-                                             check_finite_array(y, "y").reshape(-1))
+            X, y = self._check_data(*self._training_data(X, y))
+            return vish_svi.uncollapsed_objective(self, X, y, gradients=False)[0]
         if X is None:
             try:
                 return float(self._bound(self.stats, gradients=False)[0])
@@ -332,11 +338,13 @@ class VISH(Model):
     def fit_svi(self, X: Any, y: Any, *, batch_size: int = 256, iterations: int = 1000, lr: float = 0.01,
                 gamma: float = 0.1, seed: int = 0, train_directions: bool = True) -> "VISH":
         r"""Stochastic variational inference with the uncollapsed bound on minibatches
-        (Hensman et al. 2013): for a Gaussian likelihood q(u) by natural-gradient steps of size
-        ``gamma`` and the spectrum and noise by Adam; for Bernoulli, Adam on a whitened q(u) and
-        the spectrum. Memory and cost per step are independent of N. The lift is kept fixed; the
-        directions of phase-truncated features are trained by Adam on the same minibatch
-        gradient (``train_directions``). Sets ``q_mu`` and ``q_sqrt`` (:math:`S = LL^\top`).
+        (Hensman et al. 2013), one Adam step of :meth:`objective` per minibatch: for a Gaussian
+        likelihood q(u) by natural-gradient steps of size ``gamma`` and Adam on the spectrum and
+        noise; for Bernoulli, Adam on a whitened q(u) and the spectrum (:mod:`.vish_svi`). Memory
+        and cost per step are independent of N. The lift is kept fixed; the directions of
+        phase-truncated features are trained on the same minibatch gradient
+        (``train_directions``). Sets ``q_mu`` and ``q_sqrt`` (:math:`S = LL^\top`), which join the
+        registry, and ``trace``, the bound's estimate at each step.
 
         Returns
         -------
@@ -350,10 +358,7 @@ class VISH(Model):
         self._X, self._y = X, y
         self.stats = None
         with self._threads(min(B, X.shape[0])):
-            if isinstance(self.likelihood, Gaussian):
-                vish_svi.natural_gradient_fit(self, X, y, B, int(iterations), lr, gamma, seed, train_directions)
-            else:
-                vish_svi.whitened_adam_fit(self, X, y, B, int(iterations), lr, seed, train_directions)
+            vish_svi.svi_fit(self, X, y, B, int(iterations), lr, gamma, seed, train_directions)
         return self
 
     # ---- posterior ------------------------------------------------------------------------

@@ -1,84 +1,105 @@
 r"""The minibatch fits of :class:`~spherelab.VISH` (Hensman, Fusi & Lawrence 2013), with the
-uncollapsed bounds of :mod:`spherelab.bounds.vish_svi`.
+uncollapsed bounds of :mod:`spherelab.bounds.vish_svi`, through the same registry and
+:meth:`~spherelab.models.base.Model.objective` as every other model.
 
-* Gaussian likelihood: q(u) = N(m, S) by natural-gradient steps of size :math:`\gamma` in the
-  natural parameters, :math:`S^{-1} \leftarrow (1-\gamma)S^{-1} + \gamma(\Lambda +
+q(u) = N(``q_mu``, ``q_sqrt q_sqrt^T``) is in the registry as ``q_mu`` and ``q_sqrt`` (a
+triangular entry) once :meth:`~spherelab.VISH.fit_svi` has made it:
+
+* Gaussian likelihood: q by natural-gradient steps of size :math:`\gamma` in the natural
+  parameters, :math:`S^{-1} \leftarrow (1-\gamma)S^{-1} + \gamma(\Lambda +
   \tfrac NB \Lambda\Phi_b^\top\Phi_b\Lambda/\sigma^2)`, :math:`S^{-1}m \leftarrow
-  (1-\gamma)S^{-1}m + \gamma\tfrac NB\Lambda\Phi_b^\top y_b/\sigma^2`; the spectrum and noise by
-  Adam on the bound's gradients.
-* Other likelihoods: Adam on a whitened q and the spectrum: the prior of u is
-  :math:`N(0, \Lambda^{-1})`, so :math:`m = \Lambda^{-1/2}m_w`, :math:`L = \Lambda^{-1/2}L_w` and
-  q starts at the prior (:math:`m_w = 0`, :math:`L_w = I`; the initial KL is 0).
+  (1-\gamma)S^{-1}m + \gamma\tfrac NB\Lambda\Phi_b^\top y_b/\sigma^2`; then Adam on the objective of
+  the spectrum, the noise and trainable directions. The registry holds q as it is.
+* Other likelihoods: Adam on the objective of the spectrum, the directions and q, which the registry
+  holds whitened: the prior of u is :math:`N(0, \Lambda^{-1})`, so the entries are
+  :math:`m_w = \Lambda^{1/2}m`, :math:`L_w = \Lambda^{1/2}L`, q starts at the prior
+  (:math:`m_w = 0`, :math:`L_w = I`; the initial KL is 0) and every entry is O(1) whatever the
+  spectrum's decay.
 
-Trainable phase directions follow Adam on the same minibatch's :math:`\partial L/\partial K_{uf}`.
+The lift (``bias``, ``input_scale``) is in the registry and its gradient is exact, but fit_svi keeps
+it fixed.
 """
 
 from __future__ import annotations
 
+from typing import Any, Sequence
+
 import numpy as np
 from scipy.linalg import cho_solve
-from scipy.special import expit
 
-from ..bounds.vish_svi import uncollapsed_bound, uncollapsed_bound_general
+from ..bounds.vish_svi import uncollapsed_bound, uncollapsed_bound_general, whiten
 from ..likelihoods import Gaussian
-from ..linalg import cholesky_or_explain
+from ..linalg import NumericalFailure, cholesky_or_explain
 from ..optim import Adam, natural_step
-from .registry import softplus, softplus_inverse
+from .registry import Param
 
-__all__ = ["natural_gradient_fit", "whitened_adam_fit", "uncollapsed_elbo"]
+__all__ = ["q_params", "uncollapsed_objective", "svi_fit", "whitened"]
 
-
-class _Directions:
-    """Adam on the directions of trainable features from a minibatch's :math:`\\partial L/\\partial\\Phi`."""
-
-    def __init__(self, model, lr: float) -> None:
-        self.features, self.kernel = model.features, model.kernel
-        self.opt = Adam(self.features.get_params(), lr=lr)
-
-    def step(self, ev, dPhi: np.ndarray) -> None:
-        self.features.set_params(self.opt.step(self.features.param_vjp(dPhi.T, ev)))
+_LIFT = ("bias", "input_scale", "directions")
 
 
-def _batch(model, X, rng, B):
-    idx = rng.choice(X.shape[0], size=min(B, X.shape[0]), replace=False)
-    ev = model.features.evaluate(model.kernel, X[idx])
-    return idx, ev, model.features.Kuf_from(ev).T
+def whitened(model) -> bool:
+    """Whether the registry holds q whitened (every likelihood but the Gaussian, module docstring)."""
+    return not isinstance(model.likelihood, Gaussian)
 
 
-def _spectral_gradient(model, names, dlam, dv):
-    L = model.max_degree
-    per_level = np.bincount(model.features.degrees, weights=dlam, minlength=L + 1)
-    g = model.kernel.spectrum_vjp(model.features.dim, L, per_level, dv)
-    return np.array([g[p] for p in names])
+def q_params(model) -> list[Param]:
+    """Registry entries of q(u): ``q_mu`` (free) and ``q_sqrt`` (triangular), whitened by
+    :math:`\\Lambda^{1/2}` for non-Gaussian likelihoods. They follow the kernel's entries in the
+    registry, so a whitened q is unwhitened with the spectrum just set."""
+    def root():
+        if whitened(model):
+            return np.sqrt(model.features.Kuu_inverse_diag(model.kernel))
+        return np.ones(model.q_mu.size)
+
+    def set_mu(v):
+        model.q_mu = np.asarray(v, dtype=np.float64) / root()
+
+    def set_sqrt(v):
+        model.q_sqrt = np.asarray(v, dtype=np.float64) / root()[:, None]
+
+    return [Param("q_mu", lambda: root() * model.q_mu, set_mu),
+            Param("q_sqrt", lambda: root()[:, None] * model.q_sqrt, set_sqrt, "tril")]
 
 
-def natural_gradient_fit(model, X, y, B, iterations, lr, gamma, seed, train_directions) -> None:
-    """Gaussian likelihood: natural gradients for q(u), Adam for the spectrum and noise."""
-    rng = np.random.default_rng(seed)
-    kern, lik, n = model.kernel, model.likelihood, X.shape[0]
-    dirs = _Directions(model, lr) if (train_directions and model.features.trainable) else None
-    names = list(kern.spectral_parameter_names)
-    lam = model.features.Kuu_inverse_diag(kern)
-    precision, theta1 = np.diag(lam), np.zeros(lam.size)  # start at the prior: K_uu^-1 = Lambda
-    opt = Adam(softplus_inverse([*(getattr(kern, p) for p in names), lik.variance]), lr=lr)
-    for _ in range(iterations):
-        idx, ev, Phi = _batch(model, X, rng, B)
-        lam = model.features.Kuu_inverse_diag(kern)
-        noise, scale = lik.variance, n / idx.size
-        PL = Phi * lam
-        theta1, precision = natural_step(theta1, precision, scale * PL.T @ y[idx] / noise,
-                                         np.diag(lam) + scale * PL.T @ PL / noise, gamma)
-        m, Ls = _moments(precision, theta1)
-        res = uncollapsed_bound(lam, kern.at_one(), noise, m, Ls, Phi, y[idx], ev.r * ev.r, n, model._residual,
-                                phi_gradient=dirs is not None)
-        if dirs is not None:
-            dirs.step(ev, res.dPhi)
-        g = np.append(_spectral_gradient(model, names, res.dlam, res.dv), res.dnoise)
-        values = softplus(opt.step(g * expit(opt.x)))
-        for p, v in zip(names, values[:-1]):
-            setattr(kern, p, float(v))
-        lik.variance = float(values[-1])
-    model.q_mu, model.q_sqrt = _moments(precision, theta1)
+def uncollapsed_objective(model, X: np.ndarray, y: np.ndarray, num_data: int | None = None,
+                          names: Sequence[str] | None = None, gradients: bool = True):
+    """The uncollapsed bound of the model's q(u) on the rows (X, y) (validated), an unbiased
+    estimate of the whole data's when ``num_data`` > len(y), and its derivatives by registry name:
+    the spectrum (:meth:`~spherelab.kernels.ZonalKernel.spectrum_vjp`), the likelihood's own
+    parameters, q (whitened as the registry holds it), and — only when ``names`` asks for one —
+    the lift and trainable directions through :math:`\\partial L/\\partial K_{uf}` and
+    :math:`\\partial L/\\partial r_n^2`."""
+    feats, kern, lik = model.features, model.kernel, model.likelihood
+    ev = feats.evaluate(kern, X)
+    Phi, r2 = feats.Kuf_from(ev).T, ev.r * ev.r
+    lam, v = feats.Kuu_inverse_diag(kern), kern.at_one()
+    n = len(y) if num_data is None else num_data
+    lift = gradients and (names is None or any(p in names for p in _LIFT))
+    m, L = model.q_mu, model.q_sqrt
+    if isinstance(lik, Gaussian):
+        res = uncollapsed_bound(lam, v, lik.variance, m, L, Phi, y, r2, n, model._residual, phi_gradient=lift)
+    else:
+        res = uncollapsed_bound_general(lam, v, lik, m, L, Phi, y, r2, n, model._residual, phi_gradient=lift)
+    if not gradients:
+        return res.value, None
+    if whitened(model):
+        res = whiten(res, lam, m, L)
+    deg, top = feats.degrees, model.max_degree
+    g: dict[str, Any] = kern.spectrum_vjp(feats.dim, top, np.bincount(deg, weights=res.dlam, minlength=top + 1),
+                                          res.dv)
+    g.update(res.dlikelihood)
+    if isinstance(lik, Gaussian):
+        g["noise"] = res.dnoise
+    g["q_mu"], g["q_sqrt"] = res.dm, res.dL
+    if lift:
+        through_values = feats.Kuf_gradients(kern, res.dPhi.T, X, ev)
+        through_r2 = kern.lift_backward(X, 2.0 * res.dr2[:, None] * ev.Xh * ev.r[:, None])
+        g["bias"] = through_values["bias"] + through_r2["bias"]
+        g["input_scale"] = through_values["input_scale"] + through_r2["input_scale"]
+        if "directions" in through_values:
+            g["directions"] = through_values["directions"]
+    return res.value, g
 
 
 def _moments(precision, theta1):
@@ -88,54 +109,38 @@ def _moments(precision, theta1):
     return cho_solve((Lp, True), theta1), np.linalg.cholesky(Linv.T @ Linv)
 
 
-def whitened_adam_fit(model, X, y, B, iterations, lr, seed, train_directions) -> None:
-    """Non-conjugate likelihoods: Adam on the whitened q(u) and the kernel's spectrum."""
+def svi_fit(model, X, y, B: int, iterations: int, lr: float, gamma: float, seed: int,
+            train_directions: bool) -> None:
+    """The minibatch loop (module docstring): q starts at the prior, each step draws B rows, takes
+    the natural step of a Gaussian q, and one Adam step of the registry's entries on
+    :meth:`~spherelab.models.base.Model.objective`. The bound's estimate of each step is kept
+    in ``model.trace``."""
     rng = np.random.default_rng(seed)
-    kern, n = model.kernel, X.shape[0]
-    dirs = _Directions(model, lr) if (train_directions and model.features.trainable) else None
-    M = model.features.num_features
-    tril = np.tril_indices(M)
-    diag_pos = np.flatnonzero(tril[0] == tril[1])
-    names = list(kern.spectral_parameter_names)
-    h = len(names)
-    lw0 = np.eye(M)[tril]
-    lw0[diag_pos] = softplus_inverse(lw0[diag_pos])
-    opt = Adam(np.concatenate([softplus_inverse([getattr(kern, p) for p in names]), np.zeros(M), lw0]), lr=lr)
-
-    def unpack(u):
-        for name, val in zip(names, softplus(u[:h])):
-            setattr(kern, name, float(val))
-        lvec = u[h + M:].copy()
-        lvec[diag_pos] = softplus(lvec[diag_pos])
-        Lw = np.zeros((M, M))
-        Lw[tril] = lvec
-        lam = model.features.Kuu_inverse_diag(kern)
-        sq = 1.0 / np.sqrt(lam)  # u = Lambda^-1/2 w: the whitened prior N(0, I) is the prior
-        return sq * u[h:h + M], sq[:, None] * Lw, lam, sq
-
+    feats, kern, n = model.features, model.kernel, X.shape[0]
+    lam = feats.Kuu_inverse_diag(kern)
+    model.q_mu, model.q_sqrt = np.zeros(lam.size), np.diag(1.0 / np.sqrt(lam))  # the prior: K_uu = Lambda^-1
+    natural = not whitened(model)
+    names = [*kern.spectral_parameter_names, *model.likelihood.parameters]
+    if train_directions and feats.trainable:
+        names.append("directions")
+    if not natural:
+        names += ["q_mu", "q_sqrt"]
+    precision, theta1 = np.diag(lam), np.zeros(lam.size)
+    opt = Adam(model.parameter_vector(names), lr)
+    model.trace = []
     for _ in range(iterations):
-        u = opt.x
-        m, L, lam, sq = unpack(u)
-        idx, ev, Phi = _batch(model, X, rng, B)
-        res = uncollapsed_bound_general(lam, kern.at_one(), model.likelihood, m, L, Phi, y[idx], ev.r * ev.r, n,
-                                        model._residual, phi_gradient=dirs is not None)
-        dlam = res.dlam - (res.dm * m + np.sum(res.dL * L, axis=1)) / (2.0 * lam)
-        g_h = _spectral_gradient(model, names, dlam, res.dv) * expit(u[:h])
-        g_l = (sq[:, None] * res.dL)[tril]
-        g_l[diag_pos] *= expit(u[h + M:][diag_pos])
-        opt.step(np.concatenate([g_h, sq * res.dm, g_l]))
-        if dirs is not None:
-            dirs.step(ev, res.dPhi)
-    model.q_mu, model.q_sqrt, _, _ = unpack(opt.x)
-
-
-def uncollapsed_elbo(model, X, y) -> float:
-    """The uncollapsed bound of the model's current q(u) on all of (X, y) (validated arrays)."""
-    ev = model.features.evaluate(model.kernel, X)
-    Phi, r2 = model.features.Kuf_from(ev).T, ev.r * ev.r
-    lam, v = model.features.Kuu_inverse_diag(model.kernel), model.kernel.at_one()
-    if isinstance(model.likelihood, Gaussian):
-        return uncollapsed_bound(lam, v, model.likelihood.variance, model.q_mu, model.q_sqrt, Phi, y, r2, len(y),
-                                 model._residual).value
-    return uncollapsed_bound_general(lam, v, model.likelihood, model.q_mu, model.q_sqrt, Phi, y, r2, len(y),
-                                     model._residual).value
+        idx = rng.choice(n, size=min(B, n), replace=False)
+        Xb, yb = X[idx], y[idx]
+        if natural:
+            lam = feats.Kuu_inverse_diag(kern)
+            PL = feats.Kuf(kern, Xb).T * lam  # Phi Lambda
+            noise, scale = model.likelihood.variance, n / idx.size
+            theta1, precision = natural_step(theta1, precision, scale * PL.T @ yb / noise,
+                                             np.diag(lam) + scale * PL.T @ PL / noise, gamma)
+            model.q_mu, model.q_sqrt = _moments(precision, theta1)
+        value, grad = model.objective(opt.x, Xb, yb, names=names, num_data=n)
+        if value >= 1e300:
+            raise NumericalFailure("a minibatch step left the usable range (a failed Cholesky or an overflow); "
+                                   "lower lr or gamma")
+        model.set_parameter_vector(opt.step(-grad), names)  # the objective's gradient is the negated ELBO's
+        model.trace.append(-value)
