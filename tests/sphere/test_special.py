@@ -97,3 +97,24 @@ def test_log_gegenbauer_at_one():
 def test_bad_input(call, match):
     with pytest.raises((ValueError, TypeError), match=match):
         call()
+
+
+@pytest.mark.parametrize("d", [2, 3, 9, 100, 258, 1024])
+def test_log_num_harmonics_at_huge_degrees_against_mpmath(d):
+    """Up to d = 258 no cancellation at any degree (the lgamma difference lost l/d ulps: 1e-9 at
+    l = 1e9, d = 3); above, the lgamma difference, within 1e-12 up to l = 1e6."""
+    mpmath.mp.dps = 40
+    for ell in [1, 2, 7, 300, 10**6, 10**9, 10**12][: None if d <= 258 else 5]:
+        exact = mpmath.log((2 * ell + d - 2) * mpmath.binomial(ell + d - 3, d - 2) / ell)
+        assert math.isclose(sl.log_num_harmonics(ell, d), float(exact), rel_tol=1e-14 if d <= 258 else 1e-12)
+
+
+def test_log_num_harmonics_continued_to_real_degrees():
+    ell = np.array([0.0, 1.0, 2.0, 2.5, 7.0, 1e6 + 0.5])
+    got = sl.log_num_harmonics(ell, 5, real=True)
+    assert got[0] == 0.0 and np.allclose(got[[1, 2, 4]], np.log([sl.num_harmonics(e, 5) for e in (1, 2, 7)]))
+    assert got[2] < got[3] < got[4]  # increasing between the integers
+    with pytest.raises(ValueError, match="integer"):
+        sl.log_num_harmonics(2.5, 5)
+    with pytest.raises(ValueError, match=">= 0"):
+        sl.log_num_harmonics(-0.5, 5, real=True)

@@ -14,7 +14,7 @@ import numpy as np
 from .._validation import Hyper, check_degree, check_dim, check_length, check_positive
 from ..linalg import NumericalFailure
 from ..sphere.gegenbauer import zonal_series
-from ..sphere.special import num_harmonics
+from ..sphere.special import log_num_harmonics, num_harmonics
 from .base import ZonalKernel
 
 __all__ = ["SpectralKernel", "IntrinsicMatern", "PolynomialDecay"]
@@ -110,23 +110,9 @@ class SpectralKernel(ZonalKernel):
 _DIRECT_LEVELS = 2048  # summed term by term; beyond, Euler-Maclaurin on the smooth tail
 
 
-def _log_counts(ell: np.ndarray, dim: int) -> np.ndarray:
-    """log N(l, d) for real l >= 1 (continuous in l, for the tail integral); N(0, d) = 1.
-
-    N(l, d) = (2l + d - 2)/l * prod_{j < d-2} (l + j) / (d - 2)!: the product form stays exact
-    for huge l, where lgamma(l + d - 2) - lgamma(l) would cancel catastrophically."""
-    from scipy.special import gammaln
-
-    x = np.maximum(np.asarray(ell, dtype=np.float64), 1.0)
-    out = np.log(2 * x + dim - 2.0) - np.log(x) - gammaln(dim - 1.0)
-    for j in range(dim - 2):
-        out = out + np.log(x + j)
-    return np.where(ell == 0, 0.0, out)
-
-
 @lru_cache(maxsize=16)
 def _log_counts_cached(dim: int, upto: int) -> np.ndarray:
-    out = _log_counts(np.arange(upto + 1, dtype=np.float64), dim)
+    out = log_num_harmonics(np.arange(upto + 1), dim)
     out.setflags(write=False)
     return out
 
@@ -160,7 +146,7 @@ def _spectral_cache(kernel: SpectralKernel, dim: int, L: int):
 
     def term(x, name=None):
         lr, dl = kernel._raw(x)
-        val = np.exp(lr - shift + _log_counts(x, dim))
+        val = np.exp(lr - shift + log_num_harmonics(x, dim, real=True))
         return val if name is None else val * dl[name]
 
     tail, p = 0.0, np.inf

@@ -107,19 +107,29 @@ def cumulative_num_harmonics(max_degree: int, dim: int) -> int:
     return total
 
 
-def log_num_harmonics(degree: Any, dim: int) -> Any:
-    r""":math:`\log N(\ell, d)` by ``lgamma``; finite for every dimension and degree."""
+def log_num_harmonics(degree: Any, dim: int, *, real: bool = False) -> Any:
+    r""":math:`\log N(\ell, d)`, finite for every dimension and degree.
+
+    :math:`N(\ell, d) = \frac{2\ell + d - 2}{\ell}\binom{\ell + d - 3}{d - 2}`, the binomial's
+    logarithm as :math:`\sum_{j < d-2}\log(1 + (\ell - 1)/(j + 1))`: positive terms, no
+    cancellation at any degree (the difference :math:`\log\Gamma(\ell + d - 2) - \log\Gamma(\ell)`
+    loses :math:`\ell/d` ulps). Above d = 258 the sum is long, and the ``lgamma`` difference is used.
+    ``real=True`` accepts any real :math:`\ell \ge 0`, the same formula continued in :math:`\ell`
+    above 1 (the spectra's tail sums integrate it), with :math:`N(0, d) = 1`.
+    """
     dim = check_dim(dim)
-    deg = _degrees(degree, "degree")
+    if real:
+        deg = check_finite_array(degree, "degree")
+        if np.any(deg < 0):
+            raise ValueError(f"degree must be >= 0, got {degree!r}")
+    else:
+        deg = _degrees(degree, "degree")
     safe = np.maximum(deg, 1.0)
-    # (2l+d-2)/l * (l+d-3)! / ((l-1)! (d-2)!)
-    val = (
-        np.log(2.0 * safe + dim - 2.0)
-        - np.log(safe)
-        + gammaln(safe + dim - 2.0)
-        - gammaln(safe)
-        - gammaln(dim - 1.0)
-    )
+    val = np.log(2.0 * safe + dim - 2.0) - np.log(safe)
+    if dim - 2 <= 256:
+        val = val + np.log1p((safe - 1.0)[..., None] / np.arange(1.0, dim - 1.0)).sum(axis=-1)
+    else:
+        val = val + gammaln(safe + dim - 2.0) - gammaln(safe) - gammaln(dim - 1.0)
     out = np.where(deg == 0, 0.0, val)
     return float(out) if np.ndim(degree) == 0 else out
 
