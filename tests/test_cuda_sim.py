@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from spherelab import backend
+from spherelab.backend import ops as ops_module
 from spherelab.linalg import NumericalFailure
 from spherelab.testing import parity
 
@@ -77,26 +78,54 @@ def test_the_model_really_runs_the_cuda_kernels(cuda_device, fresh_cuda_tables, 
     assert calls and set(calls) == {cuda_device}
 
 
-def test_overlapped_pass_keeps_the_device(cuda_device, monkeypatch, rng):
+# the operations that only ever see N-sized work: no model on a device may reach the CPU's
+TRIPWIRES = ("harmonics", "harmonics_vjp", "matern_values", "matern_backward")
+
+
+def _sim_models(X):
     import spherelab as sl
-    from spherelab import threads
-    from spherelab.bounds import streamed_statistics
 
-    previous = sl.get_threads()
-    sl.set_threads("auto")
-    monkeypatch.setattr(threads, "machine_busy", lambda: False)
-    seen = []
+    K, G = sl.kernels, sl.likelihoods.Gaussian
+    return {
+        "vish": lambda: sl.VISH(K.Matern(1.5, 0.9), 3, G(0.1), device="sim"),
+        "vish, phases": lambda: sl.VISH(K.ArcCosine(1), None, G(0.1), device="sim",
+                                        features=sl.PhaseTruncatedHarmonics(3, 3, 2, seed=0)),
+        "orthogonal, points": lambda: sl.OrthogonalSVGP(K.Matern(2.5, 0.9), sl.InducingPoints(X[:5] + 0.1), 3, G(0.1),
+                                                        device="sim"),
+        "orthogonal, harmonics": lambda: sl.OrthogonalSVGP(K.Matern(1.5, 0.9), sl.HarmonicFeatures(2), 3, G(0.1),
+                                                           device="sim"),
+        "hvgp": lambda: sl.HarmonicSVGP(K.Matern(2.5, 0.9), sl.groups.Reflection(2), 3, G(0.1), device="sim"),
+    }
 
-    def columns(Xc):
-        seen.append(backend.current().device)
-        return Xc.T
 
-    ops = backend.resolve(cuda_device)
-    try:  # the shares' threads run on the operations passed, whatever the calling thread's
-        streamed_statistics(columns, rng.standard_normal((40, 2)), rng.standard_normal(40), chunk_size=7, ops=ops)
-    finally:
-        sl.set_threads(previous if previous is not None else "auto")
-    assert set(seen) == {cuda_device} and len(seen) == 6
+@pytest.mark.parametrize("name", ["vish", "vish, phases", "orthogonal, points", "orthogonal, harmonics", "hvgp"])
+def test_a_model_passes_its_operations_to_every_computation(name, monkeypatch, rng):
+    """No thread-local device: a model on the simulator hands its operations to the maths it calls, so
+    the CPU's table (what a computation called without them would use) is never reached for N-sized
+    work, in a fit, its objective, a minibatch fit and a prediction, on the pass's worker threads too."""
+    import spherelab as sl
+
+    if not ops_module.simulator_enabled():
+        pytest.skip("the simulator is off")
+    X = rng.standard_normal((60, 2))
+    y = np.sin(2 * X[:, 0]) + 0.1 * rng.standard_normal(60)
+    model = _sim_models(X)[name]()
+    cpu = backend.as_operations("cpu")
+
+    def tripwire(op):
+        def fail(*args, **kwargs):
+            raise AssertionError(f"the CPU's {op} was called inside a model on the simulator")
+        return fail
+
+    for op in TRIPWIRES:
+        monkeypatch.setattr(cpu, op, tripwire(op))
+    model.fit(X, y, maxiter=2, **({"lift_maxiter": 2} if name.startswith("vish") else {}))
+    model.objective(model.parameter_vector(), X, y)
+    model.predict_f(X[:7])
+    model.fit_svi(X, y, batch_size=16, iterations=2)
+    model.predict_f(X[:7])
+    with pytest.raises(AssertionError, match="the CPU's"):  # the tripwire itself works
+        sl.SphericalHarmonics(3, 2)(sl.sample_sphere(4, 3, rng=0))
 
 
 def test_pass_rows_are_sized_for_the_device(cuda_device):

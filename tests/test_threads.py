@@ -110,8 +110,7 @@ def test_machine_busy_reads_the_load_average(monkeypatch):
 def test_split_pass_equals_the_sequential_pass(auto, monkeypatch, rng):
     """The pass whose chunks are dealt to one thread per core gives the sequential statistics
     (to rounding: the partial sums are added in another order), the same bits on every run
-    whatever the timing, and its workers see the caller's device; one worker on a busy machine
-    or under thread_limit(1)."""
+    whatever the timing; one worker on a busy machine or under thread_limit(1)."""
     from spherelab.bounds import streamed_statistics
 
     X = rng.standard_normal((103, 3))  # 11 chunks of 10 rows
@@ -119,7 +118,7 @@ def test_split_pass_equals_the_sequential_pass(auto, monkeypatch, rng):
     seen = []
 
     def columns(Xc):
-        seen.append(sl.backend.current().device)
+        seen.append(Xc.shape[0])
         time.sleep(float(rng.uniform(0, 0.002)))  # the shares finish their chunks in any order
         return np.vstack([Xc.T, np.sin(Xc).T]), Xc[:, 0] ** 2
 
@@ -133,7 +132,7 @@ def test_split_pass_equals_the_sequential_pass(auto, monkeypatch, rng):
     assert np.array_equal(a.G, a2.G) and np.array_equal(a.c, a2.c)
     assert np.allclose(a.G, b.G, rtol=1e-14, atol=1e-13) and np.allclose(a.G, A @ A.T, rtol=1e-14, atol=1e-13)
     assert np.allclose(a.c, A @ y, rtol=1e-14, atol=1e-13) and np.isclose(a.sum_diag, np.sum(X[:, 0] ** 2))
-    assert set(seen) == {"cpu"} and len(seen) == 33
+    assert len(seen) == 33 and sum(seen) == 3 * 103
     monkeypatch.setattr(threads, "machine_busy", lambda: True)
     assert threads.pass_workers(11) == 1
 

@@ -31,6 +31,7 @@ import numpy as np
 
 from ._state import Saveable
 from ._validation import check_finite_array, check_int
+from .backend.ops import Operations
 from .kernels import Parity, ZonalKernel
 
 __all__ = ["Group", "Reflection", "Rotation", "Product", "Antipodal", "HarmonicComponent", "harmonic_decomposition"]
@@ -253,20 +254,21 @@ class HarmonicComponent:
         # k(x, G^s x') = k(G^-s x, x'): transform the (few) rows of X, not the columns
         return np.concatenate([X @ self.group.matrix(s) for s in idx], axis=0)
 
-    def K(self, X: Any, X2: Any = None) -> np.ndarray:
-        """``(N, N2)`` values of the component (``X2=None``: ``k_t(X, X)``, exact on the diagonal)."""
+    def K(self, X: Any, X2: Any = None, *, ops: Operations | str = "cpu") -> np.ndarray:
+        """``(N, N2)`` values of the component (``X2=None``: ``k_t(X, X)``, exact on the diagonal),
+        the kernel's values computed by ``ops``."""
         X = check_finite_array(X, "X", ndim=2)
         idx, w = self.weights()
         n = X.shape[0]
         if X2 is None:
             # the s = 0 term in the kernel's own symmetric mode (t = 1 exactly on the diagonal)
-            out = w[0] * self.kernel.K(X)
+            out = w[0] * self.kernel.K(X, ops=ops)
             if len(idx) > 1:
-                Ks = self.kernel.K(self._stack(X, idx[1:]), X).reshape(len(idx) - 1, n, n)
+                Ks = self.kernel.K(self._stack(X, idx[1:]), X, ops=ops).reshape(len(idx) - 1, n, n)
                 out = out + np.tensordot(w[1:], Ks, axes=1)
             return out
         X2 = check_finite_array(X2, "X2", ndim=2)
-        Ks = self.kernel.K(self._stack(X, idx), X2).reshape(len(idx), n, X2.shape[0])
+        Ks = self.kernel.K(self._stack(X, idx), X2, ops=ops).reshape(len(idx), n, X2.shape[0])
         return np.tensordot(w, Ks, axes=1)
 
     def diag(self, X: Any) -> np.ndarray:
@@ -280,7 +282,8 @@ class HarmonicComponent:
             out = out + ws * r * r2 * self.kernel.shape(np.clip(np.einsum("ij,ij->i", U, U2), -1.0, 1.0))
         return out
 
-    def gradients_with_inputs(self, dL_dK: Any, X: Any, X2: Any = None) -> tuple[dict[str, Any], np.ndarray, Any]:
+    def gradients_with_inputs(self, dL_dK: Any, X: Any, X2: Any = None, *,
+                              ops: Operations | str = "cpu") -> tuple[dict[str, Any], np.ndarray, Any]:
         r"""Chain :math:`\partial L/\partial K_t` (real form only) into the base kernel's
         hyper-parameters and both inputs, as
         :meth:`~spherelab.kernels.ZonalKernel.gradients_with_inputs` does:
@@ -306,10 +309,10 @@ class HarmonicComponent:
         dX = np.zeros_like(X)
         dX2 = np.zeros_like(X2)
         if same:
-            hyp, dX, _ = self.kernel.gradients_with_inputs(w[0] * G, X)
+            hyp, dX, _ = self.kernel.gradients_with_inputs(w[0] * G, X, ops=ops)
         if rest:
             Gs = np.concatenate([ws * G for ws in wr], axis=0)
-            h, dXs, dX2 = self.kernel.gradients_with_inputs(Gs, self._stack(X, rest), X2)
+            h, dXs, dX2 = self.kernel.gradients_with_inputs(Gs, self._stack(X, rest), X2, ops=ops)
             n = X.shape[0]
             for j, s in enumerate(rest):
                 dX = dX + dXs[j * n : (j + 1) * n] @ self.group.matrix(s).T

@@ -29,10 +29,9 @@ __all__ = [
     "is_device_array",
     "OPERATIONS",
     "Operations",
+    "as_operations",
     "register",
     "resolve",
-    "current",
-    "use",
 ]
 
 
@@ -116,4 +115,4 @@ def to_numpy(x: Any) -> np.ndarray:
     return np.asarray(x)
 
 
-from .ops import OPERATIONS, Operations, current, register, resolve, use  # noqa: E402  (after the probe it uses)
+from .ops import OPERATIONS, Operations, as_operations, register, resolve  # noqa: E402  (after the probe it uses)

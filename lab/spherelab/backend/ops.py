@@ -17,13 +17,11 @@ for the decoupled models with inducing points, between evaluations
 
 from __future__ import annotations
 
-import contextlib
-import threading
 import warnings
-from typing import Callable, Iterator
+from typing import Callable
 
 __all__ = ["OPERATIONS", "Operations", "register", "set_cuda_loader", "resolve", "as_operations", "implemented",
-           "simulator_enabled", "current", "use"]
+           "simulator_enabled", "as_operations"]
 
 #: every device-specific operation: name -> what it computes (shapes; the CPU docstrings say more)
 OPERATIONS: dict[str, str] = {
@@ -136,7 +134,13 @@ class Operations:
 def as_operations(ops: "Operations | str") -> Operations:
     """``ops`` itself, or the operations of the device it names (:func:`resolve`): the functions
     that take a device take either, and name the CPU explicitly where they default to it."""
-    return ops if isinstance(ops, Operations) else resolve(ops)
+    if isinstance(ops, Operations):
+        return ops
+    if ops == "cpu":  # the default of every maths function: resolved once
+        if not _cpu:
+            _cpu.append(resolve("cpu"))
+        return _cpu[0]
+    return resolve(ops)
 
 
 def resolve(device: str = "cpu") -> Operations:
@@ -178,28 +182,4 @@ def resolve(device: str = "cpu") -> Operations:
     return Operations("cpu", dict(_IMPLEMENTATIONS["cpu"]))
 
 
-_current = threading.local()
-_cpu: list[Operations] = []
-
-
-def current() -> Operations:
-    """The operations of the innermost :func:`use` block of this thread (default: the CPU's). The
-    array-level functions (Gegenbauer tables and series, kernel Gram matrices) call through it, so
-    a model's device reaches them without any of them branching on the device."""
-    ops = getattr(_current, "ops", None)
-    if ops is not None:
-        return ops
-    if not _cpu:
-        _cpu.append(resolve("cpu"))
-    return _cpu[0]
-
-
-@contextlib.contextmanager
-def use(ops: Operations) -> Iterator[None]:
-    """Run the enclosed calls on ``ops`` (a model's entry points do this with their own)."""
-    previous = getattr(_current, "ops", None)
-    _current.ops = ops
-    try:
-        yield
-    finally:
-        _current.ops = previous
+_cpu: list[Operations] = []  # the CPU's table, resolved once (as_operations("cpu"))

@@ -22,7 +22,7 @@ from typing import Callable
 import numpy as np
 
 from .._state import Saveable
-from ..backend.ops import as_operations, use
+from ..backend.ops import as_operations
 from ..threads import gram_policy, pass_worker, pass_workers, thread_limit
 
 __all__ = ["Statistics", "streamed_statistics", "host_gram_pass", "row_chunks", "run_shares",
@@ -81,18 +81,16 @@ def run_shares(work: Callable[[int, int], object], chunks: int, ops) -> list:
     ``k, k + shares, ...``, so the results do not depend on timing. The first failure is
     raised, and the other shares stop at their next :func:`stopping` check. Only the CPU's
     operations are split (a GPU's work is queued on its own streams): ``ops`` is the device's
-    :class:`~spherelab.backend.Operations` (or its name), which every share runs on."""
-    device = as_operations(ops)
-    shares = pass_workers(chunks) if device.device == "cpu" else 1
+    :class:`~spherelab.backend.Operations` (or its name), which ``work`` passes to what it calls."""
+    shares = pass_workers(chunks) if as_operations(ops).device == "cpu" else 1
     if shares == 1:
-        with use(device):
-            return [work(0, 1)]
+        return [work(0, 1)]
     _stop.flag = threading.Event()
     flag = _stop.flag
 
     def run(k):
         _stop.flag = flag
-        with use(device), pass_worker():
+        with pass_worker():
             return work(k, shares)
 
     with thread_limit(1), ThreadPoolExecutor(shares) as pool:

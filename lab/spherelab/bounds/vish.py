@@ -202,15 +202,16 @@ def predictive_weights(lam: np.ndarray, *, stats: Statistics | None = None, nois
 
 
 def predict_rows(features, kernel, X: np.ndarray, weights: np.ndarray, C: np.ndarray, lam: np.ndarray, *,
-                 residual: bool, rows: int) -> tuple[np.ndarray, np.ndarray]:
+                 residual: bool, rows: int, ops="cpu") -> tuple[np.ndarray, np.ndarray]:
     r"""VISH's predictive mean :math:`\Phi_* w` and variance of f at ``X`` ``(N, D)`` from
     :func:`predictive_weights`' ``(w, C)``: the prior :math:`r_*^2\kappa(1)` (the kernel prior,
     ``residual``) or :math:`\Phi_*\Lambda\Phi_*^\top` (the features prior) minus
-    :math:`\Phi_* C\Phi_*^\top`, clipped at 0; ``rows`` at a time, so memory does not grow with N."""
+    :math:`\Phi_* C\Phi_*^\top`, clipped at 0; ``rows`` at a time, so memory does not grow with N; the
+    features evaluated by ``ops``."""
     v = kernel.at_one()
     means, variances = [], []
     for s in range(0, X.shape[0], rows):
-        ev = features.evaluate(kernel, X[s:s + rows])
+        ev = features.evaluate(kernel, X[s:s + rows], ops=ops)
         Phi = features.Kuf_from(ev).T
         means.append(Phi @ weights)
         prior = ev.r * ev.r * v if residual else np.einsum("nm,m,nm->n", Phi, lam, Phi)
@@ -238,9 +239,10 @@ def harmonic_statistics(kernel, features, X: Any, y: Any, *, chunk_size: int | N
                                                   gram_dtype=gram_dtype), X, y, progress)
     X, y = check_data(X, y)
     single = gram_dtype == "float32"
+    ops = as_operations(ops)
 
     def columns(Xc):
-        ev = features.evaluate(kernel, Xc)
+        ev = features.evaluate(kernel, Xc, ops=ops)
         A = features.Kuf_from(ev)
         return (A.astype(np.float32) if single else A), ev.r * ev.r
 
@@ -268,7 +270,6 @@ def harmonic_statistics(kernel, features, X: Any, y: Any, *, chunk_size: int | N
         A = features.device_Kuf(ops, Xh, r)
         return (A.astype(np.float32) if single else A), r * r
 
-    ops = as_operations(ops)
     chunk_size = chunk_size or ops.pass_rows(features.num_features)
     stats = streamed_statistics(columns, X, y.astype(np.float32) if single else y, chunk_size=chunk_size,
                                 progress=progress, desc="harmonic statistics", ops=ops,
@@ -343,14 +344,14 @@ def lift_gradient(features, kernel, res: CollapsedBound, X: np.ndarray, y: np.nd
                 break
             a, b = pieces[i]
             Xc, yc = X[a:b], y[a:b]
-            e = ev.rows(a, b) if ev is not None else features.evaluate(kernel, Xc)
+            e = ev.rows(a, b) if ev is not None else features.evaluate(kernel, Xc, ops=ops)
             if chunks is not None:
                 A = chunks[i]
             else:
                 A = np.empty((b - a, M + 1))
                 np.multiply(e.values[:, kept], e.r[:, None], out=A[:, :M])
                 A[:, M] = yc
-            acc.add(features.Kuf_gradients(kernel, (A @ B).T, Xc, e))
+            acc.add(features.Kuf_gradients(kernel, (A @ B).T, Xc, e, ops=ops))
             acc.add(kernel.lift_backward(Xc, 2.0 * res.dsum_r2 * e.Xh * e.r[:, None]))  # sum r^2
         return acc
 

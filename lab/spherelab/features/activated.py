@@ -10,6 +10,7 @@ import numpy as np
 
 from .._validation import check_finite_array, check_int
 from ..activations import Activation
+from ..backend.ops import Operations
 from ..kernels import ZonalKernel
 from ..sphere.gegenbauer import zonal_series, zonal_table
 from .base import Features
@@ -88,51 +89,52 @@ class ActivatedFeatures(Features):
         q = np.where(keep, sig * sig / np.where(keep, lam, 1.0), 0.0)
         return lam, sig, keep, g, q
 
-    def _series(self, coeffs: np.ndarray, dim: int):
-        return lambda t: zonal_series(coeffs, dim, t)
+    def _series(self, coeffs: np.ndarray, dim: int, ops):
+        return lambda t: zonal_series(coeffs, dim, t, ops=ops)
 
-    def _both(self, coeffs: np.ndarray, dim: int):
+    def _both(self, coeffs: np.ndarray, dim: int, ops):
         # value and t-derivative of a finite series from one Clenshaw pass (finite at t = +-1)
-        return lambda t: zonal_series(coeffs, dim, t, derivative=True)
+        return lambda t: zonal_series(coeffs, dim, t, derivative=True, ops=ops)
 
-    def Kuu(self, kernel: ZonalKernel) -> np.ndarray:
+    def Kuu(self, kernel: ZonalKernel, *, ops: Operations | str = "cpu") -> np.ndarray:
         """``(M, M)``."""
         dim = self.weights.shape[1]
         q = self._coefficients(kernel, dim)[4]
-        K = zonal_pair(self.weights, self.weights, self._series(q, dim))
+        K = zonal_pair(self.weights, self.weights, self._series(q, dim, ops))
         return 0.5 * (K + K.T)
 
-    def Kuf(self, kernel: ZonalKernel, X: Any) -> np.ndarray:
+    def Kuf(self, kernel: ZonalKernel, X: Any, *, ops: Operations | str = "cpu") -> np.ndarray:
         """``(M, N)``."""
         dim = self.weights.shape[1]
         g = self._coefficients(kernel, dim)[3]
-        return zonal_pair(self.weights, lifted_points(kernel, X), self._series(g, dim))
+        return zonal_pair(self.weights, lifted_points(kernel, X), self._series(g, dim, ops))
 
-    def Kuu_gradients(self, kernel: ZonalKernel, G: np.ndarray) -> dict[str, Any]:
+    def Kuu_gradients(self, kernel: ZonalKernel, G: np.ndarray, *, ops: Operations | str = "cpu") -> dict[str, Any]:
         r"""Chain :math:`\partial L/\partial K_{uu}` into ``weights`` and the kernel's spectral
         hyper-parameters (through :math:`\partial q/\partial\lambda_\ell = -\sigma_\ell^2/\lambda_\ell^2`)."""
         W = self.weights
         dim = W.shape[1]
         L = self.truncation
         lam, sig, keep, _, q = self._coefficients(kernel, dim)
-        dA, dB = zonal_pair_gradients(G, W, W, self._both(q, dim))
+        dA, dB = zonal_pair_gradients(G, W, W, self._both(q, dim, ops))
         out: dict[str, Any] = {"weights": dA + dB}
         r, Wh = norms_and_directions(W, "weights")
         T = np.clip(Wh @ Wh.T, -1.0, 1.0)
-        Z = zonal_table(L, dim, T)  # (M, M, L + 1)
+        Z = zonal_table(L, dim, T, ops=ops)  # (M, M, L + 1)
         dF_dq = np.einsum("ij,ijl->l", G * (r[:, None] * r[None, :]), Z)
         dq_dlam = np.where(keep, -sig * sig / np.where(keep, lam, 1.0) ** 2, 0.0)
         dlam = dF_dq * dq_dlam
         out.update(kernel.spectrum_vjp(dim, L, dlam))
         return out
 
-    def Kuf_gradients(self, kernel: ZonalKernel, G: np.ndarray, X: Any) -> dict[str, Any]:
+    def Kuf_gradients(self, kernel: ZonalKernel, G: np.ndarray, X: Any, *,
+                      ops: Operations | str = "cpu") -> dict[str, Any]:
         r"""Chain :math:`\partial L/\partial K_{uf}` (``(M, N)``) into ``weights``, the inputs
         ``X`` and the lift (``bias``, ``input_scale``)."""
         dim = self.weights.shape[1]
         g = self._coefficients(kernel, dim)[3]
         X = check_finite_array(X, "X", ndim=2)
-        dA, dB = zonal_pair_gradients(G, self.weights, lifted_points(kernel, X), self._both(g, dim))
+        dA, dB = zonal_pair_gradients(G, self.weights, lifted_points(kernel, X), self._both(g, dim, ops))
         out = kernel.lift_backward(X, dB)
         out["weights"] = dA
         return out

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from .._state import Saveable
+from ..backend.ops import Operations
 
 __all__ = ["Features"]
 
@@ -47,20 +48,21 @@ class Features(Saveable):
     def bind(self, kernel) -> None:
         """Fix what depends on the kernel (default: nothing)."""
 
-    def Kuu(self, kernel) -> np.ndarray:
+    # every computation takes ``ops``: the operations of the model's device (or a device's name)
+    def Kuu(self, kernel, *, ops: Operations | str = "cpu") -> np.ndarray:
         """:math:`K_{uu}`, ``(M, M)``."""
         raise NotImplementedError  # pragma: no cover - abstract
 
-    def Kuf(self, kernel, X: Any) -> np.ndarray:
+    def Kuf(self, kernel, X: Any, *, ops: Operations | str = "cpu") -> np.ndarray:
         """:math:`K_{uf}`, ``(M, N)``, for data-space inputs ``X`` ``(N, D)``."""
         raise NotImplementedError  # pragma: no cover - abstract
 
-    def Kuu_gradients(self, kernel, G: np.ndarray) -> dict[str, Any]:
+    def Kuu_gradients(self, kernel, G: np.ndarray, *, ops: Operations | str = "cpu") -> dict[str, Any]:
         r"""Chain :math:`G = \partial\mathcal L/\partial K_{uu}` into a dict: kernel
         hyper-parameter names and this feature set's own parameter names."""
         raise NotImplementedError  # pragma: no cover - abstract
 
-    def Kuf_gradients(self, kernel, G: np.ndarray, X: Any) -> dict[str, Any]:
+    def Kuf_gradients(self, kernel, G: np.ndarray, X: Any, *, ops: Operations | str = "cpu") -> dict[str, Any]:
         r"""Chain :math:`G = \partial\mathcal L/\partial K_{uf}` ``(M, N)`` into a dict: kernel
         hyper-parameters (including ``bias`` and ``input_scale``), own parameters and ``"X"``."""
         raise NotImplementedError  # pragma: no cover - abstract

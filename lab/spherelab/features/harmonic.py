@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from .._validation import check_dim, check_finite_array, check_int
+from ..backend.ops import Operations
 from ..kernels import ZonalKernel
 from ..sphere.harmonics import SphericalHarmonics
 from .base import Features
@@ -60,19 +61,21 @@ class SphericalFeatures(Features):
         """Degree of every function, ``(M_all,)``."""
         raise NotImplementedError  # pragma: no cover - abstract
 
-    def unit_values(self, Xh: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        """Every function at unit points ``Xh`` ``(N, d)``: ``(N, M_all)``."""
+    def unit_values(self, Xh: np.ndarray, out: np.ndarray | None = None, *,
+                    ops: Operations | str = "cpu") -> np.ndarray:
+        """Every function at unit points ``Xh`` ``(N, d)``: ``(N, M_all)``, evaluated by ``ops``."""
         raise NotImplementedError  # pragma: no cover - abstract
 
-    def lift_vjp(self, Xh: np.ndarray, values: np.ndarray, W: np.ndarray) -> np.ndarray:
+    def lift_vjp(self, Xh: np.ndarray, values: np.ndarray, W: np.ndarray, *,
+                 ops: Operations | str = "cpu") -> np.ndarray:
         r""":math:`\sum_m W_{nm}\nabla_{\tilde x}\psi_m(\tilde x_n)` ``(N, d)`` for the homogeneous
         extensions :math:`\psi_m(\tilde x) = r\,\psi_m(\tilde x / r)`, at the unit points."""
         raise NotImplementedError  # pragma: no cover - abstract
 
-    def lift_vjp_with_params(self, Xh, values, W, r) -> tuple[np.ndarray, np.ndarray]:
+    def lift_vjp_with_params(self, Xh, values, W, r, *, ops: Operations | str = "cpu") -> tuple[np.ndarray, np.ndarray]:
         r""":meth:`lift_vjp` and the gradient of the own parameters for :math:`K_{uf} = r\\psi`
         (weights ``W`` on :math:`K_{uf}^\\top`); default: no parameters."""
-        return self.lift_vjp(Xh, values, W), np.zeros(0)
+        return self.lift_vjp(Xh, values, W, ops=ops), np.zeros(0)
 
     # ---- the protocol, written once -------------------------------------------------------
     def bind(self, kernel: ZonalKernel) -> None:
@@ -110,18 +113,18 @@ class SphericalFeatures(Features):
         r""":math:`K_{uu}^{-1}` diagonal, :math:`\lambda_{\ell(m)}` per feature, ``(M,)``."""
         return kernel.spectrum(self.dim, self.max_degree)[self.degrees]
 
-    def Kuu(self, kernel: ZonalKernel) -> np.ndarray:
-        """``(M, M)`` diagonal."""
+    def Kuu(self, kernel: ZonalKernel, *, ops: Operations | str = "cpu") -> np.ndarray:
+        """``(M, M)`` diagonal (from the spectrum: on the host)."""
         return np.diag(1.0 / self.Kuu_inverse_diag(kernel))
 
-    def evaluate(self, kernel: ZonalKernel, X: Any) -> Evaluation:
-        """Lift ``X`` ``(N, D)`` with the kernel and evaluate every function (one pass)."""
+    def evaluate(self, kernel: ZonalKernel, X: Any, *, ops: Operations | str = "cpu") -> Evaluation:
+        """Lift ``X`` ``(N, D)`` with the kernel and evaluate every function (one pass, by ``ops``)."""
         X = check_finite_array(X, "X", ndim=2)
         if X.shape[1] + 1 != self.dim:
             raise ValueError(f"X has {X.shape[1]} columns but the features live on S^{self.dim - 1} "
                              f"(expected {self.dim - 1} inputs)")
         r, Xh = kernel.lift(X)
-        return Evaluation(X, r, Xh, self.unit_values(Xh))
+        return Evaluation(X, r, Xh, self.unit_values(Xh, ops=ops))
 
     def Kuf_from(self, ev: Evaluation) -> np.ndarray:
         """:math:`K_{uf}` ``(M, N)`` from an :meth:`evaluate` result."""
@@ -132,13 +135,13 @@ class SphericalFeatures(Features):
         ``Xh`` ``(N, d)``, radii ``r`` ``(N,)``), as a device array: the columns of the device's
         statistics pass. Default: computed on the host and copied."""
         Xh_host, r_host = ops.to_host(Xh), ops.to_host(r)
-        return ops.to_device(self.Kuf_from(Evaluation(Xh_host, r_host, Xh_host, self.unit_values(Xh_host))))
+        return ops.to_device(self.Kuf_from(Evaluation(Xh_host, r_host, Xh_host, self.unit_values(Xh_host, ops=ops))))
 
-    def Kuf(self, kernel: ZonalKernel, X: Any) -> np.ndarray:
+    def Kuf(self, kernel: ZonalKernel, X: Any, *, ops: Operations | str = "cpu") -> np.ndarray:
         r"""``(M, N)``: :math:`r_n\psi_m(\hat x_n)`."""
-        return self.Kuf_from(self.evaluate(kernel, X))
+        return self.Kuf_from(self.evaluate(kernel, X, ops=ops))
 
-    def Kuu_gradients(self, kernel: ZonalKernel, G: np.ndarray) -> dict[str, Any]:
+    def Kuu_gradients(self, kernel: ZonalKernel, G: np.ndarray, *, ops: Operations | str = "cpu") -> dict[str, Any]:
         r"""Chain :math:`\partial L/\partial K_{uu}` into the spectral hyper-parameters:
         :math:`\partial L/\partial\lambda_\ell = -\sum_{m:\ell(m)=\ell} G_{mm}/\lambda_\ell^2`."""
         dim, L = self.dim, self.max_degree
@@ -155,28 +158,28 @@ class SphericalFeatures(Features):
         return W
 
     def Kuf_gradients(self, kernel: ZonalKernel, G: np.ndarray, X: Any,
-                      evaluation: Evaluation | None = None) -> dict[str, Any]:
+                      evaluation: Evaluation | None = None, *, ops: Operations | str = "cpu") -> dict[str, Any]:
         r"""Chain :math:`\partial L/\partial K_{uf}` (``(M, N)``) into the inputs ``X``, the lift
         (``bias``, ``input_scale``) and, for trainable features, their parameters:
         :math:`r\psi_m(\tilde x/r)` is homogeneous of degree one in the lifted point.
         ``evaluation`` (from :meth:`evaluate` at the same X) saves re-evaluating the functions."""
-        ev = self.evaluate(kernel, X) if evaluation is None else evaluation
+        ev = self.evaluate(kernel, X, ops=ops) if evaluation is None else evaluation
         W = self._weights(G, ev)
         if self.trainable:
-            dXt, gp = self.lift_vjp_with_params(ev.Xh, ev.values, W, ev.r)
+            dXt, gp = self.lift_vjp_with_params(ev.Xh, ev.values, W, ev.r, ops=ops)
         else:
-            dXt, gp = self.lift_vjp(ev.Xh, ev.values, W), None
+            dXt, gp = self.lift_vjp(ev.Xh, ev.values, W, ops=ops), None
         out = kernel.lift_backward(ev.X, dXt)
         if gp is not None:
             out["directions"] = gp
         return out
 
-    def param_vjp(self, G: np.ndarray, ev: Evaluation) -> np.ndarray:
+    def param_vjp(self, G: np.ndarray, ev: Evaluation, *, ops: Operations | str = "cpu") -> np.ndarray:
         r"""The own parameters' gradient alone for :math:`\partial L/\partial K_{uf}` = ``G``
         ``(M, N)`` at an :meth:`evaluate` result (empty for untrainable features)."""
         if not self.trainable:
             return np.zeros(0)
-        return self.lift_vjp_with_params(ev.Xh, ev.values, self._weights(G, ev), ev.r)[1]
+        return self.lift_vjp_with_params(ev.Xh, ev.values, self._weights(G, ev), ev.r, ops=ops)[1]
 
     def param_gradient(self, grads: dict[str, Any]) -> np.ndarray:
         return np.asarray(grads.get("directions", np.zeros(self.get_params().size))).ravel()
@@ -248,17 +251,19 @@ class HarmonicFeatures(SphericalFeatures):
     def all_degrees(self) -> np.ndarray:
         return self._ready().degrees
 
-    def unit_values(self, Xh: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        return self._ready()(Xh, out=out)
+    def unit_values(self, Xh: np.ndarray, out: np.ndarray | None = None, *,
+                    ops: Operations | str = "cpu") -> np.ndarray:
+        return self._ready()(Xh, out=out, ops=ops)
 
     def device_Kuf(self, ops, Xh: Any, r: Any) -> Any:
         A = ops.harmonic_columns(Xh, self._ready().plan, r)
         return A if self._keep is None else A[ops.to_device(self._keep)]
 
-    def lift_vjp(self, Xh: np.ndarray, values: np.ndarray, W: np.ndarray) -> np.ndarray:
+    def lift_vjp(self, Xh: np.ndarray, values: np.ndarray, W: np.ndarray, *,
+                 ops: Operations | str = "cpu") -> np.ndarray:
         r"""With the solid harmonic :math:`H_m = r^{\ell}\phi_m`,
         :math:`\nabla\psi_m = \nabla H_m(\hat x) + (1 - \ell_m)\phi_m(\hat x)\hat x`."""
-        grad = self._ready().solid_vjp(Xh, W)
+        grad = self._ready().solid_vjp(Xh, W, ops=ops)
         grad += Xh * ((W * values) @ (1.0 - self.all_degrees))[:, None]
         return grad
 

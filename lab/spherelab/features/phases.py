@@ -35,6 +35,7 @@ import numpy as np
 from scipy.linalg import solve_triangular
 
 from .._validation import check_dim, check_finite_array, check_int
+from ..backend.ops import Operations
 from ..linalg import cholesky_backward
 from ..sphere.gegenbauer import zonal_series
 from ..sphere.harmonics import SphericalHarmonics
@@ -55,10 +56,10 @@ def _unit(W: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray]:
     return n, W / n[:, None]
 
 
-def _zonal(ell: int, dim: int, t: np.ndarray, derivative: bool = False):
+def _zonal(ell: int, dim: int, t: np.ndarray, ops, derivative: bool = False):
     c = np.zeros(ell + 1)
     c[ell] = 1.0
-    return zonal_series(c, dim, t, derivative=derivative)
+    return zonal_series(c, dim, t, derivative=derivative, ops=ops)
 
 
 def greedy_directions(
@@ -73,7 +74,7 @@ def greedy_directions(
     n_cand = candidates if candidates is not None else max(_CANDIDATES * count, 64)
     C = rng.standard_normal((n_cand, dim))
     C /= np.linalg.norm(C, axis=1, keepdims=True)
-    G = _zonal(ell, dim, np.clip(C @ C.T, -1.0, 1.0))
+    G = _zonal(ell, dim, np.clip(C @ C.T, -1.0, 1.0), "cpu")  # the initialisation: on the host
     diag = np.diag(G).copy()
     chosen: list[int] = []
     Lc = np.zeros((count, n_cand))
@@ -195,7 +196,8 @@ class PhaseTruncatedHarmonics(SphericalFeatures):
     def _factor(self, ell: int):
         V = self.directions[ell]
         _, Vh = _unit(V, f"directions[{ell}]")
-        Gam, dGam = _zonal(ell, self.dim, np.clip(Vh @ Vh.T, -1.0, 1.0), derivative=True)
+        # P x P per degree: on the host whatever the device
+        Gam, dGam = _zonal(ell, self.dim, np.clip(Vh @ Vh.T, -1.0, 1.0), "cpu", derivative=True)
         Gam = 0.5 * (Gam + Gam.T)
         try:
             R = np.linalg.cholesky(Gam)
@@ -231,21 +233,23 @@ class PhaseTruncatedHarmonics(SphericalFeatures):
     #: the directions are trainable parameters (VISH trains them with the lift)
     trainable = True
 
-    def __call__(self, Xh: Any, out: np.ndarray | None = None) -> np.ndarray:
+    def __call__(self, Xh: Any, out: np.ndarray | None = None, *, ops: Operations | str = "cpu") -> np.ndarray:
         r""":math:`\tilde\Phi_{n,i} = \tilde\phi_i(\hat x_n)`, ``(N, M)``, for unit vectors
-        ``Xh`` ``(N, d)`` (written into ``out`` if given)."""
+        ``Xh`` ``(N, d)`` (written into ``out`` if given), the zonal functions evaluated by ``ops``."""
         Xh = self._check_points(Xh)
         if out is None:
             out = np.empty((Xh.shape[0], self.all_degrees.size))
         for ell, (Vh, _, Rinv, _) in enumerate(self.factors()):
-            Z = _zonal(ell, self.dim, np.clip(Xh @ Vh.T, -1.0, 1.0))
+            Z = _zonal(ell, self.dim, np.clip(Xh @ Vh.T, -1.0, 1.0), ops)
             out[:, self.degree_slice(ell)] = Z @ Rinv.T
         return out
 
-    def unit_values(self, Xh: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        return self(Xh, out=out)
+    def unit_values(self, Xh: np.ndarray, out: np.ndarray | None = None, *,
+                    ops: Operations | str = "cpu") -> np.ndarray:
+        return self(Xh, out=out, ops=ops)
 
-    def vjp(self, Xh: Any, G: Any, G_points: Any = None) -> tuple[np.ndarray, np.ndarray]:
+    def vjp(self, Xh: Any, G: Any, G_points: Any = None, *,
+            ops: Operations | str = "cpu") -> tuple[np.ndarray, np.ndarray]:
         r"""Chain :math:`G = \partial L/\partial\tilde\Phi` (``(N, M)``) into the direction
         parameters (flat, like :meth:`get_params`) and the points ``Xh`` (``(N, d)``, the
         unconstrained derivative; project on the tangent space if needed). ``G_points``, if
@@ -269,7 +273,7 @@ class PhaseTruncatedHarmonics(SphericalFeatures):
         grads = []
         for ell, (Vh, R, Rinv, dGam_dt) in enumerate(self.factors()):
             Gb = G[:, self.degree_slice(ell)]
-            Z, dZ_dt = _zonal(ell, self.dim, np.clip(Xh @ Vh.T, -1.0, 1.0), derivative=True)
+            Z, dZ_dt = _zonal(ell, self.dim, np.clip(Xh @ Vh.T, -1.0, 1.0), ops, derivative=True)
             Zbar = Gb @ Rinv  # G R^{-1}
             if G_points is not None:
                 dX += ((G_points[:, self.degree_slice(ell)] @ Rinv) * dZ_dt) @ Vh
@@ -284,20 +288,21 @@ class PhaseTruncatedHarmonics(SphericalFeatures):
             grads.append((tangential / norms[:, None]).ravel())
         return np.concatenate(grads), dX
 
-    def lift_vjp(self, Xh: np.ndarray, Phi_hat: np.ndarray, W: np.ndarray) -> np.ndarray:
+    def lift_vjp(self, Xh: np.ndarray, Phi_hat: np.ndarray, W: np.ndarray, *,
+                 ops: Operations | str = "cpu") -> np.ndarray:
         r""":math:`\sum_m W_{nm}\nabla_{\tilde x}\psi_m(\tilde x_n)` for the homogeneous
         extension :math:`\psi_m(\tilde x) = r\tilde\phi_m(\tilde x/r)`:
         :math:`\nabla\psi = \tilde\phi(\hat x)\hat x + (I - \hat x\hat x^\top)\nabla\tilde\phi(\hat x)`,
         evaluated at the unit points ``Xh`` (``(N, d)``)."""
-        _, dX = self.vjp(Xh, W)
+        _, dX = self.vjp(Xh, W, ops=ops)
         dX -= np.einsum("nd,nd->n", dX, Xh)[:, None] * Xh
         return dX + Xh * np.einsum("nm,nm->n", W, Phi_hat)[:, None]
 
     def lift_vjp_with_params(self, Xh: np.ndarray, Phi_hat: np.ndarray, W: np.ndarray,
-                             r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                             r: np.ndarray, *, ops: Operations | str = "cpu") -> tuple[np.ndarray, np.ndarray]:
         r""":meth:`lift_vjp` and the direction gradient for :math:`\Phi = r\tilde\Phi`
         (weights ``W * r``) from one evaluation of the zonal functions."""
-        g_dirs, dX = self.vjp(Xh, W * r[:, None], G_points=W)
+        g_dirs, dX = self.vjp(Xh, W * r[:, None], G_points=W, ops=ops)
         dX -= np.einsum("nd,nd->n", dX, Xh)[:, None] * Xh
         return dX + Xh * np.einsum("nm,nm->n", W, Phi_hat)[:, None], g_dirs
 

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from .._validation import check_finite_array
+from ..backend.ops import Operations
 from ..kernels import ZonalKernel
 from .base import Features
 
@@ -46,20 +47,21 @@ class InducingPoints(Features):
         if self.Z.shape[1] + 1 != dim:
             raise ValueError(f"Z has {self.Z.shape[1]} columns but the data have {dim - 1}")
 
-    def Kuu(self, kernel: ZonalKernel) -> np.ndarray:
-        return kernel.K(self.Z)
+    def Kuu(self, kernel: ZonalKernel, *, ops: Operations | str = "cpu") -> np.ndarray:
+        return kernel.K(self.Z, ops=ops)
 
-    def Kuf(self, kernel: ZonalKernel, X: Any) -> np.ndarray:
-        return kernel.K(self.Z, X)
+    def Kuf(self, kernel: ZonalKernel, X: Any, *, ops: Operations | str = "cpu") -> np.ndarray:
+        return kernel.K(self.Z, X, ops=ops)
 
-    def Kuu_gradients(self, kernel: ZonalKernel, G: np.ndarray) -> dict[str, Any]:
-        out, dZ, _ = kernel.gradients_with_inputs(0.5 * (G + G.T), self.Z)
+    def Kuu_gradients(self, kernel: ZonalKernel, G: np.ndarray, *, ops: Operations | str = "cpu") -> dict[str, Any]:
+        out, dZ, _ = kernel.gradients_with_inputs(0.5 * (G + G.T), self.Z, ops=ops)
         out["Z"] = dZ
         return out
 
-    def Kuf_gradients(self, kernel: ZonalKernel, G: np.ndarray, X: Any) -> dict[str, Any]:
+    def Kuf_gradients(self, kernel: ZonalKernel, G: np.ndarray, X: Any, *,
+                      ops: Operations | str = "cpu") -> dict[str, Any]:
         X = check_finite_array(X, "X", ndim=2)
-        out, dZ, dX = kernel.gradients_with_inputs(G, self.Z, X)
+        out, dZ, dX = kernel.gradients_with_inputs(G, self.Z, X, ops=ops)
         out["Z"] = dZ
         out["X"] = dX
         return out

@@ -93,10 +93,10 @@ class ArcCosine(ZonalKernel):
     def _key(self) -> tuple:
         return ("ArcCosine", self.order)
 
-    def _shape(self, t):
+    def _shape(self, t, ops):
         return _arccos_shape(self.order, t)
 
-    def _shape_dt(self, t):
+    def _shape_dt(self, t, ops):
         return _arccos_shape_dt(self.order, t)
 
     def _spectrum(self, dim, L):
@@ -172,10 +172,10 @@ class DeepArcCosine(QuadratureSpectrum):
     def _key(self):
         return ("DeepArcCosine", self.depth, self.order)
 
-    def _shape(self, t):
+    def _shape(self, t, ops):
         return _compose_arccos(self.order, self.depth, t)
 
-    def _shape_dt(self, t):
+    def _shape_dt(self, t, ops):
         inner = np.clip(t, -1.0, 1.0)
         deriv = np.ones_like(inner)
         for _ in range(self.depth):
@@ -227,9 +227,9 @@ class NTK(QuadratureSpectrum):
         # function), so its odd levels >= 3 vanish exactly; composing layers breaks the symmetry
         return "even_plus_linear" if self.depth == 1 else None
 
-    def _shape(self, t):
+    def _shape(self, t, ops):
         return _ntk(self.depth, t)[0]
 
-    def _shape_dt(self, t):
+    def _shape_dt(self, t, ops):
         return _ntk(self.depth, t)[1]
 

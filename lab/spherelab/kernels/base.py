@@ -44,7 +44,7 @@ from .._validation import (
     check_scale,
     check_variance,
 )
-from ..backend.ops import current
+from ..backend.ops import Operations, as_operations
 from ..sphere.lift import lift_backward_rows, lift_rows, lifted_row_gradients
 from ..threads import entry_point
 
@@ -93,13 +93,14 @@ class ZonalKernel(Saveable):
         self.input_scale = input_scale
 
     # ---- to implement -----------------------------------------------------------------
-    def _shape(self, t: np.ndarray) -> np.ndarray:
+    # (t: validated cosines; ops: the operations that evaluate a series, on the caller's device)
+    def _shape(self, t: np.ndarray, ops: Operations | str) -> np.ndarray:
         raise NotImplementedError  # pragma: no cover - abstract
 
-    def _shape_dt(self, t: np.ndarray) -> np.ndarray:
+    def _shape_dt(self, t: np.ndarray, ops: Operations | str) -> np.ndarray:
         raise NotImplementedError  # pragma: no cover - abstract
 
-    def _shape_grads(self, t: np.ndarray) -> dict[str, np.ndarray]:
+    def _shape_grads(self, t: np.ndarray, ops: Operations | str) -> dict[str, np.ndarray]:
         return {}
 
     def _spectrum(self, dim: int, L: int) -> np.ndarray:
@@ -131,19 +132,20 @@ class ZonalKernel(Saveable):
         """All hyper-parameters by name (``input_scale`` may be an array)."""
         return {p: getattr(self, p) for p in self.parameter_names}
 
-    def shape(self, t: Any) -> np.ndarray:
-        r""":math:`\kappa(t)` (includes ``variance``), same shape as ``t`` (cosines in [-1, 1])."""
-        return self.variance * self._shape(_cosines(t))
+    def shape(self, t: Any, *, ops: Operations | str = "cpu") -> np.ndarray:
+        r""":math:`\kappa(t)` (includes ``variance``), same shape as ``t`` (cosines in [-1, 1]);
+        ``ops``: the operations (or the device's name) that evaluate the series shapes."""
+        return self.variance * self._shape(_cosines(t), ops)
 
-    def shape_dt(self, t: Any) -> np.ndarray:
+    def shape_dt(self, t: Any, *, ops: Operations | str = "cpu") -> np.ndarray:
         r""":math:`d\kappa/dt`."""
-        return self.variance * self._shape_dt(_cosines(t))
+        return self.variance * self._shape_dt(_cosines(t), ops)
 
-    def shape_gradients(self, t: Any) -> dict[str, np.ndarray]:
+    def shape_gradients(self, t: Any, *, ops: Operations | str = "cpu") -> dict[str, np.ndarray]:
         r""":math:`\partial\kappa(t)/\partial\theta` for ``variance`` and the shape parameters."""
         t = _cosines(t)
-        grads = {k: self.variance * v for k, v in self._shape_grads(t).items()}
-        grads["variance"] = self._shape(t)
+        grads = {k: self.variance * v for k, v in self._shape_grads(t, ops).items()}
+        grads["variance"] = self._shape(t, ops)
         return grads
 
     def at_one(self) -> float:
@@ -255,17 +257,19 @@ class ZonalKernel(Saveable):
         check_allocation(4 * 8.0 * n1 * n2, f"a {n1:,} x {n2:,} Gram matrix",
                          "compute it in blocks of rows, or use a sparse model (VISH, OrthogonalSVGP)")
 
-    def K(self, X: Any, X2: Any = None) -> np.ndarray:
-        r"""Gram matrix :math:`k(X, X2)`, ``(N, N2)``."""
+    def K(self, X: Any, X2: Any = None, *, ops: Operations | str = "cpu") -> np.ndarray:
+        r"""Gram matrix :math:`k(X, X2)`, ``(N, N2)``, computed by ``ops`` (the operations of a
+        model's device, or a device's name)."""
         r1, U1, r2, U2 = self._lift_pair(X, X2)
         self._check_gram_size(r1.shape[0], r2.shape[0])
         code = self.fused_code()
         if code is not None:
-            return current().matern_values(U1 @ U2.T, r1, r2, code, self.lengthscale, self.variance, X2 is None)
+            return as_operations(ops).matern_values(U1 @ U2.T, r1, r2, code, self.lengthscale, self.variance,
+                                                    X2 is None)
         T = np.clip(U1 @ U2.T, -1.0, 1.0)
         if X2 is None:
             np.fill_diagonal(T, 1.0)
-        return r1[:, None] * r2[None, :] * self.shape(T)
+        return r1[:, None] * r2[None, :] * self.shape(T, ops=ops)
 
     __call__ = K
 
@@ -286,7 +290,7 @@ class ZonalKernel(Saveable):
         out["input_scale"] = lg["input_scale"]
         return out
 
-    def gradients(self, dL_dK: Any, X: Any, X2: Any = None) -> dict[str, Any]:
+    def gradients(self, dL_dK: Any, X: Any, X2: Any = None, *, ops: Operations | str = "cpu") -> dict[str, Any]:
         r"""Chain :math:`\partial L/\partial K` into every hyper-parameter (GPy's contract).
 
         With :math:`K_{ij} = r_i r_j \kappa(t_{ij})`, :math:`t_{ij} = u_{ij}/(r_i r_j)`,
@@ -301,10 +305,11 @@ class ZonalKernel(Saveable):
             Scalars for ``variance``, ``bias`` and the shape parameters; ``input_scale`` is a
             scalar or an array like the parameter.
         """
-        return self.gradients_with_inputs(dL_dK, X, X2)[0]
+        return self.gradients_with_inputs(dL_dK, X, X2, ops=ops)[0]
 
     @_gram
-    def gradients_with_inputs(self, dL_dK: Any, X: Any, X2: Any = None) -> tuple[dict[str, Any], np.ndarray, Any]:
+    def gradients_with_inputs(self, dL_dK: Any, X: Any, X2: Any = None, *,
+                              ops: Operations | str = "cpu") -> tuple[dict[str, Any], np.ndarray, Any]:
         r""":meth:`gradients` together with :math:`\partial L/\partial X` and
         :math:`\partial L/\partial X_2`, sharing one evaluation of :math:`t`, :math:`\kappa`,
         :math:`\kappa'` and :math:`\partial\kappa/\partial\theta`.
@@ -329,11 +334,11 @@ class ZonalKernel(Saveable):
         r1, U1, r2, U2 = self._lift_pair(X, None if same else X2)
         code = self.fused_code()
         if code is not None:  # one compiled pass for A, B and the hyper-parameter sums
-            ops = current()
-            A, B, g_var, g_len = ops.matern_backward(U1 @ U2.T, G, r1, r2, code, self.lengthscale, self.variance, same)
+            A, B, g_var, g_len = as_operations(ops).matern_backward(U1 @ U2.T, G, r1, r2, code, self.lengthscale,
+                                                                    self.variance, same)
             out: dict[str, Any] = {"lengthscale": g_len, "variance": g_var}
         else:
-            A, B, out = self._AB(G, U1 @ U2.T, r1, r2, same)
+            A, B, out = self._AB(G, U1 @ U2.T, r1, r2, same, ops)
         dXt1, dXt2 = lifted_row_gradients(A, B, r1, U1, r2, U2)
         if same:
             dXt1 = dXt1 + dXt2
@@ -347,13 +352,13 @@ class ZonalKernel(Saveable):
         out["input_scale"] = out["input_scale"] + g2["input_scale"]
         return out, g1["X"], g2["X"]
 
-    def _AB(self, G, T, r1, r2, same):
+    def _AB(self, G, T, r1, r2, same, ops):
         # NumPy path of gradients_with_inputs: A = G (kappa - t kappa'), B = G kappa' and the
         # hyper-parameter sums
         T = np.clip(T, -1.0, 1.0)
         if same:
             np.fill_diagonal(T, 1.0)
-        kap, kap_t, grads = self._shape_all(T)
+        kap, kap_t, grads = self._shape_all(T, ops)
         GR = G * (r1[:, None] * r2[None, :])
         out: dict[str, Any] = {
             k: self.variance * float(np.vdot(GR, np.broadcast_to(v, GR.shape))) for k, v in grads.items()
@@ -377,10 +382,10 @@ class ZonalKernel(Saveable):
         rows :math:`\tilde x = [x / s, b]`) into ``X``, ``bias`` and ``input_scale``."""
         return lift_backward_rows(X, dXt, self.input_scale)
 
-    def _shape_all(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    def _shape_all(self, t: np.ndarray, ops: Operations | str) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
         """``(kappa, kappa', d kappa / d shape-params)`` without ``variance``; subclasses fuse
         the three where they share work."""
-        return self._shape(t), self._shape_dt(t), self._shape_grads(t)
+        return self._shape(t, ops), self._shape_dt(t, ops), self._shape_grads(t, ops)
 
     #: structural (non-trainable) attributes shown by repr
     structure: tuple[str, ...] = ()

@@ -124,7 +124,7 @@ class Matern(QuadratureSpectrum):
         e = np.exp(-0.5 * r * r)
         return e, -r * e
 
-    def _shape(self, t):
+    def _shape(self, t, ops):
         return self._m_and_dm(self._r(t))[0]
 
     @property
@@ -176,7 +176,7 @@ class Matern(QuadratureSpectrum):
         a = math.sqrt(2.0 * self.nu) * self._r(t) if np.isfinite(self.nu) else self._r(t)
         return _series(_TAYLOR[self.nu], a, skip_even_below=2 * level)
 
-    def _shape_grads(self, t):
+    def _shape_grads(self, t, ops):
         r = self._r(t)
         _, dm = self._m_and_dm(r)
         return {"lengthscale": -dm * r / self.lengthscale}
@@ -191,7 +191,7 @@ class Matern(QuadratureSpectrum):
             return {"lengthscale": squared_exponential_spectrum(self.lengthscale, dim, L)[1]}
         return super()._spectrum_grads(dim, L)
 
-    def _shape_dt(self, t):
+    def _shape_dt(self, t, ops):
         # d/dt m(r) = m'(r) dr/dt, dr/dt = -1 / (l^2 r): finite except nu = 1/2 at t = 1
         r = self._r(t)
         l2 = self.lengthscale**2
@@ -206,7 +206,7 @@ class Matern(QuadratureSpectrum):
             return 5.0 / 3.0 * (1.0 + a) * np.exp(-a) / l2
         return np.exp(-0.5 * r * r) / l2
 
-    def _shape_all(self, t):
+    def _shape_all(self, t, ops):
         # one distance and one exponential for kappa, kappa' and d kappa / d lengthscale
         r = self._r(t)
         l = self.lengthscale

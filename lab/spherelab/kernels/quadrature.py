@@ -31,7 +31,7 @@ class QuadratureSpectrum(ZonalKernel):
 
     def _spectrum_grads(self, dim, L):
         rule = quadrature_spectrum(self, dim, L)[1]
-        return {k: apply_parity(rule.apply(v), self.parity) for k, v in self._shape_grads(rule.nodes).items()}
+        return {k: apply_parity(rule.apply(v), self.parity) for k, v in self._shape_grads(rule.nodes, "cpu").items()}
 
     def __eq__(self, other):
         return isinstance(other, ZonalKernel) and self._key() == other._key()
@@ -48,7 +48,7 @@ def quadrature_spectrum(kernel: QuadratureSpectrum, dim: int, L: int):
     are returned as 0, so that no spectrum is negative (round-off of both signs was seen at the
     structural zeros of the one-layer NTK and at the high levels of fast-decaying spectra); the
     floor is computed only then, off the optimisers' path."""
-    coeffs, err, rule = funk_hecke_with_rule(kernel._shape, dim, L, parity=kernel.parity,
+    coeffs, err, rule = funk_hecke_with_rule(lambda t: kernel._shape(t, "cpu"), dim, L, parity=kernel.parity,
                                              kinks=getattr(kernel, "breakpoints", ()))
     sources = [(0, L + 1, None)]  # None: the shape itself
     excess = getattr(kernel, "_shape_minus_one", None)
@@ -84,7 +84,7 @@ def quadrature_floor(kernel: QuadratureSpectrum, rule, err: np.ndarray, sources)
     floor = np.empty(weights.shape[1])
     for start, stop, values in sources:
         shape = values is None
-        v = kernel._shape(rule.nodes) if shape else values
+        v = kernel._shape(rule.nodes, "cpu") if shape else values
         floor[start:stop] = 8.0 * np.finfo(np.float64).eps * (np.abs(v) @ weights[:, start:stop])
         if shape:
             floor[start:stop] += err[start:stop]

@@ -77,17 +77,17 @@ class SpectralKernel(ZonalKernel):
             lam, grads, tail = _shape_series(self)
         return lam, grads, tail
 
-    def _shape(self, t):
+    def _shape(self, t, ops):
         lam, _, _ = self._series()
-        return zonal_series(lam, self.dim, t)
+        return zonal_series(lam, self.dim, t, ops=ops)
 
-    def _shape_dt(self, t):
+    def _shape_dt(self, t, ops):
         lam, _, _ = self._series()
-        return zonal_series(lam, self.dim, t, derivative=True)[1]
+        return zonal_series(lam, self.dim, t, derivative=True, ops=ops)[1]
 
-    def _shape_grads(self, t):
+    def _shape_grads(self, t, ops):
         _, grads, _ = self._series()
-        return {k: zonal_series(v, self.dim, t) for k, v in grads.items()}
+        return {k: zonal_series(v, self.dim, t, ops=ops) for k, v in grads.items()}
 
     def at_one(self) -> float:
         return self.variance  # normalised: sum_l lambda_l N(l, d) = variance exactly

@@ -112,8 +112,8 @@ class Truncated(WrappedKernel):
             out[name] = padded
         return out
 
-    def _shape(self, t):
-        return zonal_series(self._levels(), self.dim, t)
+    def _shape(self, t, ops):
+        return zonal_series(self._levels(), self.dim, t, ops=ops)
 
     def at_one(self) -> float:
         counts = np.array([float(num_harmonics(e, self.dim)) for e in range(self.max_degree + 1)])
@@ -126,12 +126,12 @@ class Truncated(WrappedKernel):
         grads["variance"] = float(self._levels() @ counts)
         return grads
 
-    def _shape_dt(self, t):
-        return zonal_series(self._levels(), self.dim, t, derivative=True)[1]
+    def _shape_dt(self, t, ops):
+        return zonal_series(self._levels(), self.dim, t, derivative=True, ops=ops)[1]
 
-    def _shape_grads(self, t):
+    def _shape_grads(self, t, ops):
         return {
-            name: zonal_series(g, self.dim, t)
+            name: zonal_series(g, self.dim, t, ops=ops)
             for name, g in self.base._spectrum_grads(self.dim, self.max_degree).items()
         }
 
@@ -183,15 +183,15 @@ class Parity(WrappedKernel):
     def _key(self):
         return ("Parity", self.base._key(), self.even)
 
-    def _shape(self, t):
-        return 0.5 * (self.base._shape(t) + self._sign * self.base._shape(-t))
+    def _shape(self, t, ops):
+        return 0.5 * (self.base._shape(t, ops) + self._sign * self.base._shape(-t, ops))
 
-    def _shape_dt(self, t):
+    def _shape_dt(self, t, ops):
         # d/dt kappa(-t) = -kappa'(-t)
-        return 0.5 * (self.base._shape_dt(t) - self._sign * self.base._shape_dt(-t))
+        return 0.5 * (self.base._shape_dt(t, ops) - self._sign * self.base._shape_dt(-t, ops))
 
-    def _shape_grads(self, t):
-        g1, g2 = self.base._shape_grads(t), self.base._shape_grads(-t)
+    def _shape_grads(self, t, ops):
+        g1, g2 = self.base._shape_grads(t, ops), self.base._shape_grads(-t, ops)
         return {k: 0.5 * (g1[k] + self._sign * g2[k]) for k in g1}
 
     def _mask(self, v):

@@ -17,14 +17,12 @@ changes them, and changing them changes the model (every cached posterior notice
 from __future__ import annotations
 
 import contextlib
-import functools
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from .._state import Saveable
 from .._validation import check_data, check_finite_array
-from ..backend.ops import use
 from ..concurrency import reading, writing
 from ..distributed import lazy_rows
 from ..likelihoods import Gaussian, Likelihood
@@ -47,26 +45,15 @@ def _dim(model, *args, **kwargs) -> int:
     return model._num_inducing() if model._initialised() else 1
 
 
-def _on_device(method):
-    """Run a model method on the model's device (its operations, :func:`spherelab.backend.use`)."""
-
-    @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
-        with use(self.ops):
-            return method(self, *args, **kwargs)
-
-    return wrapper
-
-
 def threaded(method):
-    """Decorator of the models' public methods taking (X, ...): their device, and the thread
-    policy for their size."""
-    return _on_device(entry_point(_work, _dim)(method))
+    """Decorator of the models' public methods taking (X, ...): the thread policy for their size
+    (the device needs no context: a model passes its operations, ``self.ops``, to what it calls)."""
+    return entry_point(_work, _dim)(method)
 
 
 def threaded_objective(method):
     """The same for methods taking (theta, X, ...)."""
-    return _on_device(entry_point(lambda model, theta, X, *args, **kwargs: _work(model, X), _dim)(method))
+    return entry_point(lambda model, theta, X, *args, **kwargs: _work(model, X), _dim)(method)
 
 
 class Model(Saveable):
@@ -282,9 +269,9 @@ class Model(Saveable):
 
     @contextlib.contextmanager
     def _threads(self, rows: int):
-        """The model's device and the thread policy for passes over ``rows`` rows (their work:
-        :meth:`_pass_work`), entered once around a fit, the same way by every model."""
-        with use(self.ops), policy(self._pass_work(rows), self._num_inducing()):
+        """The thread policy for passes over ``rows`` rows (their work: :meth:`_pass_work`), entered
+        once around a fit, the same way by every model."""
+        with policy(self._pass_work(rows), self._num_inducing()):
             yield
 
     def _pass_work(self, rows: int) -> float:

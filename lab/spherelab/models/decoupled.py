@@ -167,7 +167,7 @@ class OrthogonalSVGP(DecoupledStatistics, SparseModel):
         elif self.W.shape[1] != X.shape[1]:
             raise ValueError(f"orthogonal_inputs have {self.W.shape[1]} columns but X has {X.shape[1]}")
         M = self.features.num_features
-        Kuu = self._with_jitter(self.features.Kuu(self.kernel))
+        Kuu = self._with_jitter(self.features.Kuu(self.kernel, ops=self.ops))
         self.m_u = np.zeros(M)
         self.L_u = cholesky_or_explain(Kuu, "Kuu", HINT_UU)
         self.m_v = np.zeros(K)
@@ -175,8 +175,8 @@ class OrthogonalSVGP(DecoupledStatistics, SparseModel):
             self.L_u = np.eye(M)
             self.L_v = np.eye(K)
         elif K:
-            Kvu = self.features.Kuf(self.kernel, self.W).T
-            Svv = self._with_jitter(self.kernel.K(self.W)) - Kvu @ cho_solve((self.L_u, True), Kvu.T)
+            Kvu = self.features.Kuf(self.kernel, self.W, ops=self.ops).T
+            Svv = self._with_jitter(self.kernel.K(self.W, ops=self.ops)) - Kvu @ cho_solve((self.L_u, True), Kvu.T)
             self.L_v = cholesky_or_explain(0.5 * (Svv + Svv.T), "S_vv", HINT_VV)
         else:
             self.L_v = np.zeros((0, 0))
@@ -185,8 +185,8 @@ class OrthogonalSVGP(DecoupledStatistics, SparseModel):
     # ---- matrices -------------------------------------------------------------------------
     def _matrices(self, X):
         Kuu, Kvv, Kvu = self._inducing_matrices()
-        Kuf = self.features.Kuf(self.kernel, X)
-        Kvf = self.kernel.K(self.W, X) if self.num_orthogonal else np.zeros((0, X.shape[0]))
+        Kuf = self.features.Kuf(self.kernel, X, ops=self.ops)
+        Kvf = self.kernel.K(self.W, X, ops=self.ops) if self.num_orthogonal else np.zeros((0, X.shape[0]))
         return Kuu, Kuf, self.kernel.diag(X), Kvv, Kvu, Kvf
 
     def bound(self, X, y, num_data: int | None = None) -> OrthogonalBound:
@@ -253,9 +253,10 @@ class OrthogonalSVGP(DecoupledStatistics, SparseModel):
         return super()._check_data(X, y)
 
     def _inducing_matrices(self):
-        Kuu = self._with_jitter(self.features.Kuu(self.kernel))
+        Kuu = self._with_jitter(self.features.Kuu(self.kernel, ops=self.ops))
         if self.num_orthogonal:
-            return Kuu, self._with_jitter(self.kernel.K(self.W)), self.features.Kuf(self.kernel, self.W).T
+            Kvv = self._with_jitter(self.kernel.K(self.W, ops=self.ops))
+            return Kuu, Kvv, self.features.Kuf(self.kernel, self.W, ops=self.ops).T
         return Kuu, np.zeros((0, 0)), np.zeros((0, Kuu.shape[0]))
 
     # ---- parameters -----------------------------------------------------------------------

@@ -34,13 +34,13 @@ class DecoupledGradients:
 
     def inducing(self, dKuu, dKvv, dKvu) -> None:
         m, kern, feats = self.model, self.model.kernel, self.model.features
-        self._add(feats.Kuu_gradients(kern, m._jitter_backward(dKuu)), features=True)
+        self._add(feats.Kuu_gradients(kern, m._jitter_backward(dKuu), ops=m.ops), features=True)
         if m.num_orthogonal:
             dKvv = m._jitter_backward(dKvv)
-            d, dWvv, _ = kern.gradients_with_inputs(0.5 * (dKvv + dKvv.T), m.W)
+            d, dWvv, _ = kern.gradients_with_inputs(0.5 * (dKvv + dKvv.T), m.W, ops=m.ops)
             self._add(d)
             self.dW += dWvv
-            d = feats.Kuf_gradients(kern, dKvu.T, m.W)
+            d = feats.Kuf_gradients(kern, dKvu.T, m.W, ops=m.ops)
             self._add(d, features=True)
             self.dW += d["X"]
 
@@ -67,10 +67,10 @@ class DecoupledGradients:
 
     def rows(self, X, dKuf, dKvf, dkff) -> None:
         m, kern = self.model, self.model.kernel
-        self._add(m.features.Kuf_gradients(kern, dKuf, X), features=True)
+        self._add(m.features.Kuf_gradients(kern, dKuf, X, ops=m.ops), features=True)
         self._add(kern.diag_gradients(dkff, X))
         if m.num_orthogonal:
-            d, dWvf, _ = kern.gradients_with_inputs(dKvf, m.W, X)
+            d, dWvf, _ = kern.gradients_with_inputs(dKvf, m.W, X, ops=m.ops)
             self._add(d)
             self.dW += dWvf
 

@@ -63,8 +63,8 @@ class DecoupledStatistics:
 
     def _features_at(self, X):
         """:math:`K_{pf} = [K_{uf}; K_{vf}]`, ``(M + K, n)``."""
-        Kuf = self.features.Kuf(self.kernel, X)
-        return np.vstack([Kuf, self.kernel.K(self.W, X)]) if self.num_orthogonal else Kuf
+        Kuf = self.features.Kuf(self.kernel, X, ops=self.ops)
+        return np.vstack([Kuf, self.kernel.K(self.W, X, ops=self.ops)]) if self.num_orthogonal else Kuf
 
     def _statistics(self, X, y, LJ, keep: bool = False, rows: ResidentRows | None = None) -> Statistics:
         r""":math:`\Phi = AA^\top`, :math:`\beta = Ay` (:math:`A = L_J^{-1}K_{pf}`) and

@@ -87,7 +87,7 @@ class ExactGP(Saveable):
                              f"{X.shape[0]:,} rows would take {8 * X.shape[0] ** 2 / 2**30:.1f} GiB); use VISH or "
                              "OrthogonalSVGP")
         with policy(float(X.shape[0]) ** 3 / 3, X.shape[0]):
-            Kxx = self.kernel.K(X)
+            Kxx = self.kernel.K(X, ops="cpu")
             Kxx[np.diag_indices_from(Kxx)] += self.noise
             self._L = cholesky_or_explain(Kxx, "K + noise I", "increase the noise variance or standardise X")
             self._alpha = cho_solve((self._L, True), y)
@@ -112,7 +112,7 @@ class ExactGP(Saveable):
         X = check_finite_array(X, "X", ndim=2)
         if X.shape[1] != self._X.shape[1]:
             raise ValueError(f"X must have {self._X.shape[1]} columns (as the training inputs), got shape {X.shape}")
-        Ksx = self.kernel.K(X, self._X)
+        Ksx = self.kernel.K(X, self._X, ops="cpu")
         V = solve_triangular(self._L, Ksx.T, lower=True)
         return Ksx @ self._alpha, np.maximum(self.kernel.diag(X) - np.einsum("ij,ij->j", V, V), 0.0)
 

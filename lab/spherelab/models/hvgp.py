@@ -239,7 +239,7 @@ class HarmonicSVGP(SparseModel):
         M = int(offs[-1])
 
         def columns(Xc):
-            return np.concatenate([solve_triangular(Lk, comp.K(Z, Xc), lower=True)
+            return np.concatenate([solve_triangular(Lk, comp.K(Z, Xc, ops=self.ops), lower=True)
                                    for comp, Z, Lk in zip(self.components, self.Z, Lks)], axis=0)
 
         st = streamed_statistics(columns, X, y, chunk_size=chunk_size, ops=self.ops)
@@ -255,8 +255,8 @@ class HarmonicSVGP(SparseModel):
         return self
 
     def _matrices(self, X):
-        Kuus = [self._with_jitter(comp.K(Z)) for comp, Z in zip(self.components, self.Z)]
-        Kufs = [comp.K(Z, X) for comp, Z in zip(self.components, self.Z)]
+        Kuus = [self._with_jitter(comp.K(Z, ops=self.ops)) for comp, Z in zip(self.components, self.Z)]
+        Kufs = [comp.K(Z, X, ops=self.ops) for comp, Z in zip(self.components, self.Z)]
         return Kuus, Kufs, self.kernel.diag(X)
 
     def bound(self, X, y, num_data: int | None = None) -> BlockBound:
@@ -277,8 +277,8 @@ class HarmonicSVGP(SparseModel):
         add = acc.add
         dZ = []
         for c, (comp, Z) in enumerate(zip(self.components, self.Z)):
-            d1, dZ1, _ = comp.gradients_with_inputs(self._jitter_backward(res.dKuu[c]), Z)
-            d2, dZ2, _ = comp.gradients_with_inputs(res.dKuf[c], Z, X)
+            d1, dZ1, _ = comp.gradients_with_inputs(self._jitter_backward(res.dKuu[c]), Z, ops=self.ops)
+            d2, dZ2, _ = comp.gradients_with_inputs(res.dKuf[c], Z, X, ops=self.ops)
             add(d1)
             add(d2)
             dZ.append(dZ1 + dZ2)
@@ -316,7 +316,8 @@ class HarmonicSVGP(SparseModel):
 
     # ---- prediction -----------------------------------------------------------------------
     def _factors(self):
-        return [cholesky_or_explain(self._with_jitter(comp.K(Z)), f"k_c(Z_c, Z_c) of block {c}", HINT_BLOCK.format(c=c))
+        return [cholesky_or_explain(self._with_jitter(comp.K(Z, ops=self.ops)), f"k_c(Z_c, Z_c) of block {c}",
+                                    HINT_BLOCK.format(c=c))
                 for c, (comp, Z) in enumerate(zip(self.components, self.Z))]
 
     @threaded
@@ -327,10 +328,10 @@ class HarmonicSVGP(SparseModel):
         X = self._check_inputs(X)
         means = np.zeros((self.num_blocks, X.shape[0]))
         varis = np.zeros_like(means)
-        Kuus = [self._with_jitter(comp.K(Z)) for comp, Z in zip(self.components, self.Z)]
+        Kuus = [self._with_jitter(comp.K(Z, ops=self.ops)) for comp, Z in zip(self.components, self.Z)]
         for s in range(0, X.shape[0], chunk_size):
             Xc = X[s : s + chunk_size]
-            Kufs = [comp.K(Z, Xc) for comp, Z in zip(self.components, self.Z)]
+            Kufs = [comp.K(Z, Xc, ops=self.ops) for comp, Z in zip(self.components, self.Z)]
             pred = block_predictive(Kuus, Kufs, self.ms, self.Ls)
             means[:, s : s + chunk_size] = pred.means
             varis[:, s : s + chunk_size] = [comp.diag(Xc) for comp in self.components] + pred.reductions

@@ -309,7 +309,7 @@ class VISH(Model):
         cached = Xs.shape[0] * self.features.num_features <= self.lift_cache_elements
 
         def lift_stage():
-            ev = self.features.evaluate(self.kernel, Xs) if cached else None
+            ev = self.features.evaluate(self.kernel, Xs, ops=self.ops) if cached else None
             return self._bound(self._statistics(Xs, ys, ev), lift=(Xs, ys, ev))
 
         names = [p.name for p in self._registry()]
@@ -400,7 +400,7 @@ class VISH(Model):
             return np.zeros(0), np.zeros(0)
         with self._threads(X.shape[0]):
             return predict_rows(self.features, self.kernel, X, *self._cache(), residual=self._residual,
-                                rows=8 * self._rows())
+                                rows=8 * self._rows(), ops=self.ops)
 
     def __repr__(self) -> str:
         return f"VISH(kernel={self.kernel!r}, max_degree={self.max_degree}, likelihood={self.likelihood!r})"

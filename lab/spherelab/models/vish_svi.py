@@ -71,7 +71,7 @@ def uncollapsed_objective(model, X: np.ndarray, y: np.ndarray, num_data: int | N
     the lift and trainable directions through :math:`\\partial L/\\partial K_{uf}` and
     :math:`\\partial L/\\partial r_n^2`."""
     feats, kern, lik = model.features, model.kernel, model.likelihood
-    ev = feats.evaluate(kern, X)
+    ev = feats.evaluate(kern, X, ops=model.ops)
     Phi, r2 = feats.Kuf_from(ev).T, ev.r * ev.r
     lam, v = feats.Kuu_inverse_diag(kern), kern.at_one()
     n = len(y) if num_data is None else num_data
@@ -93,7 +93,7 @@ def uncollapsed_objective(model, X: np.ndarray, y: np.ndarray, num_data: int | N
         g["noise"] = res.dnoise
     g["q_mu"], g["q_sqrt"] = res.dm, res.dL
     if lift:
-        through_values = feats.Kuf_gradients(kern, res.dPhi.T, X, ev)
+        through_values = feats.Kuf_gradients(kern, res.dPhi.T, X, ev, ops=model.ops)
         through_r2 = kern.lift_backward(X, 2.0 * res.dr2[:, None] * ev.Xh * ev.r[:, None])
         g["bias"] = through_values["bias"] + through_r2["bias"]
         g["input_scale"] = through_values["input_scale"] + through_r2["input_scale"]
@@ -133,7 +133,7 @@ def svi_fit(model, X, y, B: int, iterations: int, lr: float, gamma: float, seed:
         Xb, yb = X[idx], y[idx]
         if natural:
             lam = feats.Kuu_inverse_diag(kern)
-            PL = feats.Kuf(kern, Xb).T * lam  # Phi Lambda
+            PL = feats.Kuf(kern, Xb, ops=model.ops).T * lam  # Phi Lambda
             noise, scale = model.likelihood.variance, n / idx.size
             theta1, precision = natural_step(theta1, precision, scale * PL.T @ yb / noise,
                                              np.diag(lam) + scale * PL.T @ PL / noise, gamma)

@@ -33,7 +33,7 @@ from numba import prange
 
 from .._validation import check_degree, check_dim, check_finite_array
 from ..backend.jit import jit
-from ..backend.ops import current
+from ..backend.ops import Operations, as_operations
 from ..threads import policy
 from . import gegenbauer_src as src
 from .special import alpha_of_dim, num_harmonics
@@ -157,7 +157,7 @@ def _flat_t(t: Any) -> tuple[np.ndarray, tuple[int, ...]]:
     return np.ascontiguousarray(arr.reshape(-1)), arr.shape
 
 
-def normalized_gegenbauer_table(max_degree: int, alpha: float, t: Any) -> np.ndarray:
+def normalized_gegenbauer_table(max_degree: int, alpha: float, t: Any, *, ops: Operations | str = "cpu") -> np.ndarray:
     r"""All normalised polynomials :math:`P_0^\alpha(t), \dots, P_L^\alpha(t)` at once.
 
     Parameters
@@ -168,6 +168,8 @@ def normalized_gegenbauer_table(max_degree: int, alpha: float, t: Any) -> np.nda
         :math:`\alpha \ge 0`; :math:`\alpha = 0` gives the Chebyshev polynomials :math:`T_n`.
     t
         Array of any shape (any finite reals; on [-1, 1] every value is bounded by 1).
+    ops
+        The operations (or the name of the device) that compute it (:func:`spherelab.backend.resolve`).
 
     Returns
     -------
@@ -177,22 +179,24 @@ def normalized_gegenbauer_table(max_degree: int, alpha: float, t: Any) -> np.nda
     L = check_degree(max_degree)
     a = _check_alpha(alpha)
     flat, shape = _flat_t(t)
-    return current().gegenbauer_table(L, a, flat).reshape(shape + (L + 1,))
+    return as_operations(ops).gegenbauer_table(L, a, flat).reshape(shape + (L + 1,))
 
 
-def normalized_gegenbauer_derivative_table(max_degree: int, alpha: float, t: Any) -> np.ndarray:
+def normalized_gegenbauer_derivative_table(max_degree: int, alpha: float, t: Any, *,
+                                           ops: Operations | str = "cpu") -> np.ndarray:
     r"""Derivatives :math:`\tfrac{d}{dt} P_n^\alpha(t)` for n = 0..L; shape ``t.shape + (L+1,)``.
 
     Uses :math:`\tfrac{d}{dt}P_n^\alpha = \tfrac{n(n+2\alpha)}{2\alpha+1} P_{n-1}^{\alpha+1}`,
-    exact and finite at :math:`t = \pm 1` (:math:`P_n^{\alpha\prime}(1) = n(n+2\alpha)/(2\alpha+1)`).
+    exact and finite at :math:`t = \pm 1` (:math:`P_n^{\alpha\prime}(1) = n(n+2\alpha)/(2\alpha+1)`);
+    computed by ``ops`` (an :class:`~spherelab.backend.Operations` or a device name).
     """
     L = check_degree(max_degree)
     a = _check_alpha(alpha)
     flat, shape = _flat_t(t)
-    return current().gegenbauer_derivative_table(L, a, flat).reshape(shape + (L + 1,))
+    return as_operations(ops).gegenbauer_derivative_table(L, a, flat).reshape(shape + (L + 1,))
 
 
-def gegenbauer_table(max_degree: int, alpha: float, t: Any) -> np.ndarray:
+def gegenbauer_table(max_degree: int, alpha: float, t: Any, *, ops: Operations | str = "cpu") -> np.ndarray:
     r"""All Gegenbauer polynomials :math:`C_0^\alpha(t), \dots, C_L^\alpha(t)`.
 
     Computed as :math:`C_n^\alpha(1) P_n^\alpha(t)`; values can overflow to ``inf`` for very
@@ -201,7 +205,7 @@ def gegenbauer_table(max_degree: int, alpha: float, t: Any) -> np.ndarray:
     ``scipy.special.eval_gegenbauer`` does); the meaningful d = 2 objects are
     :math:`P_n^0 = T_n` and :math:`Z_\ell = 2T_\ell`.
     """
-    table = normalized_gegenbauer_table(max_degree, alpha, t)
+    table = normalized_gegenbauer_table(max_degree, alpha, t, ops=ops)
     return table * _gegenbauer_at_one(table.shape[-1] - 1, float(alpha))
 
 
@@ -268,6 +272,7 @@ def gegenbauer_series(
     *,
     normalized: bool = False,
     derivative: bool = False,
+    ops: Operations | str = "cpu",
 ) -> Any:
     r"""Clenshaw sum :math:`\sum_{n=0}^{L} c_n C_n^\alpha(t)` (or :math:`\sum c_n P_n^\alpha(t)`
     with ``normalized=True``), and optionally its t-derivative.
@@ -284,6 +289,8 @@ def gegenbauer_series(
         Interpret ``coeffs`` in the normalised basis :math:`P_n^\alpha`.
     derivative
         Also return :math:`\tfrac{d}{dt}` of the series.
+    ops
+        The operations (or the name of the device) that evaluate it.
 
     Returns
     -------
@@ -306,13 +313,13 @@ def gegenbauer_series(
                 "coefficients in the basis P_n = C_n / C_n(1)"
             )
     flat, shape = _flat_t(t)
-    out = current().clenshaw(np.ascontiguousarray(c), a, flat, derivative)
+    out = as_operations(ops).clenshaw(np.ascontiguousarray(c), a, flat, derivative)
     if derivative:
         return out[0].reshape(shape), out[1].reshape(shape)
     return out.reshape(shape)
 
 
-def zonal_table(max_degree: int, dim: int, t: Any) -> np.ndarray:
+def zonal_table(max_degree: int, dim: int, t: Any, *, ops: Operations | str = "cpu") -> np.ndarray:
     r"""Zonal functions :math:`Z_\ell(t) = N(\ell, d) P_\ell^\alpha(t)`, :math:`\ell = 0..L`.
 
     By the addition theorem :math:`Z_\ell(x^\top x') = \sum_j \phi_{\ell j}(x)\phi_{\ell j}(x')`
@@ -328,16 +335,17 @@ def zonal_table(max_degree: int, dim: int, t: Any) -> np.ndarray:
         if counts is not None
         else np.array([float(num_harmonics(ell, dim)) for ell in range(L + 1)])
     )
-    return normalized_gegenbauer_table(L, alpha_of_dim(dim), t) * counts
+    return normalized_gegenbauer_table(L, alpha_of_dim(dim), t, ops=ops) * counts
 
 
-def zonal_series(coeffs: Any, dim: int, t: Any, *, derivative: bool = False) -> Any:
+def zonal_series(coeffs: Any, dim: int, t: Any, *, derivative: bool = False, ops: Operations | str = "cpu") -> Any:
     r""":math:`\sum_\ell c_\ell Z_\ell(t)` by Clenshaw (e.g. a truncated Mercer kernel
     :math:`\kappa_L(t) = \sum_{\ell \le L} \lambda_\ell Z_\ell(t)`), optionally with its
-    t-derivative."""
+    t-derivative, evaluated by ``ops``."""
     dim = check_dim(dim)
     c = check_finite_array(coeffs, "coeffs", ndim=1)
-    return gegenbauer_series(c * _counts(dim, c.shape[0]), alpha_of_dim(dim), t, normalized=True, derivative=derivative)
+    return gegenbauer_series(c * _counts(dim, c.shape[0]), alpha_of_dim(dim), t, normalized=True, derivative=derivative,
+                             ops=ops)
 
 
 @functools.lru_cache(maxsize=256)

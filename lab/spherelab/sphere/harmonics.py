@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 
 from .._validation import check_allocation, check_degree, check_dim, check_finite_array, check_points_on_sphere
-from ..backend.ops import current
+from ..backend.ops import Operations, as_operations
 from ..threads import policy
 from .harmonics_jit import columns_kernel, eval_kernel, vjp_kernel
 from .harmonics_plan import Plan, build_plan, labels
@@ -194,7 +194,7 @@ class SphericalHarmonics:
             f"num_features={self.num_features})"
         )
 
-    def solid_vjp(self, X: Any, W: Any) -> np.ndarray:
+    def solid_vjp(self, X: Any, W: Any, *, ops: Operations | str = "cpu") -> np.ndarray:
         r"""Vector-Jacobian product with the *solid* harmonics :math:`H_m(x) = |x|^{\ell_m}
         \phi_m(\hat x)` (homogeneous polynomials): row n of the result is
         :math:`\nabla_x \sum_m W_{nm} H_m(x_n)`, shape ``(N, d)``.
@@ -209,6 +209,8 @@ class SphericalHarmonics:
             ``(N, d)`` points (any non-zero norm; the solid harmonics are evaluated as given).
         W
             ``(N, M)`` weights.
+        ops
+            The operations (or the name of the device) that compute it.
         """
         Xa = check_finite_array(X, "X", ndim=2)
         if Xa.shape[1] != self.dim:
@@ -218,7 +220,7 @@ class SphericalHarmonics:
             raise ValueError(f"W must have shape {(Xa.shape[0], self.num_features)}, got {Wa.shape}")
         if Xa.shape[0] == 0:
             return np.empty(Xa.shape)
-        return current().harmonics_vjp(np.ascontiguousarray(Xa), np.ascontiguousarray(Wa), self._plan)
+        return as_operations(ops).harmonics_vjp(np.ascontiguousarray(Xa), np.ascontiguousarray(Wa), self._plan)
 
     def __call__(
         self,
@@ -226,6 +228,7 @@ class SphericalHarmonics:
         *,
         out: np.ndarray | None = None,
         atol: float = 1e-6,
+        ops: Operations | str = "cpu",
     ) -> np.ndarray:
         r"""Evaluate every harmonic at every point.
 
@@ -238,6 +241,9 @@ class SphericalHarmonics:
             Optional C-contiguous float64 ``(N, M)`` array to write into.
         atol
             Tolerance on the row norms.
+        ops
+            The operations (or the name of the device) that evaluate them
+            (:func:`spherelab.backend.resolve`).
 
         Returns
         -------
@@ -259,7 +265,7 @@ class SphericalHarmonics:
             raise ValueError(f"out must be a C-contiguous float64 array of shape {(N, M)}")
         if N == 0:
             return out
-        return current().harmonics(Xn, self._plan, out)
+        return as_operations(ops).harmonics(Xn, self._plan, out)
 
 
 def harmonics_cpu(X: np.ndarray, plan: Plan, out: np.ndarray) -> np.ndarray:
