@@ -3,7 +3,7 @@
 #   make lab HEADLESS=1 PORT=8899     same, no browser, listening on 127.0.0.1:8899
 #   make test                         install, then run every test (notebooks in smoke size)
 #   make test-fast                    the same without the tests marked slow (end-to-end fits, notebooks)
-#   make test-notebooks-full          every notebook at full size with its assertions (not in CI: minutes each)
+#   make test-notebooks-full          every notebook at full size with its checks (not in CI: minutes each)
 #   make test-browser                 every notebook in Chromium through JupyterLab, then the docs site
 #   make lint                         ruff check (configured in pyproject.toml)
 #   make docs                         the documentation site into docs/_build/html (notebooks executed, smoke size)

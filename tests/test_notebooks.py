@@ -1,6 +1,8 @@
 """Execute every notebook in its small "smoke" size (SPHERELAB_SMOKE=1, non-GUI backend), or at full
-size with SPHERELAB_NOTEBOOKS=full (``make test-notebooks-full``): the assertions beside each stated
-result run at both sizes; no error, no warning on stderr, no overlapping text in any figure."""
+size with SPHERELAB_NOTEBOOKS=full (``make test-notebooks-full``), then its checks
+(tests/notebook_checks: every stated result, and the sliders' callbacks) in its kernel, at both sizes;
+no error, no warning on stderr, no overlapping text in any figure. The sizes are chosen in one place
+per notebook (``spherelab.widgets.notebook_sizes``)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("*.ipynb"))
+CHECKS = Path(__file__).resolve().parent / "notebook_checks"
 
 
 @pytest.mark.slow
@@ -25,6 +28,11 @@ def test_notebook_runs(path, monkeypatch):
         monkeypatch.setenv("SPHERELAB_SMOKE", "1")
     monkeypatch.setenv("MPLBACKEND", "Agg")
     nb = nbformat.read(path, as_version=4)
+    # the checks of what the notebook states, in its kernel after its last cell (the notebooks hold
+    # narrative and calls; their checks live here, tests/notebook_checks/<notebook>.py)
+    checks = CHECKS / f"{path.stem}.py"
+    run = f"import runpy as _runpy\n_runpy.run_path({str(checks)!r})['check'](globals())"
+    nb.cells.append(nbformat.v4.new_code_cell(run))
     # every figure the notebook drew: no text over another text or over a panel it does not label
     nb.cells.append(nbformat.v4.new_code_cell(
         "import matplotlib.pyplot as _plt, spherelab as _sl\n"
@@ -46,6 +54,13 @@ def test_notebook_runs(path, monkeypatch):
     stderr = [out.get("text", "") for cell in nb.cells if cell.cell_type == "code"
               for out in cell.get("outputs", []) if out.get("name") == "stderr"]
     assert not [t for t in stderr if "Warning" in t or "Traceback" in t], stderr
+
+
+def test_every_notebook_has_its_checks_and_no_test_scaffolding():
+    assert {p.stem for p in CHECKS.glob("*.py")} == {p.stem for p in NOTEBOOKS}
+    for p in NOTEBOOKS:
+        code = "\n".join(c.source for c in nbformat.read(p, as_version=4).cells if c.cell_type == "code")
+        assert "SMOKE" not in code and "assert " not in code, p.name
 
 
 def test_notebooks_exist():

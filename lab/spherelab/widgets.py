@@ -8,9 +8,42 @@ tick labels on a small machine). Changes that move axis limits call :meth:`BlitM
 
 from __future__ import annotations
 
-from typing import Iterable
+import os
+from types import SimpleNamespace
+from typing import Any, Iterable
 
-__all__ = ["BlitManager", "subplots", "figure", "overlapping_text"]
+__all__ = ["BlitManager", "subplots", "figure", "overlapping_text", "notebook_sizes", "interactive"]
+
+
+def smoke_run() -> bool:
+    """Whether this is the test suite's small run of a notebook (``SPHERELAB_SMOKE=1``)."""
+    return os.environ.get("SPHERELAB_SMOKE") == "1"
+
+
+def notebook_sizes(**choices: tuple[Any, Any]) -> SimpleNamespace:
+    """A notebook's sizes, chosen in one place: each keyword is a pair ``(small, full)``, the size
+    the test suite runs (``SPHERELAB_SMOKE=1``) and the size a reader runs. Returns a namespace
+    of the chosen values, and ``smoke`` saying which.
+
+    Examples
+    --------
+    >>> size = notebook_sizes(max_degree=(6, 12))
+    >>> size.max_degree == (6 if size.smoke else 12)
+    True
+    """
+    smoke = smoke_run()
+    for name, pair in choices.items():
+        if not (isinstance(pair, tuple) and len(pair) == 2):
+            raise TypeError(f"{name} must be a pair (small, full), got {pair!r}")
+    return SimpleNamespace(smoke=smoke, **{name: pair[0 if smoke else 1] for name, pair in choices.items()})
+
+
+def interactive(shell) -> None:
+    """Draw figures as ipympl widgets in JupyterLab (``%matplotlib widget`` in the IPython
+    ``shell``), so that sliders update them in place; the test suite's small run keeps its static
+    backend."""
+    if not smoke_run():
+        shell.run_line_magic("matplotlib", "widget")
 
 
 def subplots(*args, **kwargs):
