@@ -75,3 +75,22 @@ def test_the_readme_quotes_each_claims_current_figures():
             variants = {plain, plain.replace(" ", ","), plain.replace(" ", "")}
             found = any(re.search(rf"(?<![\d.]){re.escape(v)}(?![\d])", body) for v in variants)
             assert found, f"{figure!r} of {bullet[:60]!r} is not in {claims}"
+
+
+def test_the_readme_gpu_paragraph_quotes_measured_figures():
+    """The paragraph under the rendered device check quotes only figures of those tables or of the
+    logs it cites (no number typed by hand)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = readme.index("The pass runs ")
+    end = readme.find("\n\n", start)
+    paragraph = readme[start:end if end >= 0 else None]
+    tables = readme[readme.index("Device check, "):start]
+    cited = re.findall(r"`(benchmarks/log/[^`]+\.md)`", paragraph)
+    assert cited, "the paragraph cites the logs of its later runs"
+    sources = tables + "".join((ROOT / c).read_text(encoding="utf-8") for c in cited)
+    text = re.sub(r"`[^`]*`", "", paragraph)  # paths and code are not figures
+    numbers = re.findall(r"(?<![\w.])\d[\d,]*(?:\.\d+)?(?:e-\d+)?", text)
+    assert len(numbers) >= 10
+    for number in numbers:
+        variants = {number, number.replace(",", ""), number.replace(",", " ")}
+        assert any(re.search(rf"(?<![\d.]){re.escape(v)}(?![\d])", sources) for v in variants), number
