@@ -104,7 +104,7 @@ def steps(sl, device: str, tiny: bool):
 
     def full_batch(dev):
         model, theta = decoupled(dev)
-        hold = model._rows_held(X, y)  # as a fit holds them: the rows on the device, copied once
+        hold = model.holding_rows(X, y)  # as a fit holds them: the rows on the device, copied once
         hold.__enter__()
         return lambda: hold and model.objective(theta, X, y)  # (the step keeps the hold alive)
 

@@ -35,7 +35,7 @@ class DecoupledStatistics:
                 and (n >= 3 * self._num_inducing() or ResidentRows.applies(self)))
 
     @contextlib.contextmanager
-    def _rows_held(self, X, y) -> Iterator[None]:
+    def holding_rows(self, X, y) -> Iterator[None]:
         """One fit's training rows on the device (:class:`ResidentRows`), copied there once."""
         held = not is_dask(X) and ResidentRows.applies(self) and self._use_stats(X.shape[0])
         self._device_rows = ResidentRows(self, X, y) if held else None

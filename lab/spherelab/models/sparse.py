@@ -55,9 +55,10 @@ class SparseModel(Model):
         return self.negated(evaluate, theta.size)
 
     @contextlib.contextmanager
-    def _rows_held(self, X, y) -> Iterator[None]:
-        """Around one fit's evaluations: a model that keeps its rows on its device copies them there
-        once (default: nothing to hold)."""
+    def holding_rows(self, X, y) -> Iterator[None]:
+        """A context for repeated evaluations on the same rows (a fit's, or a user's timing loop):
+        a model that keeps its rows on its device copies them there once on entry and reuses them
+        until exit (default: nothing to hold)."""
         yield
 
     def _start(self, X, y, seed: int, init_q: str) -> None:
@@ -101,7 +102,7 @@ class SparseModel(Model):
             raise TypeError(f"collapsed=True needs a Gaussian likelihood, got {type(self.likelihood).__name__}")
         self._start(X, y, seed, init_q)
         if optimize:
-            with self._threads(X.shape[0]), self._rows_held(X, y):
+            with self._threads(X.shape[0]), self.holding_rows(X, y):
                 if collapsed:
                     names = self.collapsed_names
                     res = minimize_lbfgsb(self.collapsed_objective, self.parameter_vector(names), maxiter,
