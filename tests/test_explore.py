@@ -324,3 +324,28 @@ def test_blitting_after_the_figure_was_closed_is_a_no_op():
     line.set_ydata([1, 0])
     blit.update()
     blit.full()
+
+
+def test_notebook_sizes_pick_one_side_of_each_pair(monkeypatch):
+    """The notebooks' one place for sizes: the small side under the test suite, the full one for a
+    reader; anything but a pair is refused by name; the widget backend only for a reader."""
+    import spherelab as sl
+
+    calls = []
+
+    class Shell:
+        def run_line_magic(self, name, value):
+            calls.append((name, value))
+
+    monkeypatch.setenv("SPHERELAB_SMOKE", "1")
+    small = sl.widgets.notebook_sizes(L=(6, 12), grid=((24, 48), (121, 242)))
+    assert small.smoke and small.L == 6 and small.grid == (24, 48)
+    sl.widgets.interactive(Shell())
+    assert calls == []
+    monkeypatch.delenv("SPHERELAB_SMOKE")
+    full = sl.widgets.notebook_sizes(L=(6, 12), grid=((24, 48), (121, 242)))
+    assert not full.smoke and full.L == 12 and full.grid == (121, 242)
+    sl.widgets.interactive(Shell())
+    assert calls == [("matplotlib", "widget")]
+    with pytest.raises(TypeError, match="iters must be a pair"):
+        sl.widgets.notebook_sizes(iters=100)
