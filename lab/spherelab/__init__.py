@@ -57,6 +57,7 @@ from .sphere import (
     sample_sphere,
     truncated_shape,
     zonal_series,
+    zonal_series_vjp,
     zonal_table,
 )
 from .persistence import FormatError, load, save
@@ -127,6 +128,7 @@ __all__ = [
     "normalized_gegenbauer_derivative_table",
     "zonal_table",
     "zonal_series",
+    "zonal_series_vjp",
     "num_harmonics",
     "cumulative_num_harmonics",
     "log_num_harmonics",

@@ -9,6 +9,7 @@ import spherelab as sl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.special import eval_chebyt, eval_gegenbauer
+from spherelab.testing import checkgrad
 
 T_GRID = np.concatenate(
     [[-1.0, -0.999999, -0.95, -0.5, -0.1, 0.0, 0.1, 0.3, 0.7, 0.99, 0.999999, 1.0]]
@@ -192,3 +193,20 @@ def test_shapes_and_scalars():
 def test_bad_input(call, match):
     with pytest.raises((ValueError, TypeError), match=match):
         call()
+
+
+@pytest.mark.parametrize("dim", [2, 3, 9])
+@pytest.mark.parametrize("L", [0, 1, 6, 30])
+def test_zonal_series_vjp_is_the_coefficient_gradient_of_the_series(dim, L, rng):
+    """sum_i w_i Z_l(t_i): the table's contraction (without the table), and the gradient of
+    <w, zonal_series(c, t)> in c by finite differences."""
+    t = rng.uniform(-1, 1, (23, 31))
+    w = rng.normal(size=t.shape)
+    got = sl.zonal_series_vjp(w, dim, t, L)
+    table = np.einsum("ij,ijl->l", w, sl.zonal_table(L, dim, t))
+    assert np.allclose(got, table, rtol=1e-12, atol=1e-12 * np.abs(table).max())
+    c = rng.normal(size=L + 1)
+    check = checkgrad(lambda c: (float(np.sum(w * sl.zonal_series(c, dim, t))), got), c)
+    assert check.ok, str(check)
+    with pytest.raises(ValueError, match="weights must have the shape of t"):
+        sl.zonal_series_vjp(w[:, :3], dim, t, L)

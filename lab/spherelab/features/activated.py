@@ -12,7 +12,7 @@ from .._validation import check_finite_array, check_int
 from ..activations import Activation
 from ..backend.ops import Operations
 from ..kernels import ZonalKernel
-from ..sphere.gegenbauer import zonal_series, zonal_table
+from ..sphere.gegenbauer import zonal_series, zonal_series_vjp
 from .base import Features
 from .zonal import lifted_points, norms_and_directions, zonal_pair, zonal_pair_gradients
 
@@ -120,8 +120,7 @@ class ActivatedFeatures(Features):
         out: dict[str, Any] = {"weights": dA + dB}
         r, Wh = norms_and_directions(W, "weights")
         T = np.clip(Wh @ Wh.T, -1.0, 1.0)
-        Z = zonal_table(L, dim, T, ops=ops)  # (M, M, L + 1)
-        dF_dq = np.einsum("ij,ijl->l", G * (r[:, None] * r[None, :]), Z)
+        dF_dq = zonal_series_vjp(G * (r[:, None] * r[None, :]), dim, T, L)  # M x M: on the host
         dq_dlam = np.where(keep, -sig * sig / np.where(keep, lam, 1.0) ** 2, 0.0)
         dlam = dF_dq * dq_dlam
         out.update(kernel.spectrum_vjp(dim, L, dlam))

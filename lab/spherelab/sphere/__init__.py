@@ -15,6 +15,7 @@ from .gegenbauer import (
     normalized_gegenbauer_derivative_table,
     normalized_gegenbauer_table,
     zonal_series,
+    zonal_series_vjp,
     zonal_table,
 )
 from .harmonics import SphericalHarmonics
@@ -38,6 +39,7 @@ __all__ = [
     "normalized_gegenbauer_table",
     "normalized_gegenbauer_derivative_table",
     "zonal_series",
+    "zonal_series_vjp",
     "zonal_table",
     "sample_sphere",
     "product_quadrature",

@@ -46,6 +46,7 @@ __all__ = [
     "gegenbauer_series",
     "zonal_table",
     "zonal_series",
+    "zonal_series_vjp",
 ]
 
 
@@ -86,6 +87,25 @@ def _clenshaw_kernel(t, coeffs, alpha, values, derivs, want_deriv):  # pragma: n
         values[i] = v
         if want_deriv:
             derivs[i] = d
+
+
+@jit(parallel=True)
+def _moments_kernel(t, w, max_degree, alpha, out):  # pragma: no cover - compiled
+    # out[k, n] = sum over the points of block k of w_i P_n(t_i): one recurrence per point, no table
+    two_a = 2.0 * alpha
+    blocks = out.shape[0]
+    size = (t.shape[0] + blocks - 1) // blocks
+    for k in prange(blocks):
+        for i in range(k * size, min((k + 1) * size, t.shape[0])):
+            x, wi = t[i], w[i]
+            out[k, 0] += wi
+            if max_degree >= 1:
+                out[k, 1] += wi * x
+            p_prev, p_cur = 1.0, x
+            for m in range(1, max_degree):
+                p_next = ((2.0 * m + two_a) * x * p_cur - m * p_prev) / (m + two_a)
+                out[k, m + 1] += wi * p_next
+                p_prev, p_cur = p_cur, p_next
 
 
 def table_cpu(L: int, alpha: float, t: np.ndarray) -> np.ndarray:
@@ -346,6 +366,25 @@ def zonal_series(coeffs: Any, dim: int, t: Any, *, derivative: bool = False, ops
     c = check_finite_array(coeffs, "coeffs", ndim=1)
     return gegenbauer_series(c * _counts(dim, c.shape[0]), alpha_of_dim(dim), t, normalized=True, derivative=derivative,
                              ops=ops)
+
+
+def zonal_series_vjp(weights: Any, dim: int, t: Any, max_degree: int) -> np.ndarray:
+    r""":math:`\sum_i w_i Z_\ell(t_i)` for :math:`\ell = 0..L`, ``(L + 1,)``: the gradient of
+    :func:`zonal_series` at ``t`` with respect to its coefficients, for the output weights ``w``
+    (the shape of ``t``). One recurrence per point on the host, without the ``t.shape + (L + 1,)``
+    table of :func:`zonal_table` (``(M, M, L + 1)`` for an M x M Gram block).
+    """
+    L = check_degree(max_degree)
+    dim = check_dim(dim)
+    flat, shape = _flat_t(t)
+    w = check_finite_array(weights, "weights")
+    if w.shape != shape:
+        raise ValueError(f"weights must have the shape of t {shape}, got {w.shape}")
+    blocks = max(1, min(64, flat.shape[0] // 4096))  # partial sums per block, added in a fixed order
+    out = np.zeros((blocks, L + 1))
+    with policy(flat.shape[0] * (L + 1) * 5):
+        _moments_kernel(flat, np.ascontiguousarray(w.reshape(-1)), L, alpha_of_dim(dim), out)
+    return out.sum(axis=0) * _counts(dim, L + 1)
 
 
 @functools.lru_cache(maxsize=256)
