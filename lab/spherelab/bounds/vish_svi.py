@@ -43,6 +43,22 @@ def _log_det_factor(L: np.ndarray) -> tuple[np.ndarray, float]:
     return diagL, float(np.sum(np.log(np.abs(diagL))))
 
 
+def _q_terms(lam, m, L, Phi, r2, v, residual):
+    """What both bounds compute of q(u) = N(m, LL^T) on the rows: L (lower part), its diagonal,
+    Phi Lambda, the means mu, Q = Phi Lambda L, the variances (the residual prior term included when
+    ``residual``; not clamped), diag S and the KL term."""
+    M = Phi.shape[1]
+    L = np.tril(L)
+    diagL, logdet = _log_det_factor(L)
+    PL = Phi * lam  # Phi Lambda
+    Q = PL @ L
+    on = 1.0 if residual else 0.0
+    var = on * (r2 * v - np.einsum("nm,nm->n", PL, Phi)) + np.einsum("nk,nk->n", Q, Q)
+    S_diag = np.einsum("ij,ij->i", L, L)
+    kl = 0.5 * (float(lam @ S_diag) + float(m @ (lam * m)) - M - 2 * logdet - np.sum(np.log(lam)))
+    return L, diagL, PL, PL @ m, Q, var, S_diag, kl, on
+
+
 def uncollapsed_bound(
     lam: np.ndarray,
     v: float,
@@ -71,19 +87,11 @@ def uncollapsed_bound(
     :func:`collapsed_bound`).
     """
     lam = np.asarray(lam, dtype=np.float64)
-    B, M = Phi.shape
+    B = Phi.shape[0]
     scale = num_data / B
-    L = np.tril(L)
-    PL = Phi * lam  # Phi Lambda
-    mu = PL @ m
-    Q = PL @ L
-    on = 1.0 if residual else 0.0
-    nu = on * (r2 * v - np.einsum("nm,nm->n", PL, Phi)) + np.einsum("nk,nk->n", Q, Q)
+    L, diagL, PL, mu, Q, nu, S_diag, kl, on = _q_terms(lam, m, L, Phi, r2, v, residual)
     resid = y - mu
     data = -0.5 * B * np.log(2 * np.pi * noise) - 0.5 * float(resid @ resid + nu.sum()) / noise
-    diagL, logdet = _log_det_factor(L)
-    S_diag = np.einsum("ij,ij->i", L, L)
-    kl = 0.5 * (float(lam @ S_diag) + float(m @ (lam * m)) - M - 2 * logdet - np.sum(np.log(lam)))
     value = scale * data - kl
 
     dmu = resid / noise  # dE/dmu
@@ -158,18 +166,10 @@ def uncollapsed_bound_general(
     term from its per-point expectations and their ``mu``/``var`` derivatives). ``dnoise`` is 0;
     the likelihood's own parameters' derivatives are in ``dlikelihood``."""
     lam = np.asarray(lam, dtype=np.float64)
-    B, M = Phi.shape
+    B = Phi.shape[0]
     scale = num_data / B
-    L = np.tril(L)
-    diagL, logdet = _log_det_factor(L)
-    PL = Phi * lam
-    mu = PL @ m
-    Q = PL @ L
-    on = 1.0 if residual else 0.0
-    var = on * (r2 * v - np.einsum("nm,nm->n", PL, Phi)) + np.einsum("nk,nk->n", Q, Q)
+    L, diagL, PL, mu, Q, var, S_diag, kl, on = _q_terms(lam, m, L, Phi, r2, v, residual)
     e, dmu, dvar = likelihood.variational_expectations(y, mu, np.maximum(var, 1e-300))
-    S_diag = np.einsum("ij,ij->i", L, L)
-    kl = 0.5 * (float(lam @ S_diag) + float(m @ (lam * m)) - M - 2 * logdet - np.sum(np.log(lam)))
     value = scale * float(e.sum()) - kl
     dm = scale * (lam * (Phi.T @ dmu)) - lam * m
     dL = np.tril(scale * 2.0 * (PL.T @ (dvar[:, None] * Q)) - lam[:, None] * L + np.diag(1.0 / diagL))
