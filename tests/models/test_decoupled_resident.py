@@ -16,10 +16,17 @@ def _data(n=40):
     return toy_data(0, n, 3, inputs="uniform", signal=lambda X: np.sin(X.sum(1)))
 
 
-def _model(X, y, device, K=3, scale=None):
-    kernel = sl.kernels.Matern(1.5, 0.8, bias=0.7, input_scale=np.array([1.0, 1.3, 0.9]) if scale is None else scale)
-    model = sl.OrthogonalSVGP(kernel, sl.InducingPoints(X[:5] + 0.05), K, sl.likelihoods.Gaussian(0.1),
-                              device=device)
+def _features(kind, X):
+    if kind == "points":
+        return sl.InducingPoints(X[:5] + 0.05)
+    weights = np.random.default_rng(2).standard_normal((5, X.shape[1] + 1))
+    return sl.ActivatedFeatures(sl.activations.Softplus(1.5), 5, 4, weights=weights)
+
+
+def _model(X, y, device, K=3, scale=None, features="points", kernel=None):
+    scale = np.array([1.0, 1.3, 0.9]) if scale is None else scale
+    kernel = kernel or sl.kernels.Matern(1.5, 0.8, bias=0.7, input_scale=scale)
+    model = sl.OrthogonalSVGP(kernel, _features(features, X), K, sl.likelihoods.Gaussian(0.1), device=device)
     model.initialise(X)
     model.optimal_q(X, y)
     model.m_u = model.m_u + 0.1  # away from the optimum: every gradient entry nonzero
@@ -31,10 +38,17 @@ def _close(a, b, tol=1e-10):
     return np.max(np.abs(a - b), initial=0.0) <= tol * max(1.0, np.max(np.abs(a), initial=0.0))
 
 
-@pytest.mark.parametrize("K, scale", [(3, None), (0, None), (2, 1.4)])
-def test_resident_bound_and_gradient_equal_the_cpu(cuda_device, K, scale):
+def _arccos():
+    return sl.kernels.ArcCosine(1, bias=0.7, input_scale=np.array([1.0, 1.3, 0.9]))
+
+
+@pytest.mark.parametrize("K, scale, features, kernel", [
+    (3, None, "points", None), (0, None, "points", None), (2, 1.4, "points", None),
+    (0, None, "activated", None), (2, None, "activated", None), (2, 1.4, "activated", None),
+    (0, None, "activated", _arccos)])  # activated units alone need no compiled kernel shape
+def test_resident_bound_and_gradient_equal_the_cpu(cuda_device, K, scale, features, kernel):
     X, y = _data()
-    cpu, dev = _model(X, y, "cpu", K, scale), _model(X, y, cuda_device, K, scale)
+    cpu, dev = (_model(X, y, d, K, scale, features, kernel and kernel()) for d in ("cpu", cuda_device))
     assert ResidentRows.applies(dev) and not ResidentRows.applies(cpu)
     for rows, num_data in ((slice(None), None), (slice(0, 10), 40)):  # full batch; a minibatch of 10 < 3P
         va, ga = cpu.elbo_and_gradient(X[rows], y[rows], num_data)
@@ -46,10 +60,13 @@ def test_resident_bound_and_gradient_equal_the_cpu(cuda_device, K, scale):
 
 def test_other_kernels_and_features_stay_on_the_host_path(cuda_device):
     X, y = _data()
-    for kernel, feats in [(sl.kernels.Matern(0.5, 1.0), sl.InducingPoints(X[:4])),
-                          (sl.kernels.Matern(1.5, 1.0), sl.ActivatedFeatures(sl.activations.ReLU(), 3, 3))]:
-        model = sl.OrthogonalSVGP(kernel, feats, 0, device=cuda_device)
+    units = sl.ActivatedFeatures(sl.activations.ReLU(), 3, 3)
+    for kernel, feats, K in [(sl.kernels.Matern(0.5, 1.0), sl.InducingPoints(X[:4]), 0),  # no compiled shape
+                             (sl.kernels.Matern(0.5, 1.0), units, 2),  # ... for the orthogonal columns
+                             (sl.kernels.Matern(1.5, 1.0), sl.HarmonicFeatures(2), 0)]:
+        model = sl.OrthogonalSVGP(kernel, feats, K, device=cuda_device)
         assert not ResidentRows.applies(model)
+    assert ResidentRows.applies(sl.OrthogonalSVGP(sl.kernels.Matern(0.5, 1.0), units, 0, device=cuda_device))
 
 
 class _Spy:
@@ -71,10 +88,11 @@ class _Spy:
         return counted
 
 
-def test_a_fit_moves_no_n_sized_array_between_evaluations(cuda_device, monkeypatch):
+@pytest.mark.parametrize("features", ["points", "activated"])
+def test_a_fit_moves_no_n_sized_array_between_evaluations(cuda_device, monkeypatch, features):
     n = 120
     X, y = _data(n)
-    model = _model(X, y, cuda_device, K=2)
+    model = _model(X, y, cuda_device, K=2, features=features)
     spy = _Spy(model, monkeypatch)
     evaluations = []
     original = ResidentRows.statistics
@@ -112,11 +130,12 @@ def test_a_row_outside_the_lift_gets_the_lifts_own_error(cuda_device):
         model.elbo_and_gradient(X, y)
 
 
-def test_the_backward_pass_without_its_forward_pass_recomputes_the_same_sums(cuda_device):
+@pytest.mark.parametrize("features", ["points", "activated"])
+def test_the_backward_pass_without_its_forward_pass_recomputes_the_same_sums(cuda_device, features):
     from spherelab.bounds import joint_cholesky
 
     X, y = _data()
-    model = _model(X, y, cuda_device)
+    model = _model(X, y, cuda_device, features=features)
     rows = ResidentRows(model, X, y)
     LJ = joint_cholesky(*model._inducing_matrices())
     rows.statistics(model, LJ)

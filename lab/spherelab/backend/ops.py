@@ -8,7 +8,8 @@ with :func:`register` when spherelab is imported); the CUDA ones come from the l
 :mod:`spherelab.devices` sets (:func:`set_cuda_loader`), and a GPU is usable once every operation has
 one. This module imports nothing of the package. The operations take and
 return host (NumPy) arrays, except ``device_harmonics``, ``harmonic_columns``, the ``columns`` of ``gram_pass``,
-``zonal_columns``, ``zonal_columns_backward`` and ``device_solve``, which see the device's arrays
+``zonal_columns``, ``zonal_columns_backward``, ``series_columns``, ``series_columns_backward`` and
+``device_solve``, which see the device's arrays
 (``to_device`` / ``to_host`` convert; both are the identity on the CPU, and ``array_namespace``
 names the arrays' module): the data stay on the device inside the streamed statistics pass and,
 for the decoupled models with inducing points, between evaluations
@@ -46,6 +47,10 @@ OPERATIONS: dict[str, str] = {
                       "Matern cross-covariance from device arrays, left on the device"),
     "zonal_columns_backward": ("zonal_columns_backward(T, G, r1, r2, code, lengthscale, variance) -> (A, B, dvar, "
                                "dlen): matern_backward's A, B left on the device, the two sums as floats"),
+    "series_columns": ("series_columns(T (n, P), r1 (n,), r2 (P,), coeffs (L + 1,), alpha) -> (n, P): r1_i r2_j "
+                       "sum_l coeffs_l P_l(clip(T_ij)) from device arrays (normalised Gegenbauer), left on the device"),
+    "series_columns_backward": ("series_columns_backward(T, G, coeffs, alpha) -> (A, B): G (s - t s') and G s' "
+                                "(s' dropped at |t| = 1), left on the device"),
     "device_solve": "device_solve(L, B, trans) -> L^-1 B or L^-T B, L lower, device arrays in and out",
     "array_namespace": "array_namespace() -> the array module of the device's arrays (numpy, or cupy)",
     "to_device": "to_device(a) -> the device's array of a host array (the identity on the CPU)",

@@ -30,8 +30,8 @@ from ..linalg import (
     chol_inverse_tri,
     cholesky_backward,
     cholesky_or_explain,
-    inv_tri_T,
     inverse_factor,
+    logdet_tri_gradient,
 )
 from .whitened import (
     gaussian_noise_gradient,
@@ -351,8 +351,8 @@ def gaussian_stats_bound_whitened(
              + float(np.sum(L_u * PLu)) + float(np.sum(L_v * PLv)))
     value = -0.5 * s * batch * np.log(2 * np.pi * s2) + a * total - kl_whitened(m_u, L_u) - kl_whitened(m_v, L_v)
     dm = 2.0 * a * (Phim - beta) - m
-    dL_u = np.tril(2.0 * a * PLu - L_u + inv_tri_T(L_u))
-    dL_v = np.tril(2.0 * a * PLv - L_v + inv_tri_T(L_v))
+    dL_u = np.tril(2.0 * a * PLu - L_u) + logdet_tri_gradient(L_u)
+    dL_v = np.tril(2.0 * a * PLv - L_v) + logdet_tri_gradient(L_v)
     dbeta = -2.0 * a * m
     G = np.outer(a * m, m)
     G[np.diag_indices_from(G)] -= a

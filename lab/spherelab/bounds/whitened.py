@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.linalg import solve_triangular
 
-from ..linalg import cholesky_backward, cholesky_or_explain, inv_tri_T
+from ..linalg import cholesky_backward, cholesky_or_explain, logdet_tri_gradient
 
 __all__ = [
     "kl_whitened",
@@ -39,8 +39,8 @@ def whitened_q_backward(m, L, At, LtA, gmu, gvar):
     (``(B,)`` each) and the KL term: ``(dm, dL, dAt)``."""
     dm = At @ gmu - m
     Ag = At * gvar
-    dL = np.tril(2.0 * (Ag @ LtA.T))
-    dL += np.tril(-L + inv_tri_T(L))
+    dL = np.tril(2.0 * (Ag @ LtA.T) - L)
+    dL += logdet_tri_gradient(L)
     dAt = np.outer(m, gmu) - 2.0 * Ag + 2.0 * (L @ (LtA * gvar))
     return dm, dL, dAt
 

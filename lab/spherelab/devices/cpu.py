@@ -11,6 +11,7 @@ from ..kernels.matern_jit import matern_backward, matern_values
 from ..linalg import cholesky_or_explain
 from ..sphere.gegenbauer import clenshaw_cpu, derivative_table_cpu, table_cpu
 from ..sphere.harmonics import harmonic_columns_cpu, harmonics_cpu, harmonics_vjp_cpu
+from ..sphere.series_columns import series_columns_backward_cpu, series_columns_cpu
 from ..threads import chunk_rows
 
 __all__: list[str] = []
@@ -24,6 +25,8 @@ register("cpu", "harmonic_columns")(harmonic_columns_cpu)
 register("cpu", "gegenbauer_table")(table_cpu)
 register("cpu", "gegenbauer_derivative_table")(derivative_table_cpu)
 register("cpu", "clenshaw")(clenshaw_cpu)
+register("cpu", "series_columns")(series_columns_cpu)
+register("cpu", "series_columns_backward")(series_columns_backward_cpu)
 
 
 register("cpu", "matern_values")(matern_values)

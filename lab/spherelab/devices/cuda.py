@@ -54,6 +54,32 @@ def _clenshaw_kernel(t, coeffs, a_tab, b_tab, b_1, want_deriv, values, derivs): 
 
 
 @cuda.jit
+def _series_values_kernel(T, r1, r2, coeffs, a_tab, b_tab, b_1, out):  # pragma: no cover - compiled
+    n2 = T.shape[1]
+    for k in range(cuda.grid(1), T.shape[0] * n2, cuda.gridsize(1)):
+        i = k // n2
+        j = k - i * n2
+        t = min(1.0, max(-1.0, T[i, j]))
+        v, _ = _clenshaw_point(t, coeffs, a_tab, b_tab, b_1, False)
+        out[i, j] = r1[i] * r2[j] * v
+
+
+@cuda.jit
+def _series_backward_kernel(T, G, coeffs, a_tab, b_tab, b_1, A, B):  # pragma: no cover - compiled
+    n2 = T.shape[1]
+    for k in range(cuda.grid(1), T.shape[0] * n2, cuda.gridsize(1)):
+        i = k // n2
+        j = k - i * n2
+        t = min(1.0, max(-1.0, T[i, j]))
+        v, d = _clenshaw_point(t, coeffs, a_tab, b_tab, b_1, True)
+        if t == 1.0 or t == -1.0:
+            d = 0.0
+        g = G[i, j]
+        A[i, j] = g * (v - t * d)
+        B[i, j] = g * d
+
+
+@cuda.jit
 def _matern_values_kernel(T, r1, r2, code, inv_l, variance, same, out):  # pragma: no cover
     n2 = T.shape[1]
     inv_l2 = inv_l * inv_l
@@ -173,17 +199,21 @@ class CudaOperations:
             _derivative_kernel[self._grid(flat.shape[0])](flat, int(L), float(alpha), out)
         return self.to_host(out).reshape(shape + (int(L) + 1,))
 
+    def _clenshaw_tables(self, coeffs, alpha):
+        """The series' coefficients and Clenshaw's recurrence tables as device arrays, and B_1."""
+        c = np.ascontiguousarray(np.asarray(coeffs, dtype=np.float64))
+        L = c.shape[0] - 1
+        a_tab, b_tab = np.zeros(L + 1), np.zeros(L + 2)
+        b_1 = gegenbauer_src.clenshaw_tables(L, 2.0 * float(alpha), a_tab, b_tab)  # host: L divisions
+        return [self.xp.asarray(a) for a in (c, a_tab, b_tab)], b_1
+
     def clenshaw(self, coeffs, alpha, t, derivative=False):
         flat, shape = self._flat(t)
-        c = np.ascontiguousarray(np.asarray(coeffs, dtype=np.float64))
-        L, two_a = c.shape[0] - 1, 2.0 * float(alpha)
-        a_tab, b_tab = np.zeros(L + 1), np.zeros(L + 2)
-        b_1 = gegenbauer_src.clenshaw_tables(L, two_a, a_tab, b_tab)  # host: L divisions
         values = self.xp.empty(flat.shape[0])
         derivs = self.xp.empty(flat.shape[0] if derivative else 1)
         if flat.shape[0]:
-            args = [self.xp.asarray(a) for a in (c, a_tab, b_tab)]
-            _clenshaw_kernel[self._grid(flat.shape[0])](flat, *args, b_1, bool(derivative), values, derivs)
+            tables, b_1 = self._clenshaw_tables(coeffs, alpha)
+            _clenshaw_kernel[self._grid(flat.shape[0])](flat, *tables, b_1, bool(derivative), values, derivs)
         values, derivs = self.to_host(values), self.to_host(derivs)
         if derivative:
             return values.reshape(shape), derivs.reshape(shape)
@@ -238,6 +268,27 @@ class CudaOperations:
     def zonal_columns_backward(self, T, G, r1, r2, code, lengthscale, variance):
         """:meth:`matern_backward` of device arrays, ``A`` and ``B`` left on the device."""
         return self._matern_backward(T, G, r1, r2, code, lengthscale, variance, False)
+
+    def series_columns(self, T, r1, r2, coeffs, alpha):
+        r""":math:`r_{1i} r_{2j}\sum_\ell c_\ell P_\ell(t_{ij})` of device arrays, left on the device."""
+        xp = self.xp
+        T = xp.ascontiguousarray(xp.asarray(T, dtype=xp.float64))
+        out = xp.empty(T.shape)
+        if T.size:
+            tables, b_1 = self._clenshaw_tables(coeffs, alpha)
+            _series_values_kernel[self._grid(T.size)](T, xp.asarray(r1), xp.asarray(r2), *tables, b_1, out)
+        return out
+
+    def series_columns_backward(self, T, G, coeffs, alpha):
+        """``(G (s - t s'), G s')`` of device arrays, left on the device."""
+        xp = self.xp
+        T = xp.ascontiguousarray(xp.asarray(T, dtype=xp.float64))
+        G = xp.ascontiguousarray(xp.asarray(G, dtype=xp.float64))
+        A, B = xp.empty(T.shape), xp.empty(T.shape)
+        if T.size:
+            tables, b_1 = self._clenshaw_tables(coeffs, alpha)
+            _series_backward_kernel[self._grid(T.size)](T, G, *tables, b_1, A, B)
+        return A, B
 
     def device_solve(self, L, B, trans=0):
         return self._solve(L, B, lower=True, trans=trans)
@@ -340,5 +391,6 @@ class CudaOperations:
         names = ("harmonics", "harmonics_vjp", "gegenbauer_table", "gegenbauer_derivative_table", "clenshaw",
                  "matern_values", "matern_backward", "gram_update", "cholesky", "solve_triangular",
                  "device_harmonics", "harmonic_columns", "gram_pass", "pass_rows", "to_device", "to_host",
-                 "zonal_columns", "zonal_columns_backward", "device_solve", "array_namespace")
+                 "zonal_columns", "zonal_columns_backward", "series_columns", "series_columns_backward",
+                 "device_solve", "array_namespace")
         return {name: getattr(self, name) for name in names}

@@ -89,6 +89,13 @@ class ActivatedFeatures(Features):
         q = np.where(keep, sig * sig / np.where(keep, lam, 1.0), 0.0)
         return lam, sig, keep, g, q
 
+    def cross_series(self, kernel: ZonalKernel) -> np.ndarray:
+        r"""The zonal coefficients of :math:`K_{uf}`'s series, :math:`\sigma_\ell` where
+        :math:`\lambda_\ell \neq 0` and 0 elsewhere (``(L + 1,)``): :math:`[K_{uf}]_{mn} =
+        \|w_m\|\,r_n\sum_\ell g_\ell Z_\ell(\hat w_m^\top\hat x_n)`. They depend on the kernel
+        only through which levels it keeps."""
+        return self._coefficients(kernel, self.weights.shape[1])[3]
+
     def _series(self, coeffs: np.ndarray, dim: int, ops):
         return lambda t: zonal_series(coeffs, dim, t, ops=ops)
 
@@ -105,9 +112,8 @@ class ActivatedFeatures(Features):
 
     def Kuf(self, kernel: ZonalKernel, X: Any, *, ops: Operations | str = "cpu") -> np.ndarray:
         """``(M, N)``."""
-        dim = self.weights.shape[1]
-        g = self._coefficients(kernel, dim)[3]
-        return zonal_pair(self.weights, lifted_points(kernel, X), self._series(g, dim, ops))
+        g = self.cross_series(kernel)
+        return zonal_pair(self.weights, lifted_points(kernel, X), self._series(g, self.weights.shape[1], ops))
 
     def Kuu_gradients(self, kernel: ZonalKernel, G: np.ndarray, *, ops: Operations | str = "cpu") -> dict[str, Any]:
         r"""Chain :math:`\partial L/\partial K_{uu}` into ``weights`` and the kernel's spectral

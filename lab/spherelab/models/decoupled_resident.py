@@ -1,14 +1,20 @@
 r"""The decoupled models' rows kept on a device between evaluations.
 
-For :class:`~spherelab.OrthogonalSVGP` (and :class:`~spherelab.ActivatedSVGP`'s K = 0) with inducing
-points, under a kernel with a compiled shape (:meth:`~spherelab.kernels.ZonalKernel.fused_code`),
-:math:`K_{pf} = [k(Z, X); k(W, X)] = k(S, X)` with the stacked inputs :math:`S = [Z; W]` ``(P, D)``:
-one cross-covariance. On a device other than the CPU the training rows are copied there once; each
+For :class:`~spherelab.OrthogonalSVGP` and :class:`~spherelab.ActivatedSVGP`, :math:`K_{pf} = [K_{uf}; K_{vf}]`
+is built from column blocks, each an operation of the device table on the rows' lift:
+
+* the kernel's own :math:`k(S, X)` at host inputs S (inducing points Z and orthogonal inputs W,
+  stacked), for a kernel with a compiled shape (:meth:`~spherelab.kernels.ZonalKernel.fused_code`):
+  ``zonal_columns`` and its backward pass;
+* the activated units' :math:`[K_{uf}]_{mn} = \|w_m\|\,r_n\,g_L(\hat w_m^\top\hat x_n)` (Tiao, thesis
+  eq. 3.6): ``series_columns``, one Clenshaw pass per entry, and its backward pass.
+
+On a device other than the CPU the training rows are copied there once; each
 evaluation of the whitened Gaussian bound (:func:`~spherelab.bounds.gaussian_stats_bound_whitened`)
-then sends :math:`L_J` and S's lift and gets back :math:`\Phi = AA^\top`, :math:`\beta = Ay` and
-:math:`\sum_n k(x_n, x_n)` (:math:`A = L_J^{-1}K_{pf}`); its backward pass sends :math:`Q` and
+then sends :math:`L_J` and the blocks' sources and gets back :math:`\Phi = AA^\top`, :math:`\beta = Ay`
+and :math:`\sum_n k(x_n, x_n)` (:math:`A = L_J^{-1}K_{pf}`); its backward pass sends :math:`Q` and
 :math:`q_\beta` (:math:`\partial L/\partial K_{pf} = QA + q_\beta y^\top`) and gets back the
-hyper-parameters' sums and :math:`\partial L/\partial S`. Nothing of size N crosses between
+hyper-parameters' sums and the sources' gradients. Nothing of size N crosses between
 evaluations (tested with the simulator's stand-in arrays, which count every transfer).
 """
 
@@ -20,13 +26,61 @@ import numpy as np
 
 from .._validation import MAX_MAGNITUDE
 from ..bounds.statistics import Statistics, row_chunks
+from ..features.activated import ActivatedFeatures
 from ..features.points import InducingPoints
+from ..features.zonal import norms_and_directions
 from ..sphere.lift import lift_backward_rows, lift_rows, lifted_row_gradients
+from ..sphere.series_columns import normalized_zonal
 
 if TYPE_CHECKING:
     from .decoupled import OrthogonalSVGP
 
 __all__ = ["ResidentRows"]
+
+
+class _KernelBlock:
+    """Columns :math:`k(x_n, s_j)` of the model's kernel at host inputs ``S`` ``(P, D)``."""
+
+    def __init__(self, model: "OrthogonalSVGP", S: np.ndarray) -> None:
+        kernel, ops = model.kernel, model.ops
+        self.S = S
+        r, U = kernel.lift(S, "Z")
+        self.r, self.U = ops.to_device(r), ops.to_device(U)
+        self.args = (kernel.fused_code(), kernel.lengthscale, kernel.variance)
+
+    def columns(self, ops, r, Xh):
+        T = Xh @ self.U.T
+        return T, ops.zonal_columns(T, r, self.r, *self.args)
+
+    def backward(self, ops, T, dK, r, Xh):
+        """The rows' and the sources' :math:`\\partial L/\\partial\\tilde x` and the variance's and
+        lengthscale's sums."""
+        A, B, dvar, dlen = ops.zonal_columns_backward(T, dK, r, self.r, *self.args)
+        return (*lifted_row_gradients(A, B, r, Xh, self.r, self.U), dvar, dlen)
+
+    def source_gradients(self, dS: np.ndarray, scale) -> dict[str, Any]:
+        return lift_backward_rows(self.S, dS, scale)
+
+
+class _UnitBlock:
+    """Columns :math:`\\|w_m\\|\\,r_n\\,g_L(\\hat w_m^\\top\\hat x_n)` of activated units."""
+
+    def __init__(self, model: "OrthogonalSVGP") -> None:
+        feats, ops = model.features, model.ops
+        rw, Wh = norms_and_directions(feats.weights, "weights")
+        self.coeffs, self.alpha = normalized_zonal(feats.cross_series(model.kernel), feats.weights.shape[1])
+        self.r, self.U = ops.to_device(rw), ops.to_device(Wh)
+
+    def columns(self, ops, r, Xh):
+        T = Xh @ self.U.T
+        return T, ops.series_columns(T, r, self.r, self.coeffs, self.alpha)
+
+    def backward(self, ops, T, dK, r, Xh):
+        A, B = ops.series_columns_backward(T, dK, self.coeffs, self.alpha)
+        return (*lifted_row_gradients(A, B, r, Xh, self.r, self.U), 0.0, 0.0)
+
+    def source_gradients(self, dW: np.ndarray, scale) -> dict[str, Any]:
+        return {"weights": dW, "bias": 0.0, "input_scale": 0.0}  # the weights live on the sphere's side
 
 
 class ResidentRows:
@@ -58,22 +112,27 @@ class ResidentRows:
     @staticmethod
     def applies(model: "OrthogonalSVGP") -> bool:
         """Whether ``model`` keeps its rows on its device: a device other than the CPU (where host
-        arrays are the device's), inducing points and a kernel with a compiled shape."""
-        return (model.ops.device != "cpu" and isinstance(model.features, InducingPoints)
-                and model.kernel.fused_code() is not None)
+        arrays are the device's), inducing points or activated units, and a kernel with a compiled
+        shape wherever its own columns are needed (inducing points, orthogonal inputs)."""
+        feats, fused = model.features, model.kernel.fused_code() is not None
+        return model.ops.device != "cpu" and (
+            (isinstance(feats, InducingPoints) and fused)
+            or (type(feats) is ActivatedFeatures and (fused or not model.num_orthogonal)))
 
     def matches(self, X: Any, y: Any) -> bool:
         return X is self.X and y is self.y
 
-    def _sources(self, model):
-        """S = [Z; W] on the host, and its lift's radii and unit rows on the device."""
-        S = np.vstack([model.features.Z, model.W]) if model.num_orthogonal else model.features.Z
-        r, U = model.kernel.lift(S, "Z")
-        return S, self.ops.to_device(r), self.ops.to_device(U)
+    @staticmethod
+    def _blocks(model: "OrthogonalSVGP") -> list:
+        """The column blocks of :math:`K_{fp}`, in the order of p = [u; v]."""
+        K = model.num_orthogonal
+        if isinstance(model.features, InducingPoints):
+            return [_KernelBlock(model, np.vstack([model.features.Z, model.W]) if K else model.features.Z)]
+        return [_UnitBlock(model)] + ([_KernelBlock(model, model.W)] if K else [])
 
-    def _chunk(self, kernel, scale, a: int, b: int, rS, US, LJd):
-        """One chunk's lift (radii, unit rows), T = X_hat S_hat^T ``(n, P)``, A ``(P, n)``, and the
-        count of rows whose lift overflows or vanishes."""
+    def _chunk(self, kernel, blocks, scale, a: int, b: int, LJd):
+        """One chunk's lift (radii, unit rows), each block's T = X_hat S_hat^T, A = L_J^-1 K_pf
+        ``(P, n)``, and the count of rows whose lift overflows or vanishes."""
         xp = self.xp
         with np.errstate(all="ignore"):  # rejected rows are reported after the pass
             r, Xh, big = lift_rows(xp, self.Xd[a:b], scale, kernel.bias)
@@ -82,31 +141,31 @@ class ResidentRows:
         # a rejected row contributes nothing (no NaN or overflow reaches the sums); the pass then raises
         r = xp.where(ok, r, 0.0)
         Xh = xp.where(ok[:, None], Xh, 1.0 / np.sqrt(Xh.shape[1]))
-        T = Xh @ US.T
-        Kfp = self.ops.zonal_columns(T, r, rS, kernel.fused_code(), kernel.lengthscale, kernel.variance)
-        return r, Xh, T, self.ops.device_solve(LJd, Kfp.T), bad
+        Ts, cols = zip(*(block.columns(self.ops, r, Xh) for block in blocks))
+        Kfp = cols[0] if len(cols) == 1 else xp.concatenate(cols, axis=1)
+        return r, Xh, Ts, self.ops.device_solve(LJd, Kfp.T), bad
 
     def statistics(self, model: "OrthogonalSVGP", LJ: np.ndarray) -> Statistics:
         r""":math:`\Phi`, :math:`\beta`, :math:`y^\top y` and :math:`\sum_n k(x_n, x_n)` at the model's
         current parameters (what :meth:`OrthogonalSVGP._statistics` returns), P-sized results only."""
         ops, xp, kernel = self.ops, self.xp, model.kernel
-        S, rS, US = self._sources(model)
+        blocks = self._blocks(model)
         LJd, scale = ops.to_device(LJ), xp.asarray(np.asarray(kernel.input_scale, dtype=np.float64))
         P, n = LJ.shape[0], self.X.shape[0]
         G, c, sum_r2, bad, kept = xp.zeros((P, P)), xp.zeros(P), xp.zeros(()), 0, []
         for a, b in row_chunks(n, self.rows):
-            r, Xh, T, A, rejected = self._chunk(kernel, scale, a, b, rS, US, LJd)
+            r, Xh, Ts, A, rejected = self._chunk(kernel, blocks, scale, a, b, LJd)
             G += A @ A.T
             c += A @ self.yd[a:b]
             sum_r2 = sum_r2 + r @ r
             bad = bad + rejected
             if self.keep:
-                kept.append((r, Xh, T, A))
+                kept.append((r, Xh, Ts, A))
         if int(bad):
             kernel.check_lift(self.X)  # raises the lift's own error, naming the row
             raise ValueError("rows of X lift outside the usable range (check_lift found none: report this)")
         total = float(ops.to_host(sum_r2))
-        self._pass = {"LJ": LJ, "kept": kept, "sum_r2": total, "sources": (S, rS, US), "LJd": LJd}
+        self._pass = {"LJ": LJ, "kept": kept, "sum_r2": total, "blocks": blocks, "LJd": LJd}
         G = ops.to_host(G)
         return Statistics(0.5 * (G + G.T), ops.to_host(c), self.yy, total * kernel.at_one(), n)
 
@@ -117,37 +176,43 @@ class ResidentRows:
         :math:`\partial L/\partial k(x_n, x_n)` ``dkff``, after :meth:`statistics` at the same
         parameters."""
         ops, xp, kernel = self.ops, self.xp, model.kernel
-        same = self._pass.get("LJ") is LJ  # this evaluation's statistics: its lift of S and L_J reused
-        S, rS, US = self._pass["sources"] if same else self._sources(model)
+        same = self._pass.get("LJ") is LJ  # this evaluation's statistics: its blocks and L_J reused
+        blocks = self._pass["blocks"] if same else self._blocks(model)
         LJd = self._pass["LJd"] if same else ops.to_device(LJ)
         scale_h = np.asarray(kernel.input_scale, dtype=np.float64)
         scale = xp.asarray(scale_h)
         Qd, qbd = ops.to_device(Q), ops.to_device(qb)
         kept = self._pass["kept"] if same else None
-        code, kappa1 = kernel.fused_code(), kernel.at_one()
+        kappa1 = kernel.at_one()
+        spans = np.cumsum([0] + [int(block.r.shape[0]) for block in blocks])
         dvar = dlen = 0.0
-        dXtS = xp.zeros((S.shape[0], S.shape[1] + 1))
+        dsources = [xp.zeros((int(block.r.shape[0]), int(block.U.shape[1]))) for block in blocks]
         bias, g_scale, r2 = 0.0, xp.zeros(scale_h.shape), xp.zeros(())
         for i, (a, b) in enumerate(row_chunks(self.X.shape[0], self.rows)):
-            r, Xh, T, A = kept[i] if kept else self._chunk(kernel, scale, a, b, rS, US, LJd)[:4]
-            dKfp = xp.ascontiguousarray((Qd @ A + qbd[:, None] * self.yd[None, a:b]).T)
-            Ab, Bb, dv, dl = ops.zonal_columns_backward(T, dKfp, r, rS, code, kernel.lengthscale, kernel.variance)
-            dvar, dlen = dvar + dv, dlen + dl
+            r, Xh, Ts, A = kept[i] if kept else self._chunk(kernel, blocks, scale, a, b, LJd)[:4]
+            dKfp = (Qd @ A + qbd[:, None] * self.yd[None, a:b]).T
+            dXt = (2.0 * kappa1 * dkff) * (Xh * r[:, None])  # the prior variances r^2 kappa(1)
+            for k, (block, T) in enumerate(zip(blocks, Ts)):
+                dK = xp.ascontiguousarray(dKfp[:, spans[k]:spans[k + 1]])
+                dX, dS, dv, dl = block.backward(ops, T, dK, r, Xh)
+                dXt += dX
+                dsources[k] += dS
+                dvar, dlen = dvar + dv, dlen + dl
             r2 = r2 + r @ r if not same else r2
-            dXt, dXt_S = lifted_row_gradients(Ab, Bb, r, Xh, rS, US)
-            dXt += (2.0 * kappa1 * dkff) * (Xh * r[:, None])  # the prior variances r^2 kappa(1)
             g = lift_backward_rows(self.Xd[a:b], dXt, scale, xp)
             bias += g["bias"]
             g_scale = g_scale + g["input_scale"]
-            dXtS += dXt_S
-        gS = lift_backward_rows(S, ops.to_host(dXtS), scale_h)
+        sources = [block.source_gradients(ops.to_host(dS), scale_h) for block, dS in zip(blocks, dsources)]
         sum_r2 = self._pass["sum_r2"] if same else float(ops.to_host(r2))
         d = {k: dkff * sum_r2 * v for k, v in kernel.at_one_gradients().items()}
         d["variance"] = d.get("variance", 0.0) + dvar
         d["lengthscale"] = d.get("lengthscale", 0.0) + dlen
-        d["bias"] = bias + gS["bias"]
+        d["bias"] = bias + sum(g["bias"] for g in sources)
         g_scale = ops.to_host(g_scale)
-        d["input_scale"] = (float(g_scale) if scale_h.ndim == 0 else g_scale) + gS["input_scale"]
-        M = model.features.num_features
-        sums = {k: np.asarray(d[k], dtype=np.float64) for k in kernel.parameter_names}
-        return sums, model.features.param_gradient({"Z": gS["X"][:M]}), gS["X"][M:]
+        d["input_scale"] = (float(g_scale) if scale_h.ndim == 0 else g_scale) + sum(g["input_scale"] for g in sources)
+        sums = {k: np.asarray(d.get(k, 0.0), dtype=np.float64) for k in kernel.parameter_names}
+        M, feats = model.features.num_features, model.features
+        if isinstance(feats, InducingPoints):  # one block: S = [Z; W]
+            return sums, feats.param_gradient({"Z": sources[0]["X"][:M]}), sources[0]["X"][M:]
+        dW = sources[1]["X"] if len(sources) > 1 else np.zeros((0, self.X.shape[1]))
+        return sums, feats.param_gradient({"weights": sources[0]["weights"]}), dW

@@ -65,6 +65,22 @@ def _matern(code: int, same: bool) -> Case:
     return case
 
 
+def _series(alpha: float) -> Case:
+    def case(device, rng):
+        ops, xp = _ops(device), _ops(device).array_namespace()
+        T = rng.uniform(-1, 1, (6, 5))
+        T[0, :3] = [1.0, -1.0, 1.0 + 1e-15]  # the ends (and just past one: clipped)
+        r1, r2, c = rng.uniform(0.5, 2, 6), rng.uniform(0.5, 2, 5), rng.standard_normal(7)
+        G = rng.standard_normal(T.shape)
+        Td = ops.to_device(T)
+        F = ops.series_columns(Td, ops.to_device(r1), ops.to_device(r2), c, alpha)
+        A, B = ops.series_columns_backward(Td, ops.to_device(G), c, alpha)
+        one = ops.series_columns(xp.ascontiguousarray(Td[:, :1]), ops.to_device(r1), ops.to_device(r2[:1]), c[:1], alpha)
+        return [ops.to_host(a) for a in (F, A, B, one)]
+
+    return case
+
+
 def _harmonics(dim: int, degree: int, n: int) -> Case:
     """Values (host and device entry points), the pass's scaled columns and the solid harmonics'
     VJP away from the unit norm; ``n`` not a multiple of 16 leaves a partial block."""
@@ -186,6 +202,7 @@ def _model(name: str) -> Case:
 KERNEL_CASES: dict[str, Case] = {
     **{f"gegenbauer + clenshaw, alpha = {a}": _gegenbauer(a) for a in (0.0, 0.5, 3.5)},
     **{f"matern code {c}{', same' if s else ''}": _matern(c, s) for c in (0, 1, 2) for s in (False, True)},
+    **{f"series columns, alpha = {a}": _series(a) for a in (0.0, 3.5)},
     **{f"harmonics d = {d}, L = {L}, {n} points": _harmonics(d, L, n)
        for d, L, n in ((2, 6, 11), (3, 4, 11), (5, 3, 11), (9, 3, 37), (9, 4, 16))},
     "cholesky, solve_triangular, gram_update": _dense,
