@@ -75,7 +75,8 @@ def _series(alpha: float) -> Case:
         Td = ops.to_device(T)
         F = ops.series_columns(Td, ops.to_device(r1), ops.to_device(r2), c, alpha)
         A, B = ops.series_columns_backward(Td, ops.to_device(G), c, alpha)
-        one = ops.series_columns(xp.ascontiguousarray(Td[:, :1]), ops.to_device(r1), ops.to_device(r2[:1]), c[:1], alpha)
+        col = xp.ascontiguousarray(Td[:, :1])
+        one = ops.series_columns(col, ops.to_device(r1), ops.to_device(r2[:1]), c[:1], alpha)
         return [ops.to_host(a) for a in (F, A, B, one)]
 
     return case
