@@ -182,3 +182,34 @@ def test_small_host_problems_run_on_the_host_and_parity_forces_the_device(cuda_d
     ops.matern_values(T, r, r, 1, 0.7, 1.3, False)
     assert launched == [(6, 6)]
     assert parity.compare("matern code 1", cuda_device).ok and len(launched) == 2
+
+
+def test_small_host_series_run_on_the_host_and_parity_forces_the_device(cuda_device, monkeypatch):
+    """The same rule for Clenshaw series at host points (the activated units' M x M blocks)."""
+    from spherelab.devices import cuda as cuda_kernels
+
+    ops = backend.resolve(cuda_device)
+    launched = []
+    original = cuda_kernels._clenshaw_kernel
+    monkeypatch.setattr(cuda_kernels, "_clenshaw_kernel", _Counting(original, launched))
+    rng = np.random.default_rng(1)
+    t, c = rng.uniform(-1, 1, (5, 4)), rng.standard_normal(6)
+    values, derivs = ops.clenshaw(c, 1.5, t, True)
+    cpu = backend.resolve("cpu").clenshaw(c, 1.5, t.reshape(-1), True)
+    assert launched == [] and values.shape == t.shape
+    assert np.allclose(values.reshape(-1), cpu[0], rtol=1e-14) and np.allclose(derivs.reshape(-1), cpu[1], rtol=1e-14)
+    monkeypatch.setattr(ops.clenshaw.__self__, "host_entries", 10)
+    ops.clenshaw(c, 1.5, t)
+    assert len(launched) == 1
+    assert parity.compare("gegenbauer + clenshaw, alpha = 0.5", cuda_device).ok and len(launched) > 1
+
+
+class _Counting:
+    """A CUDA kernel whose launches are recorded (``kernel[grid](*args)``)."""
+
+    def __init__(self, kernel, launched):
+        self.kernel, self.launched = kernel, launched
+
+    def __getitem__(self, grid):
+        self.launched.append(grid)
+        return self.kernel[grid]

@@ -17,6 +17,7 @@ from numba import cuda
 from ..kernels import matern_jit, matern_src
 from ..linalg import NumericalFailure
 from ..sphere import gegenbauer_src, harmonics_src
+from ..sphere.gegenbauer import clenshaw_cpu
 from .transfer import CupyArrays, HostArrays, double_buffered_pass
 
 __all__ = ["CudaOperations"]
@@ -208,6 +209,11 @@ class CudaOperations:
         return [self.xp.asarray(a) for a in (c, a_tab, b_tab)], b_1
 
     def clenshaw(self, coeffs, alpha, t, derivative=False):
+        if self._small(t):  # the decoupled models' M x M blocks of activated units: see host_entries
+            flat = np.ascontiguousarray(t, dtype=np.float64).reshape(-1)
+            c = np.ascontiguousarray(coeffs, dtype=np.float64)
+            out = clenshaw_cpu(c, float(alpha), flat, derivative)
+            return (out[0].reshape(t.shape), out[1].reshape(t.shape)) if derivative else out.reshape(t.shape)
         flat, shape = self._flat(t)
         values = self.xp.empty(flat.shape[0])
         derivs = self.xp.empty(flat.shape[0] if derivative else 1)
@@ -240,9 +246,10 @@ class CudaOperations:
                                                             A, B, row_var, row_l)
         return A, B, float(row_var.sum()), float(row_l.sum())
 
-    #: host-in/host-out Matern problems up to this many entries run on the host's compiled kernels:
-    #: a launch, two copies and a synchronisation cost more than their arithmetic (the decoupled
-    #: models' P x P inducing blocks: 3 backward calls took 3.4 ms of a 12 ms step on an H200);
+    #: host-in/host-out Matern and Clenshaw problems up to this many entries run on the host's
+    #: compiled kernels: a launch, two copies and a synchronisation cost more than their arithmetic
+    #: (the decoupled models' P x P inducing blocks: 3 Matern backward calls took 3.4 ms of a 12 ms
+    #: step on an H200, and 4 zonal series of 64 activated units 3.4 ms of another);
     #: the parity cases set it to 0, so that they prove the device's kernels
     host_entries = 1 << 16
 
