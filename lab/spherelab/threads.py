@@ -273,29 +273,59 @@ def _blas(n: int) -> Iterator[None]:
 @contextlib.contextmanager
 def _numba(n: int) -> Iterator[None]:
     previous = numba.get_num_threads()
-    numba.set_num_threads(n)
+    if previous != n:
+        numba.set_num_threads(n)
     try:
         yield
     finally:
-        numba.set_num_threads(previous)
+        if previous != n:
+            numba.set_num_threads(previous)
 
 
-@contextlib.contextmanager
-def policy(work: float, dim: int | None = None) -> Iterator[None]:
-    """Run the enclosed code under the policy for about ``work`` flops on matrices of dimension
-    ``dim``. Numba is set for ``work`` at every level (a compiled kernel knows its own size
-    best); BLAS is decided by the outermost :func:`policy` only (:func:`blas_threads_for`) and
-    inherited inside it, except by :func:`gram_policy`."""
-    outer = not getattr(_state, "active", 0)
-    _state.active = getattr(_state, "active", 0) + 1
-    try:
-        with contextlib.ExitStack() as stack:
-            if outer:
-                stack.enter_context(_blas(blas_threads_for(work, dim)))
-            stack.enter_context(_numba(numba_threads_for(work)))
-            yield
-    finally:
+class _Policy:
+    """The context of :func:`policy`: a plain class (no generator, no exit stack), entered around
+    every compiled kernel, so its own cost stays at a few attribute reads; Numba's count is set
+    only when it changes."""
+
+    __slots__ = ("work", "dim", "blas", "numba")
+
+    def __init__(self, work: float, dim: int | None) -> None:
+        self.work, self.dim = work, dim
+
+    def __enter__(self) -> None:
+        active = getattr(_state, "active", 0)
+        self.blas = _blas(blas_threads_for(self.work, self.dim)) if not active else None
+        if self.blas is not None:
+            self.blas.__enter__()
+        _state.active = active + 1
+        try:
+            n = numba_threads_for(self.work)
+            previous = numba.get_num_threads()
+            self.numba = previous if previous != n else None
+            if self.numba is not None:
+                numba.set_num_threads(n)
+        except BaseException:
+            self._leave(None, None, None)
+            raise
+
+    def __exit__(self, *exc) -> bool:
+        if self.numba is not None:
+            numba.set_num_threads(self.numba)
+        self._leave(*exc)
+        return False
+
+    def _leave(self, *exc) -> None:
         _state.active -= 1
+        if self.blas is not None:
+            self.blas.__exit__(*exc)
+
+
+def policy(work: float, dim: int | None = None) -> _Policy:
+    """Run the enclosed code under the policy for about ``work`` flops on matrices of dimension
+    ``dim`` (``with policy(work): ...``). Numba is set for ``work`` at every level (a compiled
+    kernel knows its own size best); BLAS is decided by the outermost :func:`policy` only
+    (:func:`blas_threads_for`) and inherited inside it, except by :func:`gram_policy`."""
+    return _Policy(work, dim)
 
 
 @contextlib.contextmanager
