@@ -18,6 +18,7 @@ from ..kernels import matern_jit, matern_src
 from ..linalg import NumericalFailure
 from ..sphere import gegenbauer_src, harmonics_src
 from ..sphere.gegenbauer import clenshaw_cpu
+from ..sphere.series_columns import series_columns_backward_cpu, series_columns_cpu
 from .transfer import CupyArrays, HostArrays, double_buffered_pass
 
 __all__ = ["CudaOperations"]
@@ -277,7 +278,10 @@ class CudaOperations:
         return self._matern_backward(T, G, r1, r2, code, lengthscale, variance, False)
 
     def series_columns(self, T, r1, r2, coeffs, alpha):
-        r""":math:`r_{1i} r_{2j}\sum_\ell c_\ell P_\ell(t_{ij})` of device arrays, left on the device."""
+        r""":math:`r_{1i} r_{2j}\sum_\ell c_\ell P_\ell(t_{ij})` of device arrays, left on the device
+        (small host arrays on a GPU: the host's kernel, a host array back)."""
+        if self.device == "gpu" and self._small(T):
+            return series_columns_cpu(T, np.asarray(r1), np.asarray(r2), coeffs, alpha)
         xp = self.xp
         T = xp.ascontiguousarray(xp.asarray(T, dtype=xp.float64))
         out = xp.empty(T.shape)
@@ -287,7 +291,10 @@ class CudaOperations:
         return out
 
     def series_columns_backward(self, T, G, coeffs, alpha):
-        """``(G (s - t s'), G s')`` of device arrays, left on the device."""
+        """``(G (s - t s'), G s')`` of device arrays, left on the device (small host arrays on a GPU:
+        the host's kernel)."""
+        if self.device == "gpu" and self._small(T):
+            return series_columns_backward_cpu(T, np.asarray(G), coeffs, alpha)
         xp = self.xp
         T = xp.ascontiguousarray(xp.asarray(T, dtype=xp.float64))
         G = xp.ascontiguousarray(xp.asarray(G, dtype=xp.float64))

@@ -10,11 +10,13 @@ import numpy as np
 
 from .._validation import check_finite_array, check_int
 from ..activations import Activation
-from ..backend.ops import Operations
+from ..backend.ops import Operations, as_operations
 from ..kernels import ZonalKernel
 from ..sphere.gegenbauer import zonal_series, zonal_series_vjp
+from ..sphere.lift import lifted_row_gradients
+from ..sphere.series_columns import normalized_zonal
 from .base import Features
-from .zonal import lifted_points, norms_and_directions, zonal_pair, zonal_pair_gradients
+from .zonal import norms_and_directions, zonal_pair, zonal_pair_gradients
 
 __all__ = ["ActivatedFeatures"]
 
@@ -111,9 +113,17 @@ class ActivatedFeatures(Features):
         return 0.5 * (K + K.T)
 
     def Kuf(self, kernel: ZonalKernel, X: Any, *, ops: Operations | str = "cpu") -> np.ndarray:
-        """``(M, N)``."""
-        g = self.cross_series(kernel)
-        return zonal_pair(self.weights, lifted_points(kernel, X), self._series(g, self.weights.shape[1], ops))
+        """``(M, N)``: one fused pass per entry (``series_columns``: the inner product clipped, the
+        series by Clenshaw, both norms)."""
+        ops, c, alpha, (rw, Wh), (rx, Xh) = self._cross(kernel, X, ops)
+        return ops.to_host(ops.series_columns(Wh @ Xh.T, rw, rx, c, alpha))
+
+    def _cross(self, kernel: ZonalKernel, X: Any, ops):
+        """The operations, :math:`K_{uf}`'s series in the normalised basis, and the norms and unit
+        rows of the weights and of the lifted inputs (host arrays: the operation takes them)."""
+        X = check_finite_array(X, "X", ndim=2)
+        c, alpha = normalized_zonal(self.cross_series(kernel), self.weights.shape[1])
+        return as_operations(ops), c, alpha, norms_and_directions(self.weights, "weights"), kernel.lift(X, "X")
 
     def Kuu_gradients(self, kernel: ZonalKernel, G: np.ndarray, *, ops: Operations | str = "cpu") -> dict[str, Any]:
         r"""Chain :math:`\partial L/\partial K_{uu}` into ``weights`` and the kernel's spectral
@@ -136,12 +146,11 @@ class ActivatedFeatures(Features):
                       ops: Operations | str = "cpu") -> dict[str, Any]:
         r"""Chain :math:`\partial L/\partial K_{uf}` (``(M, N)``) into ``weights``, the inputs
         ``X`` and the lift (``bias``, ``input_scale``)."""
-        dim = self.weights.shape[1]
-        g = self._coefficients(kernel, dim)[3]
-        X = check_finite_array(X, "X", ndim=2)
-        dA, dB = zonal_pair_gradients(G, self.weights, lifted_points(kernel, X), self._both(g, dim, ops))
-        out = kernel.lift_backward(X, dB)
-        out["weights"] = dA
+        ops, c, alpha, (rw, Wh), (rx, Xh) = self._cross(kernel, X, ops)
+        A, B = map(ops.to_host, ops.series_columns_backward(Wh @ Xh.T, G, c, alpha))
+        dW, dXt = lifted_row_gradients(A, B, rw, Wh, rx, Xh)
+        out = kernel.lift_backward(X, dXt)
+        out["weights"] = dW
         return out
 
     def get_params(self) -> np.ndarray:
