@@ -7,14 +7,19 @@ Rows: the three spherelab models of ``decoupled_throughput.py`` (kin8nm split 0,
 inducing points; Matérn-5/2. Parts:
 
 * ``K_pf``: the features' covariances with the rows (and K(W, X));
-* ``solve``: :math:`A = L_J^{-1}K_{pf}` (forward substitution, P^2 N flops);
+* ``solve``: :math:`A = L_J^{-1}K_{pf}` (forward substitution, :func:`spherelab.linalg.forward_solve`, P^2 N flops);
 * ``Gram``: :math:`\\Phi = AA^\\top`, :math:`\\beta = Ay` (2 P^2 N);
 * ``bound``: the O(P^3) algebra on the statistics and the inducing block's backward;
 * ``dK_pf``: :math:`L_J^{-\\top}(2\\,d\\Phi\\,A + d\\beta\\,y^\\top)` (2 P^2 N + P^2 N for the solve);
 * ``backward``: the rows' chain rule to hyper-parameters, unit weights / inducing inputs and W;
 * ``objective``: the whole call, as L-BFGS-B makes it (the parts' sum less overlap and overheads).
 
-    .venv/bin/python benchmarks/speed/decoupled_profile.py [--repeats 5]
+With ``--batch B`` (below 3P, the per-row path a minibatch step takes), the parts of one minibatch
+evaluation instead: the matrices (K_uu, K_uf, k_ff and the orthogonal blocks), the whitened bound
+with its matrix derivatives (:func:`~spherelab.bounds.orthogonal_bound_whitened`), the inducing
+block's chain rule, the rows' chain rule, and the whole objective.
+
+    .venv/bin/python benchmarks/speed/decoupled_profile.py [--repeats 5] [--batch 256]
 """
 
 from __future__ import annotations
@@ -32,7 +37,8 @@ import spherelab as sl  # noqa: E402
 from _machine import describe, median_seconds  # noqa: E402
 from spherelab import activations as A  # noqa: E402
 from spherelab import kernels as K  # noqa: E402
-from spherelab.bounds import gaussian_stats_bound_whitened, joint_cholesky  # noqa: E402
+from spherelab.bounds import gaussian_stats_bound_whitened, joint_cholesky, orthogonal_bound_whitened  # noqa: E402
+from spherelab.linalg import forward_solve  # noqa: E402
 from spherelab.threads import policy  # noqa: E402
 
 
@@ -69,7 +75,7 @@ def profile(name, model, X, y, repeats):
 
     LJ = joint_cholesky(*inducing())
     Kpf = kpf()
-    Amat = solve_triangular(LJ, Kpf, lower=True)
+    Amat = forward_solve(LJ, Kpf)
     Phi, beta = Amat @ Amat.T, Amat @ y
     kdiag = kern.diag(X)
     q = (model.m_u, model.L_u, model.m_v, model.L_v)
@@ -97,7 +103,7 @@ def profile(name, model, X, y, repeats):
     theta = model.parameter_vector()
     parts = [
         ("K_pf", kpf, 0.0),
-        ("solve", lambda: solve_triangular(LJ, Kpf, lower=True), P * P * N),
+        ("solve", lambda: forward_solve(LJ, Kpf), P * P * N),
         ("Gram", lambda: (Amat @ Amat.T, Amat @ y), 2.0 * P * P * N),
         ("bound", bound, 0.0),
         ("dK_pf", lambda: (2.0 * solve_triangular(LJ, res.dPhi, lower=True, trans=1)) @ Amat, 3.0 * P * P * N),
@@ -123,9 +129,63 @@ def profile(name, model, X, y, repeats):
               f"{'-' if np.isnan(frac) else f'{frac:.2f}'} |", flush=True)
 
 
+def profile_minibatch(name, model, X, y, batch, repeats):
+    """The parts of one minibatch evaluation on the per-row path (``batch`` < 3P): the matrices, the
+    whitened bound with its matrix derivatives, the inducing block's and the rows' chain rule."""
+    N = X.shape[0]
+    model.initialise(X, seed=0)
+    kern, feats, W = model.kernel, model.features, model.W
+    M, Kn = feats.num_features, model.num_orthogonal
+    idx = np.random.default_rng(1).choice(N, batch, replace=False)
+    Xb, yb = X[idx], y[idx]
+    jit = lambda Kmat: Kmat + model.jitter * np.mean(np.diag(Kmat)) * np.eye(Kmat.shape[0])
+
+    def matrices():
+        Kuu, Kuf, kff = jit(feats.Kuu(kern)), feats.Kuf(kern, Xb), kern.diag(Xb)
+        if Kn:
+            return Kuu, Kuf, kff, jit(kern.K(W)), feats.Kuf(kern, W).T, kern.K(W, Xb)
+        return Kuu, Kuf, kff, np.zeros((0, 0)), np.zeros((0, M)), np.zeros((0, batch))
+
+    Kuu, Kuf, kff, Kvv, Kvu, Kvf = matrices()
+
+    def bound():
+        return orthogonal_bound_whitened(Kuu, Kuf, kff, model.m_u, model.L_u, Kvv, Kvu, Kvf, model.m_v, model.L_v,
+                                         yb, model.likelihood, N)
+
+    res = bound()
+
+    def inducing():
+        feats.Kuu_gradients(kern, res.dKuu)
+        if Kn:
+            kern.gradients_with_inputs(0.5 * (res.dKvv + res.dKvv.T), W)
+            feats.Kuf_gradients(kern, res.dKvu.T, W)
+
+    def rows():
+        feats.Kuf_gradients(kern, res.dKuf, Xb)
+        kern.diag_gradients(res.dkff, Xb)
+        if Kn:
+            kern.gradients_with_inputs(res.dKvf, W, Xb)
+
+    theta = model.parameter_vector()
+    parts = [("matrices", matrices), ("bound", bound), ("inducing chain", inducing), ("rows chain", rows),
+             ("objective", lambda: model.objective(theta, Xb, yb, num_data=N))]
+    P = M + Kn
+    times = []
+    for part, fn in parts:
+        with policy(2.0 * batch * P * P + float(P) ** 3, P):
+            times.append((part, median_seconds(fn, repeats)))
+    print(f"\n{name}: minibatch of {batch} of N = {N}, M = {M}, K = {Kn}, P = {P}")
+    print("| part | ms | share of objective |")
+    print("| --- | --- | --- |")
+    total = times[-1][1]
+    for part, t in times:
+        print(f"| {part} | {1e3 * t:.2f} | {'1' if part == 'objective' else f'{t / total:.2f}'} |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--batch", type=int, default=0, help="0: the full batch; B: a minibatch of B rows")
     args = parser.parse_args()
     print("machine:", describe())
     X, y, _, _ = sl.datasets.load_uci("kin8nm", 0)
@@ -141,7 +201,10 @@ def main() -> None:
             K.Matern(2.5, 1.0), sl.InducingPoints(Z), 0, sl.likelihoods.Gaussian(1.0)),
     }
     for name, model in models.items():
-        profile(name, model, X, y, args.repeats)
+        if args.batch:
+            profile_minibatch(name, model, X, y, args.batch, args.repeats)
+        else:
+            profile(name, model, X, y, args.repeats)
 
 
 if __name__ == "__main__":
