@@ -3,7 +3,7 @@
     PYTHONPATH=lab python3 benchmarks/speed/device_profile.py --device gpu          # on a lent card
     NUMBA_ENABLE_CUDASIM=1 PYTHONPATH=lab python3 benchmarks/speed/device_profile.py --device sim --tiny
 
-Four steps, each timed on the CPU and on ``--device`` in the same run, then profiled on the device
+Five steps, each timed on the CPU and on ``--device`` in the same run, then profiled on the device
 (cProfile, the functions with the most time of their own) with the host-device traffic that
 passes through the operation table counted (calls and bytes of ``to_device``, ``to_host`` and the
 pass's uploads; a kernel's own ``asarray`` of a small argument is not counted):
@@ -14,7 +14,8 @@ cumulative time.
 1. OrthogonalSVGP's minibatch step as ``benchmarks/gpu_check.py`` times it (64 inducing points + 64
    orthogonal, batch 256, Matern-3/2): one ``objective`` call;
 2. the same model's full-batch ELBO and gradient on 20 000 rows (the statistics path), and with 64
-   softplus units (L = 6) in place of the inducing points;
+   softplus units (L = 6) or the spherical harmonics of degree 3 (210 on S^8) in place of the
+   inducing points;
 3. VISH's lift-stage evaluation (``elbo_and_gradient`` on a 20 000-row subsample, M = 210), which
    the device check measured slower on an H200 than on its 16-core host.
 
@@ -93,7 +94,8 @@ def steps(sl, device: str, tiny: bool):
     y = np.sin(X.sum(1)) + 0.1 * rng.standard_normal(n)
 
     def decoupled(dev, units=False):
-        feats = sl.ActivatedFeatures(sl.activations.Softplus(), Z, 6) if units else sl.InducingPoints(X[:Z])
+        feats = {False: sl.InducingPoints(X[:Z]), True: sl.ActivatedFeatures(sl.activations.Softplus(), Z, 6),
+                 "harmonics": sl.HarmonicFeatures(m_deg)}[units]
         model = sl.OrthogonalSVGP(sl.kernels.Matern(1.5, 1.0), feats, Z, sl.likelihoods.Gaussian(0.1), device=dev)
         model.initialise(X)
         return model, model.parameter_vector()
@@ -119,6 +121,8 @@ def steps(sl, device: str, tiny: bool):
             (f"OrthogonalSVGP full batch, {Z} + {Z}, {n:,} rows", full_batch),
             (f"OrthogonalSVGP full batch, {Z} softplus units (L = 6) + {Z}, {n:,} rows",
              lambda dev: full_batch(dev, units=True)),
+            (f"OrthogonalSVGP full batch, harmonics of degree {m_deg} + {Z}, {n:,} rows",
+             lambda dev: full_batch(dev, units="harmonics")),
             (f"VISH lift-stage evaluation, degree {m_deg}, {n:,} rows", lift_eval)]
 
 

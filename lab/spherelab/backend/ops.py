@@ -8,8 +8,8 @@ with :func:`register` when spherelab is imported); the CUDA ones come from the l
 :mod:`spherelab.devices` sets (:func:`set_cuda_loader`), and a GPU is usable once every operation has
 one. This module imports nothing of the package. The operations take and
 return host (NumPy) arrays, except ``device_harmonics``, ``harmonic_columns``, the ``columns`` of ``gram_pass``,
-``zonal_columns``, ``zonal_columns_backward``, ``series_columns``, ``series_columns_backward`` and
-``device_solve``, which see the device's arrays
+``zonal_columns``, ``zonal_columns_backward``, ``series_columns``, ``series_columns_backward``,
+``device_harmonics_vjp`` and ``device_solve``, which see the device's arrays
 (``to_device`` / ``to_host`` convert; both are the identity on the CPU, and ``array_namespace``
 names the arrays' module): the data stay on the device inside the streamed statistics pass and,
 for the decoupled models with inducing points, between evaluations
@@ -37,6 +37,8 @@ OPERATIONS: dict[str, str] = {
     "cholesky": "cholesky(A, name, hint) -> lower factor, or NumericalFailure naming the matrix",
     "solve_triangular": "solve_triangular(L, B, trans) -> L^-1 B (trans=0) or L^-T B (trans=1), L lower",
     "device_harmonics": "device_harmonics(X (N, d) device array, plan) -> (N, M) device array",
+    "device_harmonics_vjp": ("device_harmonics_vjp(X (N, d) device array, W (N, M) device array, plan) -> (N, d) "
+                             "device array: harmonics_vjp left on the device"),
     "harmonic_columns": ("harmonic_columns(X (N, d) device array, plan, scale (N,)) -> (M, N) device array: "
                          "column n is scale[n] times every harmonic at X[n] (the statistics pass's layout)"),
     "gram_pass": ("gram_pass(X, y, pieces, load, columns, keep) -> (G, c, sum_d, kept): the streamed "

@@ -19,6 +19,7 @@ __all__: list[str] = []
 
 register("cpu", "harmonics")(harmonics_cpu)
 register("cpu", "harmonics_vjp")(harmonics_vjp_cpu)
+register("cpu", "device_harmonics_vjp")(harmonics_vjp_cpu)
 register("cpu", "harmonic_columns")(harmonic_columns_cpu)
 
 

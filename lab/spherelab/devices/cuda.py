@@ -335,17 +335,23 @@ class CudaOperations:
             out[...] = self.to_host(values)
         return out
 
-    def harmonics_vjp(self, X, W, plan):
+    def device_harmonics_vjp(self, X, W, plan):
+        """:meth:`harmonics_vjp` of device arrays ``X`` ``(N, d)``, ``W`` ``(N, M)``, left on the
+        device: one thread per point, each with its own scratch rows."""
         xp = self.xp
         n, d = X.shape
-        blocks, threads = self._grid(n)
-        total = blocks * threads
         grad = xp.empty((n, d))
-        _harmonics_vjp_kernel[blocks, threads](
-            self.to_device(X), self.to_device(W), plan.max_degree, self.to_device(plan.const),
-            self.to_device(plan.index), xp.empty((total, plan.buffer_size)), xp.empty((total, plan.buffer_size)),
-            xp.ones((total, plan.max_degree + 1)), xp.empty((total, d + 1)), xp.empty((total, d)), grad)
-        return self.to_host(grad)
+        if n:
+            blocks, threads = self._grid(n)
+            total = blocks * threads
+            _harmonics_vjp_kernel[blocks, threads](
+                X, W, plan.max_degree, self.to_device(plan.const), self.to_device(plan.index),
+                xp.empty((total, plan.buffer_size)), xp.empty((total, plan.buffer_size)),
+                xp.ones((total, plan.max_degree + 1)), xp.empty((total, d + 1)), xp.empty((total, d)), grad)
+        return grad
+
+    def harmonics_vjp(self, X, W, plan):
+        return self.to_host(self.device_harmonics_vjp(self.to_device(X), self.to_device(W), plan))
 
     def gram_pass(self, X, y, pieces, load, columns, keep=False):
         """The streamed statistics with the columns on the device
@@ -402,7 +408,8 @@ class CudaOperations:
 
     def table(self) -> dict:
         """The operations this device implements, by the names of :data:`spherelab.backend.OPERATIONS`."""
-        names = ("harmonics", "harmonics_vjp", "gegenbauer_table", "gegenbauer_derivative_table", "clenshaw",
+        names = ("harmonics", "harmonics_vjp", "device_harmonics_vjp", "gegenbauer_table",
+                 "gegenbauer_derivative_table", "clenshaw",
                  "matern_values", "matern_backward", "gram_update", "cholesky", "solve_triangular",
                  "device_harmonics", "harmonic_columns", "gram_pass", "pass_rows", "to_device", "to_host",
                  "zonal_columns", "zonal_columns_backward", "series_columns", "series_columns_backward",

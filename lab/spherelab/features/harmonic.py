@@ -259,6 +259,22 @@ class HarmonicFeatures(SphericalFeatures):
         A = ops.harmonic_columns(Xh, self._ready().plan, r)
         return A if self._keep is None else A[ops.to_device(self._keep)]
 
+    def device_Kuf_vjp(self, ops, Xh: Any, G: Any) -> Any:
+        r""":math:`\partial L/\partial\tilde x` ``(N, d)`` of the lifted rows for
+        :math:`\partial L/\partial K_{fu}` = ``G`` ``(N, M)``: :meth:`lift_vjp` with the unit rows
+        ``Xh`` ``(N, d)`` and ``G`` already on ``ops``' device (the backward pass of
+        :meth:`device_Kuf`), as a device array."""
+        xp, plan = ops.array_namespace(), self._ready().plan
+        values = ops.device_harmonics(Xh, plan)
+        if self._keep is None:
+            W = xp.ascontiguousarray(G)
+        else:  # the dropped functions get no weight
+            W = xp.zeros(values.shape)
+            W[:, ops.to_device(self._keep)] = G
+        grad = ops.device_harmonics_vjp(Xh, W, plan)
+        grad += Xh * ((W * values) @ ops.to_device(1.0 - self.all_degrees))[:, None]
+        return grad
+
     def lift_vjp(self, Xh: np.ndarray, values: np.ndarray, W: np.ndarray, *,
                  ops: Operations | str = "cpu") -> np.ndarray:
         r"""With the solid harmonic :math:`H_m = r^{\ell}\phi_m`,

@@ -7,7 +7,9 @@ is built from column blocks, each an operation of the device table on the rows' 
   stacked), for a kernel with a compiled shape (:meth:`~spherelab.kernels.ZonalKernel.fused_code`):
   ``zonal_columns`` and its backward pass;
 * the activated units' :math:`[K_{uf}]_{mn} = \|w_m\|\,r_n\,g_L(\hat w_m^\top\hat x_n)` (Tiao, thesis
-  eq. 3.6): ``series_columns``, one Clenshaw pass per entry, and its backward pass.
+  eq. 3.6): ``series_columns``, one Clenshaw pass per entry, and its backward pass;
+* spherical harmonics :math:`r_n\psi_m(\hat x_n)` (VISH's features, Dutordoir et al. 2020):
+  ``harmonic_columns`` and, backwards, the solid harmonics' VJP ``device_harmonics_vjp``.
 
 On a device other than the CPU the training rows are copied there once; each
 evaluation of the whitened Gaussian bound (:func:`~spherelab.bounds.gaussian_stats_bound_whitened`)
@@ -27,6 +29,7 @@ import numpy as np
 from .._validation import MAX_MAGNITUDE
 from ..bounds.statistics import Statistics, row_chunks
 from ..features.activated import ActivatedFeatures
+from ..features.harmonic import HarmonicFeatures
 from ..features.points import InducingPoints
 from ..features.zonal import norms_and_directions
 from ..sphere.lift import lift_backward_rows, lift_rows, lifted_row_gradients
@@ -47,6 +50,7 @@ class _KernelBlock:
         r, U = kernel.lift(S, "Z")
         self.r, self.U = ops.to_device(r), ops.to_device(U)
         self.args = (kernel.fused_code(), kernel.lengthscale, kernel.variance)
+        self.width, self.source_shape = U.shape[0], U.shape
 
     def columns(self, ops, r, Xh):
         T = Xh @ self.U.T
@@ -70,6 +74,7 @@ class _UnitBlock:
         rw, Wh = norms_and_directions(feats.weights, "weights")
         self.coeffs, self.alpha = normalized_zonal(feats.cross_series(model.kernel), feats.weights.shape[1])
         self.r, self.U = ops.to_device(rw), ops.to_device(Wh)
+        self.width, self.source_shape = Wh.shape[0], Wh.shape
 
     def columns(self, ops, r, Xh):
         T = Xh @ self.U.T
@@ -81,6 +86,23 @@ class _UnitBlock:
 
     def source_gradients(self, dW: np.ndarray, scale) -> dict[str, Any]:
         return {"weights": dW, "bias": 0.0, "input_scale": 0.0}  # the weights live on the sphere's side
+
+
+class _HarmonicBlock:
+    r"""Columns :math:`r_n\psi_m(\hat x_n)` of spherical harmonics (nothing to train: no sources)."""
+
+    def __init__(self, model: "OrthogonalSVGP") -> None:
+        self.features = model.features
+        self.width, self.source_shape = model.features.num_features, None
+
+    def columns(self, ops, r, Xh):
+        return None, self.features.device_Kuf(ops, Xh, r).T
+
+    def backward(self, ops, state, dK, r, Xh):
+        return self.features.device_Kuf_vjp(ops, Xh, dK), None, 0.0, 0.0
+
+    def source_gradients(self, dS, scale) -> dict[str, Any]:
+        return {"bias": 0.0, "input_scale": 0.0}
 
 
 class ResidentRows:
@@ -117,7 +139,7 @@ class ResidentRows:
         feats, fused = model.features, model.kernel.fused_code() is not None
         return model.ops.device != "cpu" and (
             (isinstance(feats, InducingPoints) and fused)
-            or (type(feats) is ActivatedFeatures and (fused or not model.num_orthogonal)))
+            or (type(feats) in (ActivatedFeatures, HarmonicFeatures) and (fused or not model.num_orthogonal)))
 
     def matches(self, X: Any, y: Any) -> bool:
         return X is self.X and y is self.y
@@ -128,7 +150,8 @@ class ResidentRows:
         K = model.num_orthogonal
         if isinstance(model.features, InducingPoints):
             return [_KernelBlock(model, np.vstack([model.features.Z, model.W]) if K else model.features.Z)]
-        return [_UnitBlock(model)] + ([_KernelBlock(model, model.W)] if K else [])
+        first = _UnitBlock(model) if isinstance(model.features, ActivatedFeatures) else _HarmonicBlock(model)
+        return [first] + ([_KernelBlock(model, model.W)] if K else [])
 
     def _chunk(self, kernel, blocks, scale, a: int, b: int, LJd):
         """One chunk's lift (radii, unit rows), each block's T = X_hat S_hat^T, A = L_J^-1 K_pf
@@ -184,9 +207,9 @@ class ResidentRows:
         Qd, qbd = ops.to_device(Q), ops.to_device(qb)
         kept = self._pass["kept"] if same else None
         kappa1 = kernel.at_one()
-        spans = np.cumsum([0] + [int(block.r.shape[0]) for block in blocks])
+        spans = np.cumsum([0] + [block.width for block in blocks])
         dvar = dlen = 0.0
-        dsources = [xp.zeros((int(block.r.shape[0]), int(block.U.shape[1]))) for block in blocks]
+        dsources = [None if block.source_shape is None else xp.zeros(block.source_shape) for block in blocks]
         bias, g_scale, r2 = 0.0, xp.zeros(scale_h.shape), xp.zeros(())
         for i, (a, b) in enumerate(row_chunks(self.X.shape[0], self.rows)):
             r, Xh, Ts, A = kept[i] if kept else self._chunk(kernel, blocks, scale, a, b, LJd)[:4]
@@ -196,13 +219,15 @@ class ResidentRows:
                 dK = xp.ascontiguousarray(dKfp[:, spans[k]:spans[k + 1]])
                 dX, dS, dv, dl = block.backward(ops, T, dK, r, Xh)
                 dXt += dX
-                dsources[k] += dS
+                if dS is not None:
+                    dsources[k] += dS
                 dvar, dlen = dvar + dv, dlen + dl
             r2 = r2 + r @ r if not same else r2
             g = lift_backward_rows(self.Xd[a:b], dXt, scale, xp)
             bias += g["bias"]
             g_scale = g_scale + g["input_scale"]
-        sources = [block.source_gradients(ops.to_host(dS), scale_h) for block, dS in zip(blocks, dsources)]
+        sources = [block.source_gradients(None if dS is None else ops.to_host(dS), scale_h)
+                   for block, dS in zip(blocks, dsources)]
         sum_r2 = self._pass["sum_r2"] if same else float(ops.to_host(r2))
         d = {k: dkff * sum_r2 * v for k, v in kernel.at_one_gradients().items()}
         d["variance"] = d.get("variance", 0.0) + dvar
@@ -215,4 +240,4 @@ class ResidentRows:
         if isinstance(feats, InducingPoints):  # one block: S = [Z; W]
             return sums, feats.param_gradient({"Z": sources[0]["X"][:M]}), sources[0]["X"][M:]
         dW = sources[1]["X"] if len(sources) > 1 else np.zeros((0, self.X.shape[1]))
-        return sums, feats.param_gradient({"weights": sources[0]["weights"]}), dW
+        return sums, feats.param_gradient({k: v for k, v in sources[0].items() if k == "weights"}), dW
