@@ -1,6 +1,5 @@
-r"""CUDA kernels (numba-cuda) compiled from the same device functions as the CPU kernels
-(:mod:`spherelab.sphere.gegenbauer_src`, :mod:`spherelab.kernels.matern_src`), thin grid-stride
-launch kernels around them, and the host side of the ``"gpu"`` and ``"sim"`` devices.
+r"""The host side of the ``"gpu"`` and ``"sim"`` devices: the operations of the device table, launching
+the CUDA kernels of :mod:`.cuda_kernels` (compiled from the same device functions as the CPU kernels).
 
 ``"gpu"``: CuPy arrays, cuBLAS / cuSOLVER for the dense algebra. ``"sim"``: the same kernels in
 numba-cuda's simulator (``NUMBA_ENABLE_CUDASIM=1`` set before Numba is imported) on NumPy
@@ -12,146 +11,16 @@ asked for.
 from __future__ import annotations
 
 import numpy as np
-from numba import cuda
 
-from ..kernels import matern_jit, matern_src
+from ..kernels import matern_jit
 from ..linalg import NumericalFailure
-from ..sphere import gegenbauer_src, harmonics_src
+from ..sphere import gegenbauer_src
 from ..sphere.gegenbauer import clenshaw_cpu
 from ..sphere.series_columns import series_columns_backward_cpu, series_columns_cpu
+from . import cuda_kernels as kernels
 from .transfer import CupyArrays, HostArrays, double_buffered_pass
 
 __all__ = ["CudaOperations"]
-
-_table_row = cuda.jit(device=True)(gegenbauer_src.table_row)
-_derivative_row = cuda.jit(device=True)(gegenbauer_src.derivative_row)
-_clenshaw_point = cuda.jit(device=True)(gegenbauer_src.clenshaw_point)
-_chordal = cuda.jit(device=True)(matern_src.chordal)
-_inverse_norm_powers = cuda.jit(device=True)(harmonics_src.inverse_norm_powers)
-_fill_core = cuda.jit(device=True)(harmonics_src.fill_core)
-_assemble_row = cuda.jit(device=True)(harmonics_src.assemble_row)
-_vjp_point = cuda.jit(device=True)(harmonics_src.vjp_point)
-_shape3 = cuda.jit(device=True)(matern_src.shape3)
-
-
-@cuda.jit
-def _table_kernel(t, L, two_a, out):  # pragma: no cover - compiled
-    for i in range(cuda.grid(1), t.shape[0], cuda.gridsize(1)):
-        _table_row(t[i], L, two_a, out, i)
-
-
-@cuda.jit
-def _derivative_kernel(t, L, alpha, out):  # pragma: no cover - compiled
-    for i in range(cuda.grid(1), t.shape[0], cuda.gridsize(1)):
-        _derivative_row(t[i], L, alpha, out, i)
-
-
-@cuda.jit
-def _clenshaw_kernel(t, coeffs, a_tab, b_tab, b_1, want_deriv, values, derivs):  # pragma: no cover
-    for i in range(cuda.grid(1), t.shape[0], cuda.gridsize(1)):
-        v, d = _clenshaw_point(t[i], coeffs, a_tab, b_tab, b_1, want_deriv)
-        values[i] = v
-        if want_deriv:
-            derivs[i] = d
-
-
-@cuda.jit
-def _series_values_kernel(T, r1, r2, coeffs, a_tab, b_tab, b_1, out):  # pragma: no cover - compiled
-    n2 = T.shape[1]
-    for k in range(cuda.grid(1), T.shape[0] * n2, cuda.gridsize(1)):
-        i = k // n2
-        j = k - i * n2
-        t = min(1.0, max(-1.0, T[i, j]))
-        v, _ = _clenshaw_point(t, coeffs, a_tab, b_tab, b_1, False)
-        out[i, j] = r1[i] * r2[j] * v
-
-
-@cuda.jit
-def _series_backward_kernel(T, G, coeffs, a_tab, b_tab, b_1, A, B):  # pragma: no cover - compiled
-    n2 = T.shape[1]
-    for k in range(cuda.grid(1), T.shape[0] * n2, cuda.gridsize(1)):
-        i = k // n2
-        j = k - i * n2
-        t = min(1.0, max(-1.0, T[i, j]))
-        v, d = _clenshaw_point(t, coeffs, a_tab, b_tab, b_1, True)
-        if t == 1.0 or t == -1.0:
-            d = 0.0
-        g = G[i, j]
-        A[i, j] = g * (v - t * d)
-        B[i, j] = g * d
-
-
-@cuda.jit
-def _matern_values_kernel(T, r1, r2, code, inv_l, variance, same, out):  # pragma: no cover
-    n2 = T.shape[1]
-    inv_l2 = inv_l * inv_l
-    for k in range(cuda.grid(1), T.shape[0] * n2, cuda.gridsize(1)):
-        i = k // n2
-        j = k - i * n2
-        _, rho = _chordal(T[i, j], same and i == j, inv_l)
-        m, _, _ = _shape3(code, rho, inv_l2)
-        out[i, j] = variance * r1[i] * r2[j] * m
-
-
-@cuda.jit
-def _matern_backward_kernel(T, G, r1, r2, code, inv_l, variance, same, A, B, row_var, row_l):  # pragma: no cover
-    inv_l2 = inv_l * inv_l
-    for i in range(cuda.grid(1), T.shape[0], cuda.gridsize(1)):  # one thread per row
-        acc_v = 0.0
-        acc_l = 0.0
-        for j in range(T.shape[1]):
-            t, rho = _chordal(T[i, j], same and i == j, inv_l)
-            m, dm, kt = _shape3(code, rho, inv_l2)
-            g = G[i, j]
-            grr = g * r1[i] * r2[j]
-            acc_v += grr * m
-            acc_l += grr * (-dm * rho * inv_l)
-            if same and t == 1.0:
-                kt = 0.0
-            A[i, j] = g * variance * (m - t * kt)
-            B[i, j] = g * variance * kt
-        row_var[i] = acc_v
-        row_l[i] = variance * acc_l
-
-
-@cuda.jit
-def _harmonics_kernel(X, L, const, index, buf, rpow, out):  # pragma: no cover - compiled
-    tid = cuda.grid(1)
-    for i in range(tid, X.shape[0], cuda.gridsize(1)):  # buf, rpow: this thread's scratch rows
-        _inverse_norm_powers(X[i], rpow[tid])
-        _fill_core(X[i], L, buf[tid], rpow[tid])
-        _assemble_row(buf[tid], const, index, out[i])
-
-
-@cuda.jit
-def _harmonics_vjp_kernel(X, W, L, const, index, buf, bbar, ones, rho2bar, g, grad):  # pragma: no cover
-    tid = cuda.grid(1)
-    for i in range(tid, X.shape[0], cuda.gridsize(1)):
-        _fill_core(X[i], L, buf[tid], ones[tid])
-        _vjp_point(X[i], W[i], L, const, index, buf[tid], bbar[tid], rho2bar[tid], g[tid], True)
-        for j in range(X.shape[1]):
-            grad[i, j] = g[tid, j]
-
-
-def _touch(a):  # pragma: no cover - compiled
-    a[0] = 0.0
-
-
-def _load_typing_registries() -> None:
-    """Compile one trivial kernel with NumPy's ``row_stack`` present. numba-cuda (0.30.x) registers
-    an overload of ``np.row_stack`` when its typing registries load, at the first compilation,
-    and NumPy 2.5 removed that alias: on NumPy >= 2.5 every kernel compilation then fails with
-    ``AttributeError: module 'numpy' has no attribute 'row_stack'`` (found by the device check
-    on the lent H200; NVIDIA/numba-cuda#907, which upstream will not fix). The alias is lent to
-    NumPy for that one compilation and taken back: the registries load once per process."""
-    if hasattr(np, "row_stack"):
-        cuda.jit("void(float64[:])")(_touch)
-        return
-    np.row_stack = np.vstack
-    try:
-        cuda.jit("void(float64[:])")(_touch)
-    finally:
-        del np.row_stack
 
 
 class CudaOperations:
@@ -167,7 +36,7 @@ class CudaOperations:
         if device == "gpu":
             from cupyx.scipy.linalg import solve_triangular
 
-            _load_typing_registries()
+            kernels.load_typing_registries()
             self.arrays, self._solve = CupyArrays(), solve_triangular
             self.threads, self.max_blocks = 256, 4096
         else:  # the simulator runs every thread in Python: few threads, grid-stride loops
@@ -191,14 +60,14 @@ class CudaOperations:
         flat, shape = self._flat(t)
         out = self.xp.empty((flat.shape[0], int(L) + 1))
         if flat.shape[0]:
-            _table_kernel[self._grid(flat.shape[0])](flat, int(L), 2.0 * float(alpha), out)
+            kernels.table_kernel[self._grid(flat.shape[0])](flat, int(L), 2.0 * float(alpha), out)
         return self.to_host(out).reshape(shape + (int(L) + 1,))
 
     def gegenbauer_derivative_table(self, L, alpha, t):
         flat, shape = self._flat(t)
         out = self.xp.empty((flat.shape[0], int(L) + 1))
         if flat.shape[0]:
-            _derivative_kernel[self._grid(flat.shape[0])](flat, int(L), float(alpha), out)
+            kernels.derivative_kernel[self._grid(flat.shape[0])](flat, int(L), float(alpha), out)
         return self.to_host(out).reshape(shape + (int(L) + 1,))
 
     def _clenshaw_tables(self, coeffs, alpha):
@@ -220,7 +89,7 @@ class CudaOperations:
         derivs = self.xp.empty(flat.shape[0] if derivative else 1)
         if flat.shape[0]:
             tables, b_1 = self._clenshaw_tables(coeffs, alpha)
-            _clenshaw_kernel[self._grid(flat.shape[0])](flat, *tables, b_1, bool(derivative), values, derivs)
+            kernels.clenshaw_kernel[self._grid(flat.shape[0])](flat, *tables, b_1, bool(derivative), values, derivs)
         values, derivs = self.to_host(values), self.to_host(derivs)
         if derivative:
             return values.reshape(shape), derivs.reshape(shape)
@@ -231,7 +100,7 @@ class CudaOperations:
         T = xp.ascontiguousarray(xp.asarray(T, dtype=xp.float64))
         out = xp.empty(T.shape)
         if T.size:
-            _matern_values_kernel[self._grid(T.size)](T, xp.asarray(r1), xp.asarray(r2), int(code),
+            kernels.matern_values_kernel[self._grid(T.size)](T, xp.asarray(r1), xp.asarray(r2), int(code),
                                                       1.0 / lengthscale, float(variance), bool(same), out)
         return out
 
@@ -242,7 +111,7 @@ class CudaOperations:
         A, B = xp.empty(T.shape), xp.empty(T.shape)
         row_var, row_l = xp.zeros(T.shape[0]), xp.zeros(T.shape[0])
         if T.size:  # one thread per row of T: callers put the long side first
-            _matern_backward_kernel[self._grid(T.shape[0])](T, G, xp.asarray(r1), xp.asarray(r2), int(code),
+            kernels.matern_backward_kernel[self._grid(T.shape[0])](T, G, xp.asarray(r1), xp.asarray(r2), int(code),
                                                             1.0 / lengthscale, float(variance), bool(same),
                                                             A, B, row_var, row_l)
         return A, B, float(row_var.sum()), float(row_l.sum())
@@ -287,7 +156,7 @@ class CudaOperations:
         out = xp.empty(T.shape)
         if T.size:
             tables, b_1 = self._clenshaw_tables(coeffs, alpha)
-            _series_values_kernel[self._grid(T.size)](T, xp.asarray(r1), xp.asarray(r2), *tables, b_1, out)
+            kernels.series_values_kernel[self._grid(T.size)](T, xp.asarray(r1), xp.asarray(r2), *tables, b_1, out)
         return out
 
     def series_columns_backward(self, T, G, coeffs, alpha):
@@ -301,7 +170,7 @@ class CudaOperations:
         A, B = xp.empty(T.shape), xp.empty(T.shape)
         if T.size:
             tables, b_1 = self._clenshaw_tables(coeffs, alpha)
-            _series_backward_kernel[self._grid(T.size)](T, G, *tables, b_1, A, B)
+            kernels.series_backward_kernel[self._grid(T.size)](T, G, *tables, b_1, A, B)
         return A, B
 
     def device_solve(self, L, B, trans=0):
@@ -320,7 +189,7 @@ class CudaOperations:
             blocks, threads = self._grid(n)
             total = blocks * threads
             buf, rpow = xp.empty((total, plan.buffer_size)), xp.empty((total, plan.max_degree + 1))
-            _harmonics_kernel[blocks, threads](X, plan.max_degree, self.to_device(plan.const),
+            kernels.harmonics_kernel[blocks, threads](X, plan.max_degree, self.to_device(plan.const),
                                                self.to_device(plan.index), buf, rpow, out)
         return out
 
@@ -344,7 +213,7 @@ class CudaOperations:
         if n:
             blocks, threads = self._grid(n)
             total = blocks * threads
-            _harmonics_vjp_kernel[blocks, threads](
+            kernels.harmonics_vjp_kernel[blocks, threads](
                 X, W, plan.max_degree, self.to_device(plan.const), self.to_device(plan.index),
                 xp.empty((total, plan.buffer_size)), xp.empty((total, plan.buffer_size)),
                 xp.ones((total, plan.max_degree + 1)), xp.empty((total, d + 1)), xp.empty((total, d)), grad)

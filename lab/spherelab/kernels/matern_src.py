@@ -1,6 +1,6 @@
 r"""The Matérn shapes at chordal distance as device functions, written once in plain Python and
 compiled twice: by ``numba.njit`` for the CPU kernels (:mod:`.matern_jit`) and by
-``numba.cuda.jit(device=True)`` for the CUDA kernels (:mod:`spherelab.devices.cuda`).
+``numba.cuda.jit(device=True)`` for the CUDA kernels (:mod:`spherelab.devices.cuda_kernels`).
 Formulas: :mod:`.matern_jit`."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 r"""The Gegenbauer recurrences as device functions, written once in plain Python and compiled
 twice: by ``numba.njit`` for the CPU kernels (:mod:`.gegenbauer`) and by
-``numba.cuda.jit(device=True)`` for the CUDA kernels (:mod:`spherelab.devices.cuda`).
+``numba.cuda.jit(device=True)`` for the CUDA kernels (:mod:`spherelab.devices.cuda_kernels`).
 
 Normalised polynomials :math:`P_n = C_n^\alpha / C_n^\alpha(1)` (bounded by 1, never overflow):
 :math:`P_{k+1} = \big((2k + 2\alpha)\,t P_k - k P_{k-1}\big)/(k + 2\alpha)`;

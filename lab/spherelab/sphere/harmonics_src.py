@@ -1,6 +1,6 @@
 r"""The spherical harmonics' per-point computations as device functions, written once in plain
 Python and compiled twice: by ``numba.njit`` for the CPU kernels (:mod:`.harmonics_jit`) and by
-``numba.cuda.jit(device=True)`` for the CUDA kernels (:mod:`spherelab.devices.cuda`).
+``numba.cuda.jit(device=True)`` for the CUDA kernels (:mod:`spherelab.devices.cuda_kernels`).
 
 Per point, a buffer of factor values (circle powers :math:`(x_1 + ix_2)^m`, then
 :math:`\rho_k^n P_n^\lambda(x_k/\rho_k)` per level of the Gelfand–Tsetlin chain) is filled
