@@ -30,3 +30,17 @@ def test_logdet_tri_gradient_is_the_lower_triangle_of_the_inverse_transpose(rng)
     fd = (np.log(abs(np.linalg.det(L + E))) - np.log(abs(np.linalg.det(L - E)))) / 2e-6
     assert fd == pytest.approx(np.sum(G * E) / 1e-6, rel=1e-7)
     assert logdet_tri_gradient(np.zeros((0, 0))).shape == (0, 0)
+
+
+def test_forward_solve_matches_substitution_in_every_layout(rng):
+    from scipy.linalg import LinAlgError, solve_triangular
+    from spherelab.linalg import forward_solve
+
+    L = np.tril(rng.standard_normal((7, 7))) + 4.0 * np.eye(7)
+    B = rng.standard_normal((7, 11))
+    for b in (B, np.asfortranarray(B), B[:, ::2], B[:, 0], B[:, :0]):  # row-major: dtrsm from the right
+        x = forward_solve(L, b)
+        assert x.shape == b.shape and np.allclose(x, solve_triangular(L, b, lower=True), rtol=1e-14, atol=1e-15)
+    L[3, 3] = 0.0
+    with pytest.raises(LinAlgError):
+        forward_solve(L, B)
