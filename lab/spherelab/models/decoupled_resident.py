@@ -134,8 +134,9 @@ class ResidentRows:
     @staticmethod
     def applies(model: "OrthogonalSVGP") -> bool:
         """Whether ``model`` keeps its rows on its device: a device other than the CPU (where host
-        arrays are the device's), inducing points or activated units, and a kernel with a compiled
-        shape wherever its own columns are needed (inducing points, orthogonal inputs)."""
+        arrays are the device's), inducing points, activated units or spherical harmonics (not
+        phase-truncated ones, whose directions train), and a kernel with a compiled shape wherever
+        its own columns are needed (inducing points, orthogonal inputs)."""
         feats, fused = model.features, model.kernel.fused_code() is not None
         return model.ops.device != "cpu" and (
             (isinstance(feats, InducingPoints) and fused)
