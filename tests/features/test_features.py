@@ -108,3 +108,13 @@ def test_zonal_pair_gradients_accepts_read_only_and_scalar_shape_values():
     G0 = G.copy()
     dA3, _ = sl.features.zonal_pair_gradients(G, A, B, lambda t: (1.0, 0.0))  # s = 1: only the norms
     assert np.array_equal(G, G0) and dA3.shape == (5, 3)
+
+
+def test_activated_covariances_take_nested_lists_as_arrays(rng):
+    f = sl.ActivatedFeatures(sl.activations.ReLU(), 3, 3)
+    f.initialise(3, rng)
+    kernel, X = sl.kernels.ArcCosine(1), rng.standard_normal((4, 2))
+    G = rng.standard_normal((3, 4))
+    assert np.array_equal(f.Kuf(kernel, X.tolist()), f.Kuf(kernel, X))
+    listed, arrays = f.Kuf_gradients(kernel, G, X.tolist()), f.Kuf_gradients(kernel, G, X)
+    assert all(np.array_equal(listed[k], arrays[k]) for k in arrays)

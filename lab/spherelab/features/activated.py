@@ -146,6 +146,7 @@ class ActivatedFeatures(Features):
                       ops: Operations | str = "cpu") -> dict[str, Any]:
         r"""Chain :math:`\partial L/\partial K_{uf}` (``(M, N)``) into ``weights``, the inputs
         ``X`` and the lift (``bias``, ``input_scale``)."""
+        X = check_finite_array(X, "X", ndim=2)  # (lift_backward takes it as given)
         ops, c, alpha, (rw, Wh), (rx, Xh) = self._cross(kernel, X, ops)
         A, B = map(ops.to_host, ops.series_columns_backward(Wh @ Xh.T, G, c, alpha))
         dW, dXt = lifted_row_gradients(A, B, rw, Wh, rx, Xh)
