@@ -141,8 +141,9 @@ def forward_solve(LJ: np.ndarray, Kpf: np.ndarray) -> np.ndarray:
     """:math:`L_J^{-1}K_{pf}` by forward substitution (an explicit triangular inverse with
     ``dtrmm`` is 1.3x faster on (256, 8192) blocks but 10x less accurate). A row-major ``Kpf``
     ``(P, n)`` is solved as :math:`X^\top = K_{pf}^\top L_J^{-\top}` (``dtrsm`` from the right on
-    its column-major transpose): no reordering copy, and 1.5x faster than LAPACK's ``trtrs`` on
-    the decoupled models' (256, 7373) blocks (one thread, measured), to the same rounding."""
+    its column-major transpose): no reordering copy, to the same rounding (the decoupled models'
+    (256, 7373) solve 26.0 -> 18.7 ms on one thread against LAPACK's ``trtrs``: claim
+    ``decoupled-profile`` in ``benchmarks/RESULTS.md``)."""
     Kpf = np.asarray(Kpf, dtype=np.float64)
     if Kpf.ndim == 2 and Kpf.size and Kpf.flags.c_contiguous and np.all(np.diag(LJ) != 0):
         return blas.dtrsm(1.0, LJ, Kpf.T, side=1, lower=1, trans_a=1).T

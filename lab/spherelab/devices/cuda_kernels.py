@@ -19,6 +19,7 @@ __all__ = ["table_kernel", "derivative_kernel", "clenshaw_kernel", "series_value
 _table_row = cuda.jit(device=True)(gegenbauer_src.table_row)
 _derivative_row = cuda.jit(device=True)(gegenbauer_src.derivative_row)
 _clenshaw_point = cuda.jit(device=True)(gegenbauer_src.clenshaw_point)
+_pair_terms = cuda.jit(device=True)(gegenbauer_src.pair_terms)
 _chordal = cuda.jit(device=True)(matern_src.chordal)
 _inverse_norm_powers = cuda.jit(device=True)(harmonics_src.inverse_norm_powers)
 _fill_core = cuda.jit(device=True)(harmonics_src.fill_core)
@@ -54,8 +55,7 @@ def series_values_kernel(T, r1, r2, coeffs, a_tab, b_tab, b_1, out):  # pragma: 
     for k in range(cuda.grid(1), T.shape[0] * n2, cuda.gridsize(1)):
         i = k // n2
         j = k - i * n2
-        t = min(1.0, max(-1.0, T[i, j]))
-        v, _ = _clenshaw_point(t, coeffs, a_tab, b_tab, b_1, False)
+        v, _ = _clenshaw_point(min(1.0, max(-1.0, T[i, j])), coeffs, a_tab, b_tab, b_1, False)
         out[i, j] = r1[i] * r2[j] * v
 
 
@@ -67,11 +67,7 @@ def series_backward_kernel(T, G, coeffs, a_tab, b_tab, b_1, A, B):  # pragma: no
         j = k - i * n2
         t = min(1.0, max(-1.0, T[i, j]))
         v, d = _clenshaw_point(t, coeffs, a_tab, b_tab, b_1, True)
-        if t == 1.0 or t == -1.0:
-            d = 0.0
-        g = G[i, j]
-        A[i, j] = g * (v - t * d)
-        B[i, j] = g * d
+        A[i, j], B[i, j] = _pair_terms(t, v, d, G[i, j])
 
 
 @cuda.jit

@@ -115,13 +115,13 @@ class ActivatedFeatures(Features):
     def Kuf(self, kernel: ZonalKernel, X: Any, *, ops: Operations | str = "cpu") -> np.ndarray:
         """``(M, N)``: one fused pass per entry (``series_columns``: the inner product clipped, the
         series by Clenshaw, both norms)."""
-        ops, c, alpha, (rw, Wh), (rx, Xh) = self._cross(kernel, X, ops)
+        ops, c, alpha, (rw, Wh), (rx, Xh) = self._cross(kernel, check_finite_array(X, "X", ndim=2), ops)
         return ops.to_host(ops.series_columns(Wh @ Xh.T, rw, rx, c, alpha))
 
     def _cross(self, kernel: ZonalKernel, X: Any, ops):
         """The operations, :math:`K_{uf}`'s series in the normalised basis, and the norms and unit
-        rows of the weights and of the lifted inputs (host arrays: the operation takes them)."""
-        X = check_finite_array(X, "X", ndim=2)
+        rows of the weights and of the lifted inputs ``X`` (validated by the caller; host arrays:
+        the operation takes them)."""
         c, alpha = normalized_zonal(self.cross_series(kernel), self.weights.shape[1])
         return as_operations(ops), c, alpha, norms_and_directions(self.weights, "weights"), kernel.lift(X, "X")
 
@@ -146,7 +146,7 @@ class ActivatedFeatures(Features):
                       ops: Operations | str = "cpu") -> dict[str, Any]:
         r"""Chain :math:`\partial L/\partial K_{uf}` (``(M, N)``) into ``weights``, the inputs
         ``X`` and the lift (``bias``, ``input_scale``)."""
-        X = check_finite_array(X, "X", ndim=2)  # (lift_backward takes it as given)
+        X = check_finite_array(X, "X", ndim=2)
         ops, c, alpha, (rw, Wh), (rx, Xh) = self._cross(kernel, X, ops)
         A, B = map(ops.to_host, ops.series_columns_backward(Wh @ Xh.T, G, c, alpha))
         dW, dXt = lifted_row_gradients(A, B, rw, Wh, rx, Xh)

@@ -11,7 +11,7 @@ derivatives :math:`P_n' = \tfrac{n(n+2\alpha)}{2\alpha+1} P_{n-1}^{\alpha+1}`; s
 
 from __future__ import annotations
 
-__all__ = ["table_row", "derivative_row", "clenshaw_tables", "clenshaw_point"]
+__all__ = ["table_row", "derivative_row", "clenshaw_tables", "clenshaw_point", "pair_terms"]
 
 
 def table_row(x, max_degree, two_a, out, i):  # pragma: no cover - compiled
@@ -77,3 +77,13 @@ def clenshaw_point(x, coeffs, a_tab, b_tab, b_1, want_deriv):  # pragma: no cove
     if want_deriv:
         return value, y1 + x * d1 - b_1 * d2
     return value, 0.0
+
+
+def pair_terms(t, v, d, g):  # pragma: no cover - compiled
+    """One entry of a zonal pair's reverse mode from the series' value ``v`` and derivative ``d`` at
+    ``t`` and the output weight ``g``: ``(g (v - t d), g d)`` (what
+    :func:`spherelab.sphere.lift.lifted_row_gradients` takes), the derivative dropped at
+    :math:`|t| = 1`, where its factor vanishes."""
+    if t == 1.0 or t == -1.0:
+        d = 0.0
+    return g * (v - t * d), g * d

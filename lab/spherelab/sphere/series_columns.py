@@ -31,6 +31,7 @@ __all__ = ["normalized_zonal", "series_columns_cpu", "series_columns_backward_cp
 
 _tables = jit()(src.clenshaw_tables)
 _point = jit()(src.clenshaw_point)
+_pair_terms = jit()(src.pair_terms)
 
 
 def normalized_zonal(coeffs, dim: int) -> tuple[np.ndarray, float]:
@@ -42,34 +43,31 @@ def normalized_zonal(coeffs, dim: int) -> tuple[np.ndarray, float]:
     return np.ascontiguousarray(a * counts), float(alpha_of_dim(dim))
 
 
-@jit(parallel=True)
-def _values_kernel(T, r1, r2, coeffs, alpha, out):  # pragma: no cover - compiled
+@jit()
+def _recurrence(coeffs, alpha):  # pragma: no cover - compiled
     L = coeffs.shape[0] - 1
     a_tab = np.zeros(L + 1)
     b_tab = np.zeros(L + 2)
-    b_1 = _tables(L, 2.0 * alpha, a_tab, b_tab)
+    return a_tab, b_tab, _tables(L, 2.0 * alpha, a_tab, b_tab)
+
+
+@jit(parallel=True)
+def _values_kernel(T, r1, r2, coeffs, alpha, out):  # pragma: no cover - compiled
+    a_tab, b_tab, b_1 = _recurrence(coeffs, alpha)
     for i in prange(T.shape[0]):
         for j in range(T.shape[1]):
-            t = min(1.0, max(-1.0, T[i, j]))
-            v, _ = _point(t, coeffs, a_tab, b_tab, b_1, False)
+            v, _ = _point(min(1.0, max(-1.0, T[i, j])), coeffs, a_tab, b_tab, b_1, False)
             out[i, j] = r1[i] * r2[j] * v
 
 
 @jit(parallel=True)
 def _backward_kernel(T, G, coeffs, alpha, A, B):  # pragma: no cover - compiled
-    L = coeffs.shape[0] - 1
-    a_tab = np.zeros(L + 1)
-    b_tab = np.zeros(L + 2)
-    b_1 = _tables(L, 2.0 * alpha, a_tab, b_tab)
+    a_tab, b_tab, b_1 = _recurrence(coeffs, alpha)
     for i in prange(T.shape[0]):
         for j in range(T.shape[1]):
             t = min(1.0, max(-1.0, T[i, j]))
             v, d = _point(t, coeffs, a_tab, b_tab, b_1, True)
-            if t == 1.0 or t == -1.0:
-                d = 0.0
-            g = G[i, j]
-            A[i, j] = g * (v - t * d)
-            B[i, j] = g * d
+            A[i, j], B[i, j] = _pair_terms(t, v, d, G[i, j])
 
 
 def _grid(a) -> np.ndarray:
