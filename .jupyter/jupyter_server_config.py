@@ -8,11 +8,26 @@ documentation site (``make docs``) shows them executed."""
 KERNELSPEC = {"display_name": "Python 3", "language": "python", "name": "python3"}
 
 
-def strip_outputs(model, **kwargs):
-    """A ``pre_save_hook``: clear what a run adds to a notebook before it is written."""
+def strip_outputs(model, path=None, **kwargs):
+    """A ``pre_save_hook``: clear what a run adds to a notebook before it is written — a notebook
+    saved as a notebook, or as text (a ``.ipynb`` file written through the contents API as a file)."""
+    if model.get("type") == "file" and str(path or model.get("path", "")).endswith(".ipynb") \
+            and isinstance(model.get("content"), str) and model.get("format", "text") == "text":
+        import nbformat
+
+        try:
+            notebook = nbformat.reads(model["content"], as_version=4)
+        except Exception:  # noqa: BLE001 - not a notebook after all: saved as given
+            return
+        _strip(notebook)
+        model["content"] = nbformat.writes(notebook) + "\n"  # as the server writes a notebook
+        return
     if model.get("type") != "notebook" or not isinstance(model.get("content"), dict):
         return
-    notebook = model["content"]
+    _strip(model["content"])
+
+
+def _strip(notebook):
     notebook["metadata"] = {"kernelspec": dict(KERNELSPEC)}
     for cell in notebook.get("cells", []):
         if cell.get("cell_type") == "code":

@@ -14,7 +14,7 @@ import pytest
 import spherelab as sl
 from conftest import sine_data
 from spherelab import kernels as K
-from spherelab.concurrency import ParameterLock
+from spherelab.concurrency import ParameterLock, lock_of
 
 G = sl.likelihoods.Gaussian
 
@@ -148,6 +148,6 @@ def test_models_with_locks_copy_and_deepcopy():
     model = MODELS["vish"](X, y)
     model.predict_f(X[:3])  # locks created
     twin = copy.deepcopy(model)
-    assert twin.kernel._parameter_lock is not model.kernel._parameter_lock
+    assert lock_of(twin.kernel) is not lock_of(model.kernel) and lock_of(twin.kernel).free()
     twin.kernel.lengthscale = 0.5
     assert model.kernel.lengthscale != 0.5

@@ -79,3 +79,21 @@ def test_a_run_notebook_saves_as_committed(server, path):
     nb["metadata"]["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": {}}}
     _save(base, token, path.name, nb)
     assert (root / path.name).read_bytes() == path.read_bytes()
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS[:2], ids=[p.name for p in NOTEBOOKS[:2]])
+def test_a_run_notebook_saved_as_text_saves_as_committed(server, path):
+    """The contents API also writes a ``.ipynb`` as a plain text file: the hook strips it too."""
+    base, token, root = server
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    for i, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] == "code":
+            cell["execution_count"] = i + 1
+            cell["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "ran\n"}]
+    nb["metadata"]["language_info"] = {"name": "python"}
+    body = json.dumps({"type": "file", "format": "text", "content": json.dumps(nb)}).encode()
+    request = urllib.request.Request(f"{base}/api/contents/{path.name}?token={token}", data=body, method="PUT",
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        assert response.status in (200, 201)
+    assert (root / path.name).read_bytes() == path.read_bytes()

@@ -164,7 +164,7 @@ def _npy_header(descr: str, shape) -> bytes:
 
 
 def _deep(depth):
-    return _meta_edit(lambda m: m.__setitem__("root", json.loads('{"__list__": [' * depth + "1" + "]}" * depth)))
+    return _set_state("VISH", "max_degree", json.loads('{"__list__": [' * depth + "1" + "]}" * depth))
 
 
 def _whole(data: bytes):
@@ -221,8 +221,17 @@ CASES = {
     "values nested too deep": ("vish", _deep(200), "nested deeper than"),
     "no __meta__": ("vish", lambda m, e: {k: v for k, v in e.items() if k != "__meta__.npy"}, "no __meta__"),
     # the value grammar
-    "unknown tag": ("vish", _meta_edit(lambda m: m.__setitem__("root", {"__pickle__": "x"})), "unknown entry"),
-    "bare list": ("vish", _meta_edit(lambda m: m.__setitem__("root", [1, 2])), "not a value of the format"),
+    "unknown tag": ("vish", _set_state("VISH", "max_degree", {"__pickle__": "x"}), "unknown entry"),
+    "bare list": ("vish", _set_state("VISH", "max_degree", [1, 2]), "not a value of the format"),
+    # the root: a model, checked before anything is built
+    "root an unknown tag": ("vish", _meta_edit(lambda m: m.__setitem__("root", {"__pickle__": "x"})),
+                            "expected a saved model"),
+    "root a bare list": ("vish", _meta_edit(lambda m: m.__setitem__("root", [1, 2])), "the file holds [1, 2]"),
+    "root a number": ("vish", _meta_edit(lambda m: m.__setitem__("root", 5)), "the file holds 5"),
+    "root a kernel": ("vish", _meta_edit(lambda m: m.__setitem__("root", _find(m["root"], "Matern"))),
+                      "the file holds 'Matern' (load(path, kind=Matern) reads one)"),
+    "root a likelihood": ("vish", _meta_edit(lambda m: m.__setitem__("root", _find(m["root"], "Gaussian"))),
+                          "the file holds 'Gaussian'"),
     "reference to nothing": ("vish", _set_state("VISH", "kernel", {"__ref__": 77}), "a reference to object 77"),
     "reference to itself": ("vish", _set_state("VISH", "kernel", {"__ref__": 0}), "not (yet) read"),
     "object number reused": ("vish", _meta_edit(lambda m: _find(m["root"], "Gaussian").__setitem__("__id__", 1)),
@@ -331,7 +340,7 @@ def test_a_decompression_bomb_is_refused_before_it_inflates(tmp_path, originals,
     _write(path, {**entries, f"{key}.npy": _npy_header("<f8", (2**25,)) + bytes(2**28)})
     assert path.stat().st_size < 2**20
     monkeypatch.setenv("SPHERELAB_MAX_MEMORY", "64M")
-    with pytest.raises(sl.FormatError, match="declare .* GiB uncompressed, more than"):
+    with pytest.raises(sl.FormatError, match="declare .* MiB uncompressed, more than"):
         audited_load(path)
 
 

@@ -119,6 +119,33 @@ def cases():
            lambda r: False)
     yield from surface_cases()
     yield from state_cases()
+    yield from table_cases()
+    yield from edge_cases()
+
+
+def table_cases():
+    """Every argument of the user-facing surface at every bad value of its kind (tests/surface.py,
+    2026-11-27): 1 400 calls."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
+    import surface
+
+    for entry, name, bad in surface.cases():
+        def call(entry=entry, name=name, bad=bad):
+            return entry(**{name: bad})
+
+        yield f"{entry.name}({name}={bad!r:.30})", call, [name, *entry.args[name].words], lambda r: False
+
+
+def edge_cases():
+    """The edges of the model-state machinery (2026-11-27): files that cost more than they weigh,
+    impossible fitted state, data files that lie, refits that fail half-way, a load that flips
+    between passes, reads racing a fit."""
+    from census_edges import edge_cases as cases
+
+    yield from cases(X, Y)
 
 
 def surface_cases():

@@ -16,7 +16,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["FormatError", "Saveable", "LoadedState"]
+from .concurrency import Locked
+
+__all__ = ["FormatError", "Saveable", "LoadedState", "PendingArray"]
 
 
 class FormatError(ValueError):
@@ -24,8 +26,9 @@ class FormatError(ValueError):
     what was expected there."""
 
 
-class Saveable:
-    """Base of the classes a model file may hold (:mod:`spherelab.persistence`)."""
+class Saveable(Locked):
+    """Base of the classes a model file may hold (:mod:`spherelab.persistence`); as a
+    :class:`~spherelab.concurrency.Locked` object, copies and pickles read it under its lock."""
 
     #: entries of :meth:`_save_state` holding training data: written only with ``include_data``
     _data_entries: tuple[str, ...] = ()
@@ -45,11 +48,51 @@ class Saveable:
 _MISSING = object()
 
 
-class LoadedState:
-    """The decoded entries of one saved object, read through typed getters (each entry once)."""
+class PendingArray:
+    """An array entry of a model file known by its header (``shape``, ``dtype``): its data are read
+    by :meth:`read` only once a class has checked the shape it expects."""
 
-    def __init__(self, entries: dict[str, Any], where: str) -> None:
+    __slots__ = ("shape", "dtype", "_read", "_value")
+
+    def __init__(self, shape: tuple, dtype: np.dtype, read) -> None:
+        self.shape, self.dtype, self._read, self._value = shape, dtype, read, None
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def read(self) -> np.ndarray:
+        if self._value is None:
+            self._value = self._read()
+        return self._value
+
+
+def _materialise(v: Any) -> Any:
+    """``v`` with every pending array read (lists, tuples, dicts walked)."""
+    if isinstance(v, PendingArray):
+        return v.read()
+    if isinstance(v, list):
+        return [_materialise(x) for x in v]
+    if isinstance(v, tuple):
+        return tuple(_materialise(x) for x in v)
+    if isinstance(v, dict):
+        return {k: _materialise(x) for k, x in v.items()}
+    return v
+
+
+class LoadedState:
+    """The decoded entries of one saved object, read through typed getters (each entry once);
+    ``budget`` (a :class:`spherelab.loading.LoadBudget`) bounds the work of rebuilding it."""
+
+    def __init__(self, entries: dict[str, Any], where: str, budget: Any = None) -> None:
         self._entries, self._where, self._read = entries, where, set()
+        self._budget = budget
+
+    def check_work(self, flops: float, what: str) -> None:
+        """Refuse, before it starts, a computation of about ``flops`` that a file of this size may
+        not cost (``what`` names it)."""
+        if self._budget is not None:
+            self._budget.check_work(flops, what)
 
     def fail(self, name: str, expected: str, got: Any = _MISSING) -> FormatError:
         got_text = "" if got is _MISSING else f", got {_describe(got)}"
@@ -65,12 +108,16 @@ class LoadedState:
         return name in self._entries
 
     def value(self, name: str) -> Any:
-        """The entry as decoded (its consumer validates it)."""
-        return self._get(name)
+        """The entry as decoded, arrays read (its consumer validates it)."""
+        return _materialise(self._get(name))
+
+    def is_null(self, name: str) -> bool:
+        """Whether the entry is null (an array entry is not read)."""
+        return self._get(name) is None
 
     def kwargs(self) -> dict[str, Any]:
         """Every entry, for a constructor that validates its arguments."""
-        return {name: self._get(name) for name in list(self._entries)}
+        return {name: _materialise(self._get(name)) for name in list(self._entries)}
 
     def int(self, name: str, minimum: int | None = None, maximum: int | None = None, optional: bool = False):
         v = self._get(name)
@@ -108,7 +155,7 @@ class LoadedState:
         v = self._get(name)
         if v is None and optional:
             return None
-        check_array(v, shape, integer, lambda expected: self.fail(name, expected, v))
+        v = _checked(v, shape, integer, lambda expected: self.fail(name, expected, v))
         return np.array(v, dtype=np.int64 if integer else np.float64)
 
     def arrays(self, name: str, shapes: list[tuple]) -> list[np.ndarray]:
@@ -118,7 +165,7 @@ class LoadedState:
             raise self.fail(name, f"a list of {len(shapes)} arrays", v)
         out = []
         for i, (a, shape) in enumerate(zip(v, shapes)):
-            check_array(a, shape, False, lambda expected, i=i: self.fail(f"{name}[{i}]", expected, a))
+            a = _checked(a, shape, False, lambda expected, i=i, a=a: self.fail(f"{name}[{i}]", expected, a))
             out.append(np.array(a, dtype=np.float64))
         return out
 
@@ -144,17 +191,32 @@ class LoadedState:
             raise FormatError(f"{self._where}: unexpected entries {extra} (not part of this class's saved state)")
 
 
-def check_array(v: Any, shape: tuple | None, integer: bool, fail) -> None:
-    if not isinstance(v, np.ndarray):
-        raise fail("an array")
+def _checked(v: Any, shape: tuple | None, integer: bool, fail) -> np.ndarray:
+    """``v`` read and checked; a pending array's dtype and shape are checked on its header first."""
+    if isinstance(v, PendingArray):
+        _check_kind_and_shape(v, shape, integer, fail)
+        v = v.read()
+    check_array(v, shape, integer, fail)
+    return v
+
+
+def _check_kind_and_shape(v: Any, shape: tuple | None, integer: bool, fail) -> None:
     if integer:
         if v.dtype.kind not in "iu":
             raise fail("an integer array")
-    elif v.dtype.kind not in "fiu" or not np.all(np.isfinite(v)):
+    elif v.dtype.kind not in "fiu":
         raise fail("a real, finite array")
     if shape is not None and (v.ndim != len(shape) or any(s is not None and s != n for s, n in zip(shape, v.shape))):
         wanted = "(" + ", ".join("any" if s is None else str(s) for s in shape) + ")"
         raise fail(f"an array of shape {wanted}")
+
+
+def check_array(v: Any, shape: tuple | None, integer: bool, fail) -> None:
+    if not isinstance(v, np.ndarray):
+        raise fail("an array")
+    _check_kind_and_shape(v, shape, integer, fail)
+    if not integer and not np.all(np.isfinite(v)):
+        raise fail("a real, finite array")
 
 
 def _plain(v: Any, depth: int) -> bool:
@@ -170,7 +232,7 @@ def _plain(v: Any, depth: int) -> bool:
 
 
 def _describe(v: Any) -> str:
-    if isinstance(v, np.ndarray):
+    if isinstance(v, (np.ndarray, PendingArray)):
         return f"an array of dtype {v.dtype} and shape {v.shape}"
     if isinstance(v, (bool, int, float, str)) or v is None:
         text = repr(v)

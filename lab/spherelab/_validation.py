@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numbers
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
@@ -25,10 +26,14 @@ __all__ = [
     "MAX_MAGNITUDE",
     "memory_budget",
     "check_allocation",
+    "check_bool",
+    "check_seed",
+    "check_size",
 ]
 
 
 _WARNED_MEMORY: set[str] = set()
+_MAX_BUDGET = 1 << 60
 
 
 def memory_budget() -> int:
@@ -39,17 +44,19 @@ def memory_budget() -> int:
 
     text = os.environ.get("SPHERELAB_MAX_MEMORY", "").strip()
     if text:
-        # digits with an optional fraction and unit: "inf", "-8G", "1e400" or "8 GB of RAM" are refused
-        match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([KMGTkmgt]?)[iI]?[bB]?", text)
+        # digits with an optional fraction and unit: "inf", "-8G", "1e400" or "8 GB of RAM" are refused,
+        # and so is a size beyond 1 EiB (400 digits would overflow a float)
+        match = re.fullmatch(r"(\d{1,30}(?:\.\d{1,30})?)\s*([KMGTkmgt]?)[iI]?[bB]?", text)
         units = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
-        budget = int(float(match[1]) * units[match[2].upper()]) if match else 0
-        if budget > 0:
+        budget = int(Decimal(match[1]) * units[match[2].upper()]) if match else 0
+        if 0 < budget <= _MAX_BUDGET:
             return budget
         if text not in _WARNED_MEMORY:  # once per value, not at every allocation check
             import warnings
 
             _WARNED_MEMORY.add(text)
-            warnings.warn(f"SPHERELAB_MAX_MEMORY={text!r} is not a positive size like '8G' or '500M': ignored (the "
+            warnings.warn(f"SPHERELAB_MAX_MEMORY={text[:40]!r} is not a positive size like '8G' or '500M' (at most "
+                          "1 EiB): ignored (the "
                           "machine's physical memory is the limit)", RuntimeWarning, stacklevel=2)
     try:
         return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
@@ -66,21 +73,51 @@ def check_allocation(nbytes: float, what: str, hint: str) -> None:
                           f"{budget / 2**30:,.1f} GiB available (SPHERELAB_MAX_MEMORY or physical memory); {hint}")
 
 
-def check_int(value: Any, name: str, minimum: int | None = None) -> int:
-    """Return ``value`` as a Python int, or raise ``ValueError``/``TypeError`` naming ``name``."""
+def check_int(value: Any, name: str, minimum: int | None = None, maximum: int | None = None) -> int:
+    """Return ``value`` as a Python int, or raise ``ValueError``/``TypeError`` naming ``name``: an
+    integer (Python's or NumPy's) — not a bool, not a float even if whole (``2.0`` or ``True``
+    where a count is meant is a mistake worth naming), within ``[minimum, maximum]``."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        if isinstance(value, numbers.Real) and float(value).is_integer():
-            value = int(value)
-        else:
-            raise TypeError(f"{name} must be an integer, got {value!r}")
+        hint = " (use an int, e.g. int(x))" if isinstance(value, numbers.Real) and not isinstance(
+            value, (bool, np.bool_)) and float(value).is_integer() else ""
+        raise TypeError(f"{name} must be an integer, got {value!r}{hint}")
     value = int(value)
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be an integer <= {maximum:,}, got {value:,}")
     if minimum is not None and value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value}")
     return value
 
 
+def check_bool(value: Any, name: str) -> bool:
+    """``True`` or ``False`` (NumPy's too), or a ``TypeError`` naming ``name``: a string like
+    ``"no"`` or a number would otherwise count as true."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise TypeError(f"{name} must be True or False, got {value!r}")
+
+
+def check_seed(value: Any, name: str = "seed"):
+    """A seed for ``numpy.random.default_rng``: ``None``, an integer >= 0 (not a bool, not a float)
+    or a ``numpy.random.Generator`` (returned as is), or an error naming ``name``."""
+    if value is None or isinstance(value, (np.random.Generator, np.random.SeedSequence)):
+        return value
+    return check_int(value, name, minimum=0)
+
+
+def check_size(value: Any, name: str, minimum: int = 0, row_bytes: float = 8.0, what: str = "rows") -> int:
+    """A count of ``what`` whose allocation is about ``row_bytes`` per unit: an integer >= ``minimum``
+    whose memory fits :func:`memory_budget` (a ``MemoryError`` naming ``name`` before NumPy sees it)."""
+    n = check_int(value, name, minimum=minimum)
+    check_allocation(row_bytes * float(n), f"{name} = {n:,} {what}", f"ask for fewer {what}")
+    return n
+
+
 def _real_number(value: Any, name: str) -> float:
-    """``value`` as a Python float, or a ``TypeError`` naming ``name`` (complex refused)."""
+    """``value`` as a Python float, or a ``TypeError`` naming ``name`` (complex, text and bools
+    refused: ``True`` is never a variance)."""
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be a number, got {value!r}")
     if isinstance(value, (complex, np.complexfloating)):
         raise TypeError(f"{name} must be a real number, got {value!r}")
     if isinstance(value, (str, bytes)):  # float("1e3") would parse it: text is not a number here
@@ -191,8 +228,14 @@ def check_finite_array(x: Any, name: str, ndim: int | None = None) -> np.ndarray
             "(e.g. cupy.asnumpy(x))"
         )
     kind = getattr(getattr(x, "dtype", None), "kind", None)
-    if kind is None and not isinstance(x, (numbers.Real, np.ndarray)):
-        kind = np.asarray(x).dtype.kind  # lists, tuples: what NumPy makes of them
+    if isinstance(x, bool):
+        kind = "b"
+    elif kind is None and not isinstance(x, (numbers.Real, np.ndarray)):
+        try:
+            kind = np.asarray(x).dtype.kind  # lists, tuples: what NumPy makes of them
+        except (TypeError, ValueError) as err:  # ragged nesting, objects NumPy cannot hold
+            raise TypeError(f"{name} must be a real numeric array, got {type(x).__name__} NumPy cannot read as "
+                            f"one: {err}") from None
     if kind in ("c", "b", "O", "U", "S", "M", "m", "V"):
         what = {"c": "complex", "b": "boolean", "O": "object", "U": "string", "S": "bytes",
                 "M": "datetime", "m": "timedelta", "V": "structured"}[kind]
@@ -233,6 +276,7 @@ def check_points_on_sphere(
     Rows whose norm differs from 1 by more than ``atol`` (including zero rows) are rejected,
     because silently projecting them would hide a missing normalisation in the caller.
     """
+    atol = check_nonnegative(atol, "atol")
     arr = check_finite_array(x, name)
     if arr.ndim == 1 and arr.shape[0] == dim:
         raise ValueError(

@@ -11,6 +11,7 @@ needed only to use these classes (``pip install scikit-learn``).
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import kernels as K
+from .concurrency import critical, enter_region, leave_region
 from .features import InducingPoints
 from .likelihoods import Bernoulli, Gaussian
 from .models import VISH, OrthogonalSVGP
@@ -30,6 +32,35 @@ def _kernel(kernel: Any):
     import copy
 
     return K.Matern(1.5, 1.0) if kernel is None else copy.deepcopy(kernel)  # the estimator's own copy
+
+
+def _all_or_nothing(fit):
+    """An estimator's ``fit`` as one step: the scaling, the feature count and the model are
+    committed together. Everything ``fit`` sets (``X_mean_``, ``n_features_in_``, ``model_``, ...)
+    is put back if it raises anything — an invalid argument, a failed fit, ``MemoryError``,
+    Ctrl-C — so the estimator predicts exactly as before the call."""
+
+    @functools.wraps(fit)
+    def run(self, X, y):
+        before = dict(vars(self))
+        try:
+            return fit(self, X, y)
+        except BaseException:
+            _put_back(self, before)
+            raise
+
+    return run
+
+
+@critical
+def _put_back(estimator, attributes: dict) -> None:
+    enter_region()  # a Ctrl-C meanwhile is raised once the estimator is whole
+    try:
+        current = vars(estimator)
+        current.clear()
+        current.update(attributes)
+    finally:
+        leave_region()
 
 
 class _Standardised(BaseEstimator):
@@ -109,6 +140,7 @@ class VISHRegressor(_Regressor):
         self.lift_subsample = lift_subsample
         self.random_state = random_state
 
+    @_all_or_nothing
     def fit(self, X, y):
         """Fit on ``X`` ``(N, D)`` and ``y`` ``(N,)``; returns ``self``."""
         X, y = self._fit_inputs(X, y)
@@ -134,6 +166,7 @@ class OrthogonalRegressor(_Regressor):
         self.maxiter = maxiter
         self.random_state = random_state
 
+    @_all_or_nothing
     def fit(self, X, y):
         """Fit on ``X`` ``(N, D)`` and ``y`` ``(N,)``; returns ``self``."""
         X, y = self._fit_inputs(X, y)
@@ -159,6 +192,7 @@ class VISHClassifier(ClassifierMixin, _Standardised):
         self.lr = lr
         self.random_state = random_state
 
+    @_all_or_nothing
     def fit(self, X, y):
         """Fit on ``X`` ``(N, D)`` and two-class labels ``y``; returns ``self``."""
         X, y = self._fit_inputs(X, y, y_numeric=False)

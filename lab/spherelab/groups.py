@@ -114,7 +114,11 @@ class Reflection(Group):
 
     def __init__(self, dim: int, groups: Sequence[Sequence[int]] | None = None, basis: Any = None) -> None:
         dim = check_int(dim, "dim", minimum=1)
-        groups = [[j] for j in range(dim)] if groups is None else [list(g) for g in groups]
+        try:
+            groups = [[j] for j in range(dim)] if groups is None else [
+                [check_int(j, "groups") for j in g] for g in groups]
+        except TypeError:
+            raise TypeError(f"groups must be lists of coordinate indices (integers), got {groups!r}") from None
         Q = np.eye(dim) if basis is None else check_finite_array(basis, "basis", ndim=2)
         if Q.shape != (dim, dim) or not np.allclose(Q.T @ Q, np.eye(dim), atol=1e-10):
             raise ValueError("basis must be an orthogonal (dim, dim) matrix (columns: the axes)")
@@ -152,7 +156,9 @@ class Rotation(Group):
     def __init__(self, dim: int, T: int, plane: tuple[int, int] = (0, 1)) -> None:
         dim = check_int(dim, "dim", minimum=2)
         T = check_int(T, "T", minimum=1)
-        i, j = (int(p) for p in plane)
+        if isinstance(plane, (str, bytes)) or not hasattr(plane, "__len__") or len(plane) != 2:
+            raise TypeError(f"plane must be two distinct coordinates (i, j), got {plane!r}")
+        i, j = (check_int(p, "plane") for p in plane)
         if i == j or not (0 <= i < dim and 0 <= j < dim):
             raise ValueError(f"plane must be two distinct coordinates in [0, {dim}), got {plane}")
         R = np.eye(dim)

@@ -18,28 +18,31 @@ constructor and validated setters, so derived objects (harmonic plans, spectra, 
 are computed again, never read. Training data are written only with ``include_data=True``
 (models whose posterior is the data, like :class:`~spherelab.models.ExactGP`, always keep them).
 
-Loading checks, before it allocates anything, the archive's directory (entry names, the declared
-sizes against :func:`spherelab._validation.memory_budget`), each array's header (numeric dtype,
-a size the entry holds), then every entry a class reads (type, dtype, shape, finiteness); any
-malformed file raises :class:`FormatError` naming the file, the entry and what was expected.
+Loading (:mod:`spherelab.loading`) returns a model (or the part asked for by ``kind``) and checks,
+before it allocates anything, the root's class, the archive's directory (entry names, the declared
+sizes against the load's budget, which follows the file's size and
+:func:`spherelab._validation.memory_budget`), each array's header (numeric dtype, a size the entry
+holds, each entry used once), the shape a class expects before the array is inflated, then its
+values (finiteness, and what fitted state must be: statistics positive semi-definite and
+consistent with the targets, inputs within the lift's range), and the work of any refactorisation
+against the budget; any malformed file raises :class:`FormatError` naming the file, the entry and
+what was expected.
 Saving writes a temporary file beside the target, flushes and syncs it, then renames it over the
 target: an interrupted save leaves the old file as it was.
 """
 
 from __future__ import annotations
 
-import importlib
+import contextlib
 import json
-import math
 import os
 import tempfile
 import zipfile
-import zlib
 from typing import Any
 
 import numpy as np
 
-from ._state import FormatError, LoadedState, Saveable
+from ._state import FormatError, Saveable
 
 __all__ = ["save", "load", "FORMAT_VERSION", "FormatError", "REGISTRY"]
 
@@ -47,8 +50,9 @@ FORMAT = "spherelab-model"
 FORMAT_VERSION = 2
 _SCALARS = (bool, int, float, str, type(None))
 _MAX_META = 64 << 20  # bytes of JSON
-_MAX_ENTRIES = 100_000
-_MAX_DEPTH = 64
+
+#: the models (what :func:`load` returns unless asked for a part)
+MODELS = ("VISH", "OrthogonalSVGP", "ActivatedSVGP", "HarmonicSVGP", "ExactGP")
 
 #: every class a model file may name, by the name the file uses -> its module
 REGISTRY: dict[str, str] = {
@@ -72,11 +76,9 @@ REGISTRY: dict[str, str] = {
 
 
 def _registered(name: str) -> type | None:
-    module = REGISTRY.get(name) if isinstance(name, str) else None
-    if module is None:
-        return None
-    cls = vars(importlib.import_module(module)).get(name)  # the module's own name: no attribute traversal
-    return cls if isinstance(cls, type) and issubclass(cls, Saveable) else None
+    from .loading import registered
+
+    return registered(name, REGISTRY)
 
 
 # ---- writing ------------------------------------------------------------------------------------
@@ -119,6 +121,23 @@ class _Encoder:
         return {"__object__": cls.__name__, "__id__": n, "state": encoded}
 
 
+def _write_atomically(target: str, arrays: dict) -> None:
+    """The archive to a temporary file beside ``target``, flushed and synced, renamed over it."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=os.path.dirname(target))
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            np.savez_compressed(fh, **arrays)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
 def save(model: Any, path: str | os.PathLike, *, include_data: bool = False) -> None:
     """Save ``model`` (any spherelab model, fitted or not) to ``path`` (``.npz``), atomically.
 
@@ -134,27 +153,24 @@ def save(model: Any, path: str | os.PathLike, *, include_data: bool = False) -> 
         data, like ``ExactGP``, which always store them).
     """
     from . import __version__
+    from ._validation import check_bool
+    from .concurrency import holding
 
-    enc = _Encoder(include_data)
-    root = enc.encode(model, type(model).__name__)
-    meta = {"format": FORMAT, "version": FORMAT_VERSION, "spherelab": __version__, "data": bool(include_data),
-            "root": root}
-    arrays = dict(enc.arrays)
-    arrays["__meta__"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    include_data = check_bool(include_data, "include_data")
+    if not isinstance(model, Saveable):
+        raise TypeError(f"model must be a spherelab model (or a part of one: a kernel, likelihood, features), got "
+                        f"{type(model).__name__}")
     target = os.path.abspath(os.fspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=os.path.dirname(target))
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.savez_compressed(fh, **arrays)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    # read as a prediction reads, until the file is written: a save racing a fit waits for it and
+    # writes the fitted model (the arrays are written from the model's own memory, not copied)
+    with holding(model) if isinstance(model, Saveable) else contextlib.nullcontext():
+        enc = _Encoder(include_data)
+        root = enc.encode(model, type(model).__name__)
+        meta = {"format": FORMAT, "version": FORMAT_VERSION, "spherelab": __version__, "data": bool(include_data),
+                "root": root}
+        arrays = dict(enc.arrays)
+        arrays["__meta__"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+        _write_atomically(target, arrays)
     try:  # the rename itself survives a crash once the directory is synced (best effort)
         dfd = os.open(os.path.dirname(target), os.O_RDONLY)
         try:
@@ -165,139 +181,46 @@ def save(model: Any, path: str | os.PathLike, *, include_data: bool = False) -> 
         pass
 
 
-# ---- reading ------------------------------------------------------------------------------------
-class _Archive:
-    """The model file's entries, each read (and its header checked) only when asked for."""
-
-    def __init__(self, zf: zipfile.ZipFile, name: str) -> None:
-        from ._validation import memory_budget
-
-        self.zf, self.name = zf, name
-        infos = zf.infolist()
-        if len(infos) > _MAX_ENTRIES:
-            raise FormatError(f"{name}: {len(infos)} entries (at most {_MAX_ENTRIES})")
-        self.infos: dict[str, zipfile.ZipInfo] = {}
-        for info in infos:
-            if not info.filename.endswith(".npy") or info.filename[:-4] in self.infos:
-                raise FormatError(f"{name}: unexpected entry {info.filename!r} (unique NAME.npy entries only)")
-            self.infos[info.filename[:-4]] = info
-        total = sum(info.file_size for info in infos)
-        if total > memory_budget():
-            raise FormatError(f"{name}: its entries declare {total / 2**30:.3g} GiB uncompressed, more than the "
-                              f"{memory_budget() / 2**30:.3g} GiB available (SPHERELAB_MAX_MEMORY)")
-
-    def read(self, key: str, limit: int | None = None) -> np.ndarray:
-        info = self.infos.get(key) if isinstance(key, str) else None
-        if info is None:
-            raise FormatError(f"{self.name}: the array entry {key!r} is missing")
-        if limit is not None and info.file_size > limit:
-            raise FormatError(f"{self.name}: entry {key!r} declares {info.file_size} bytes (at most {limit})")
-        where = f"{self.name}: entry {key!r}"
-        try:
-            with self.zf.open(info) as fp:
-                version = np.lib.format.read_magic(fp)
-                if version == (1, 0):
-                    shape, fortran, dtype = np.lib.format.read_array_header_1_0(fp)
-                elif version == (2, 0):
-                    shape, fortran, dtype = np.lib.format.read_array_header_2_0(fp)
-                else:
-                    raise FormatError(f"{where}: .npy version {version} (1.0 or 2.0 expected)")
-                if dtype.kind not in "biufc" or dtype.hasobject:
-                    raise FormatError(f"{where}: dtype {dtype} (numeric arrays only)")
-                if any(int(n) < 0 for n in shape):
-                    raise FormatError(f"{where}: a negative dimension in its shape {shape}")
-                count = math.prod(shape)
-                nbytes = count * dtype.itemsize
-                if nbytes > info.file_size:
-                    raise FormatError(f"{where}: its header declares {nbytes} bytes, the entry holds "
-                                      f"{info.file_size}")
-                data = fp.read(nbytes)
-                if len(data) != nbytes or fp.read(1):
-                    raise FormatError(f"{where}: {len(data)} bytes of data, {nbytes} declared")
-        except FormatError:
-            raise
-        except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, NotImplementedError) as err:
-            raise FormatError(f"{where} is unreadable: {type(err).__name__}: {err}") from None
-        return np.frombuffer(data, dtype=dtype).reshape(shape, order="F" if fortran else "C").copy()
-
-
-class _Decoder:
-    def __init__(self, archive: _Archive) -> None:
-        self.archive = archive
-        self.objects: dict[int, Any] = {}
-
-    def fail(self, path: str, text: str) -> FormatError:
-        return FormatError(f"{self.archive.name}: {path}: {text}")
-
-    def decode(self, value: Any, path: str, depth: int = 0) -> Any:
-        if depth > _MAX_DEPTH:
-            raise self.fail(path, f"nested deeper than {_MAX_DEPTH} levels")
-        if isinstance(value, _SCALARS):
-            return value
-        if not isinstance(value, dict) or len(value) not in (1, 3):
-            raise self.fail(path, f"not a value of the format ({type(value).__name__})")
-        if set(value) == {"__object__", "__id__", "state"}:
-            return self.build(value, path, depth)
-        tag, body = next(iter(value.items()))
-        if tag == "__array__" and len(value) == 1:
-            return self.archive.read(body)
-        if tag in ("__list__", "__tuple__") and len(value) == 1 and isinstance(body, list):
-            items = [self.decode(v, f"{path}[{i}]", depth + 1) for i, v in enumerate(body)]
-            return items if tag == "__list__" else tuple(items)
-        if tag == "__dict__" and len(value) == 1 and isinstance(body, list):
-            out = {}
-            for pair in body:
-                if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str)):
-                    raise self.fail(path, "a dict entry that is not a [string, value] pair")
-                out[pair[0]] = self.decode(pair[1], f"{path}[{pair[0]!r}]", depth + 1)
-            return out
-        if tag == "__ref__" and len(value) == 1:
-            if not isinstance(body, int) or body not in self.objects:
-                raise self.fail(path, f"a reference to object {body!r}, which is not (yet) read")
-            return self.objects[body]
-        raise self.fail(path, f"unknown entry {sorted(value)}")
-
-    def build(self, value: dict, path: str, depth: int) -> Any:
-        name, n, state = value["__object__"], value["__id__"], value["state"]
-        cls = _registered(name)
-        if cls is None:
-            raise self.fail(path, f"refusing to build {name!r}: not a class a model file may hold "
-                                  f"({', '.join(sorted(REGISTRY))})")
-        if not isinstance(n, int) or isinstance(n, bool) or n in self.objects:
-            raise self.fail(path, f"object number {n!r} is not a new integer")
-        if not isinstance(state, dict):
-            raise self.fail(path, "the object's state is not a JSON object")
-        where = f"{self.archive.name}: {path}"
-        entries = {k: self.decode(v, f"{path}.{k}", depth + 1) for k, v in state.items()}
-        loaded = LoadedState(entries, where)
-        try:
-            obj = cls._load_state(loaded)
-        except FormatError:
-            raise
-        except (ValueError, TypeError, ArithmeticError, LookupError, AttributeError, RuntimeError,
-                np.linalg.LinAlgError, MemoryError) as err:
-            raise FormatError(f"{where}: cannot rebuild a {name}: {type(err).__name__}: {err}") from None
-        loaded.done()
-        self.objects[n] = obj
-        return obj
-
-
-def load(path: str | os.PathLike, *, device: str = "cpu") -> Any:
+# ---- reading (the archive and the decoder: spherelab.loading) ---------------------------------------
+def load(path: str | os.PathLike, *, device: str = "cpu", kind: type | None = None) -> Any:
     """Load a model saved by :func:`save`; its operations run on ``device``.
+
+    Parameters
+    ----------
+    path
+        The file.
+    device
+        Where the model's operations run (``"cpu"``, ``"cuda"``, ``"auto"``).
+    kind
+        The class of object expected (default: any model, :data:`MODELS`):
+        a file whose root is something else — a kernel, a likelihood, a number — is refused before
+        anything is built. Pass a part's class (e.g. ``sl.kernels.Matern``) to read a saved part.
 
     Raises
     ------
     FormatError
-        The file is not a spherelab model file of a version this spherelab reads, or an entry is
-        malformed (the message names the file, the entry and what was expected).
+        The file is not a spherelab model file of a version this spherelab reads, holds another
+        kind of object, an entry is malformed, or rebuilding it would cost more than a file of its
+        size may (:mod:`spherelab.loading`): the message names the file, the entry and what was
+        expected.
     """
+    from .loading import Archive, Decoder, LoadBudget
+
+    if kind is None:
+        kinds = tuple(_registered(n) for n in MODELS)
+    else:
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        if not kinds or not all(isinstance(k, type) and issubclass(k, Saveable) for k in kinds):
+            raise TypeError(f"kind must be a spherelab model or part class (spherelab.persistence.REGISTRY), got "
+                            f"{kind!r}")
     name = repr(os.fspath(path))
     try:
+        size = os.stat(path).st_size
         zf = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError, ValueError, EOFError) as err:
         raise FormatError(f"{name} is not a spherelab model file: {type(err).__name__}: {err}") from None
     with zf:
-        archive = _Archive(zf, name)
+        archive = Archive(zf, name, LoadBudget(size, name))
         if "__meta__" not in archive.infos:
             raise FormatError(f"{name} is not a spherelab model file (no __meta__ entry)")
         raw = archive.read("__meta__", limit=_MAX_META)
@@ -319,7 +242,9 @@ def load(path: str | os.PathLike, *, device: str = "cpu") -> Any:
                               f"state (this spherelab reads version {FORMAT_VERSION}); fit the model again and save")
         if "root" not in meta:
             raise FormatError(f"{name}: __meta__ has no root entry")
-        model = _Decoder(archive).decode(meta["root"], "root")
+        decoder = Decoder(archive, REGISTRY)
+        decoder.root_class(meta["root"], kinds)
+        model = decoder.decode(meta["root"], "root")
     restore = getattr(model, "_restore", None)
     if restore is not None:
         restore(device)

@@ -62,9 +62,38 @@ class Statistics(Saveable):
         P = G.shape[0]
         if G.shape != (P, P) or not np.allclose(G, G.T, rtol=1e-12, atol=1e-300):
             raise state.fail("G", "a symmetric square array")
-        return cls(G, state.array("c", shape=(P,)), state.float("yy", minimum=0.0),
-                   state.float("sum_diag", minimum=0.0), state.int("n", minimum=1),
-                   rounding=state.float("rounding", minimum=0.0))
+        out = cls(G, state.array("c", shape=(P,)), state.float("yy", minimum=0.0),
+                  state.float("sum_diag", minimum=0.0), state.int("n", minimum=1),
+                  rounding=state.float("rounding", minimum=0.0))
+        state.check_work(9.0 * P ** 3, f"the eigendecomposition of a {P:,} x {P:,} G")
+        problem = out.impossible()
+        if problem:
+            raise state.fail("G", f"statistics of some data ({problem})")
+        return out
+
+    def impossible(self) -> str | None:
+        r"""Why no data give these statistics, or None: :math:`G = AA^\top` is positive
+        semi-definite, and :math:`c = Ay` lies in its range with :math:`c^\top G^+ c \le y^\top y`
+        (Cauchy–Schwarz: :math:`(v^\top c)^2 \le v^\top G v\, y^\top y` for every v), to the
+        products' rounding (relative :math:`10^{-9} + 2P\rho`)."""
+        from .._validation import MAX_MAGNITUDE
+
+        P = self.G.shape[0]
+        if P and float(np.max(np.abs(self.G))) > MAX_MAGNITUDE:
+            return f"G has entries up to {float(np.max(np.abs(self.G))):.3g}, beyond {MAX_MAGNITUDE:g}"
+        tol = 1e-9 + 2.0 * P * self.rounding
+        lam, V = np.linalg.eigh(self.G) if P else (np.zeros(0), np.zeros((0, 0)))
+        top = max(float(lam.max()) if P else 0.0, 0.0)
+        if P and float(lam.min()) < -tol * top - 1e-300:
+            return f"G is not positive semi-definite: eigenvalue {float(lam.min()):.3g} against a largest {top:.3g}"
+        floor = tol * top
+        with np.errstate(over="ignore"):  # c of 1e300: its square is inf, and refused as such
+            a2 = (V.T @ self.c) ** 2
+            fit = (np.inf if np.any(a2 > 0) else 0.0) if top == 0.0 else float(np.sum(a2 / np.maximum(lam, floor)))
+        if fit > self.yy * (1.0 + tol) + 1e-300:
+            return (f"c^T G^+ c = {fit:.3g} exceeds y^T y = {self.yy:.3g}: c = A y must lie in the range of "
+                    "G = A A^T with c^T G^+ c <= y^T y")
+        return None
 
 
 def row_chunks(n: int, size: int):

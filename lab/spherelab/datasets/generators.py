@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import check_int, check_nonnegative
+from .._validation import check_nonnegative, check_seed, check_size
 
 __all__ = ["synthetic_regression", "snelson_like", "banana_like", "susy_like", "mirror_symmetric", "uci_like"]
 
@@ -27,10 +27,10 @@ def synthetic_regression(
     -------
     X : ``(num_points, num_inputs)`` float64, y : ``(num_points,)`` float64
     """
-    n = check_int(num_points, "num_points", minimum=1)
-    D = check_int(num_inputs, "num_inputs", minimum=1)
+    D = check_size(num_inputs, "num_inputs", minimum=1, what="inputs")
+    n = check_size(num_points, "num_points", minimum=1, row_bytes=8.0 * (D + 10))
     noise = check_nonnegative(noise, "noise")
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_seed(seed))
     X = np.empty((n, D))
     y = np.empty(n)
     for start in range(0, n, chunk):
@@ -62,9 +62,9 @@ def snelson_like(num_points: int = 200, noise: float = 0.25, seed: Any = 0) -> t
     -------
     X : ``(num_points, 1)``, y : ``(num_points,)``
     """
-    n = check_int(num_points, "num_points", minimum=1)
+    n = check_size(num_points, "num_points", minimum=1, row_bytes=64.0)
     noise = check_nonnegative(noise, "noise")
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_seed(seed))
     x = 0.06 + 5.91 * rng.beta(1.2, 1.0, n)
     f = 0.6 * np.sin(2.6 * x) + 0.4 * np.cos(4.3 * x + 1.0) - 0.3 * x + 0.5
     return x[:, None], f + noise * rng.standard_normal(n)
@@ -79,8 +79,8 @@ def banana_like(num_points: int = 400, seed: Any = 0) -> tuple[np.ndarray, np.nd
     -------
     X : ``(num_points, 2)``, y : ``(num_points,)`` in {0, 1}
     """
-    n = check_int(num_points, "num_points", minimum=2)
-    rng = np.random.default_rng(seed)
+    n = check_size(num_points, "num_points", minimum=2, row_bytes=96.0)
+    rng = np.random.default_rng(check_seed(seed))
     y = (rng.uniform(size=n) < 0.55).astype(np.float64)
     angle = np.deg2rad(rng.uniform(150.0, 380.0, n))
     arc = np.column_stack([1.35 * np.cos(angle), 1.2 * np.sin(angle) - 0.1])
@@ -105,8 +105,8 @@ def susy_like(num_points: int, seed: Any = 0) -> tuple[np.ndarray, np.ndarray]:
     -------
     X : ``(num_points, 8)``, y : ``(num_points,)`` in {0, 1}
     """
-    n = check_int(num_points, "num_points", minimum=2)
-    rng = np.random.default_rng(seed)
+    n = check_size(num_points, "num_points", minimum=2, row_bytes=96.0)
+    rng = np.random.default_rng(check_seed(seed))
     y = (rng.uniform(size=n) < 0.46).astype(np.float64)
     sig = y == 1.0
     pt1 = rng.exponential(np.where(sig, 1.35, 1.0))
@@ -137,9 +137,9 @@ def mirror_symmetric(num_points: int, noise: float = 0.1, seed: Any = 0) -> tupl
     -------
     X : ``(num_points, 2)``, y : ``(num_points,)``
     """
-    n = check_int(num_points, "num_points", minimum=1)
+    n = check_size(num_points, "num_points", minimum=1, row_bytes=64.0)
     noise = check_nonnegative(noise, "noise")
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_seed(seed))
     X = 1.2 * rng.standard_normal((n, 2))
     x1, x2 = X[:, 0], X[:, 1]
     f = np.sin(2.5 * x1) + np.cos(2 * x2) + np.sin(1.5 * x1) * np.sin(2 * x2) + 0.5 * np.cos(2 * x1) * np.sin(2.5 * x2)

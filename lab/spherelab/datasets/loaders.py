@@ -7,7 +7,9 @@ from typing import Any
 
 import numpy as np
 
+from .._state import FormatError
 from .._validation import check_int
+from .files import read_split, read_table
 
 __all__ = ["UCI_SETS", "UCI_SHAPES", "data_dir", "search_path", "find_dataset", "load_uci", "load_snelson",
            "load_banana", "load"]
@@ -54,9 +56,35 @@ def _beside_repository() -> Path | None:
     return package.parent.parent.parent / "shared" / "data"
 
 
+def _trusted(folder: Path) -> bool:
+    """Whether ``folder`` (found, not chosen by the user) may be read: owned by this user or root,
+    and writable by nobody else (else a warning names it, once)."""
+    import os
+    import stat
+    import warnings
+
+    try:
+        st = os.stat(folder)
+    except OSError:
+        return True  # absent: nothing will be read from it
+    owner_ok = st.st_uid in (0, os.getuid()) if hasattr(os, "getuid") else True
+    if owner_ok and not st.st_mode & (stat.S_IWOTH | (stat.S_IWGRP if st.st_uid != os.getuid() else 0)):
+        return True
+    if str(folder) not in _WARNED:
+        _WARNED.add(str(folder))
+        warnings.warn(f"spherelab.datasets: not reading {folder}: it is owned by uid {st.st_uid} or writable by "
+                      "others, so anyone could change the data found there; set SPHERELAB_DATA to a folder of "
+                      "your own", RuntimeWarning, stacklevel=3)
+    return False
+
+
+_WARNED: set[str] = set()
+
+
 def search_path() -> list[Path]:
     """The folders searched for ``<name>/<name>.csv``, in order: ``$SPHERELAB_DATA`` (when set),
-    ``shared/data`` beside the repository (when imported from a clone), the user data directory
+    ``shared/data`` beside the repository (when imported from a clone, and only if owned by you or
+    root and writable by no one else: a warning names it otherwise), the user data directory
     (:func:`data_dir`)."""
     import os
 
@@ -64,7 +92,7 @@ def search_path() -> list[Path]:
     if os.environ.get("SPHERELAB_DATA"):
         out.append(Path(os.environ["SPHERELAB_DATA"]))
     beside = _beside_repository()
-    if beside is not None:
+    if beside is not None and _trusted(beside):
         out.append(beside)
     out.append(_user_dir())
     unique = []
@@ -75,9 +103,13 @@ def search_path() -> list[Path]:
 
 
 def find_dataset(name: str) -> Path | None:
-    """The first folder of :func:`search_path` that holds ``<name>/<name>.csv``, or ``None``."""
+    """The first folder of :func:`search_path` that holds ``<name>/<name>.csv`` — in any form: a
+    broken entry there is reported when read (:class:`~spherelab.FormatError`), never skipped for
+    another folder's copy — or ``None``."""
+    import os
+
     for root in search_path():
-        if (root / name / f"{name}.csv").is_file():
+        if os.path.lexists(root / name / f"{name}.csv"):
             return root
     return None
 
@@ -119,25 +151,31 @@ def load_uci(
     is fetched from the original source (the PBP/MC-dropout repository, pinned commit) into
     :func:`data_dir`. Raw (unnormalised) values are returned.
     """
+    import os
+
     if name not in UCI_SETS:
         raise ValueError(f"name must be one of {sorted(UCI_SETS)}, got {name!r}")
     split = check_int(split, "split", minimum=0)
     root = _root(name, data_dir_)
     folder = root / name
     csv = folder / f"{name}.csv"
-    if not csv.exists():
+    if not os.path.lexists(csv):
         if not download:
             raise FileNotFoundError(
                 f"{name}/{name}.csv not found in {_searched(data_dir_)}: put the dataset in one of "
                 f"them (or set SPHERELAB_DATA), or call load_uci({name!r}, download=True) when online"
             )
         _download_uci(name, folder)
-    table = np.loadtxt(csv, delimiter=",", skiprows=1)
+    table = read_table(csv, UCI_SHAPES[name][1] + 1)
     tr_file = folder / "original" / f"index_train_{split}.txt"
-    if not tr_file.exists():
+    te_file = folder / "original" / f"index_test_{split}.txt"
+    if not os.path.lexists(tr_file):
         raise ValueError(f"split {split} does not exist for {name} (no {tr_file.name})")
-    tr = np.loadtxt(tr_file, dtype=int)
-    te = np.loadtxt(folder / "original" / f"index_test_{split}.txt", dtype=int)
+    tr, te = read_split(tr_file, table.shape[0]), read_split(te_file, table.shape[0])
+    common = np.intersect1d(tr, te)
+    if common.size:
+        raise FormatError(f"{tr_file} and {te_file.name}: {common.size} row(s) in both, e.g. row {int(common[0])}: a "
+                          "split's training and test rows must be disjoint")
     return table[tr, :-1], table[tr, -1], table[te, :-1], table[te, -1]
 
 
@@ -164,8 +202,10 @@ def _gpflow_table(name: str, data_dir_: Any, download: bool, commit: str, files:
                   header: str, delimiter: str | None = None) -> np.ndarray:
     """``<dir>/<name>/<name>.csv`` as an array; with ``download``, a missing one is first written
     from GPflow's files (pinned commit; their columns side by side)."""
+    import os
+
     csv = _find_csv(name, data_dir_)
-    if not csv.exists():
+    if not os.path.lexists(csv):
         if not download:
             raise FileNotFoundError(f"{csv.parent.name}/{csv.name} not found in {_searched(data_dir_)} "
                                     "(set SPHERELAB_DATA, or download=True when online)")
@@ -177,7 +217,7 @@ def _gpflow_table(name: str, data_dir_: Any, download: bool, commit: str, files:
                 cols.append(np.loadtxt(resp, delimiter=delimiter, ndmin=2))
         csv.parent.mkdir(parents=True, exist_ok=True)
         np.savetxt(csv, np.column_stack(cols), delimiter=",", header=header, comments="", fmt="%.17g")
-    return np.loadtxt(csv, delimiter=",", skiprows=1)
+    return read_table(csv, len(header.split(",")))
 
 
 def load_snelson(*, data_dir_: Any = None, download: bool = False) -> tuple[np.ndarray, np.ndarray]:
@@ -202,6 +242,9 @@ def load_banana(*, data_dir_: Any = None, download: bool = False) -> tuple[np.nd
     """
     table = _gpflow_table("banana", data_dir_, download, "ca6c52317d00e1f9e9133c15fed256aad60fba4f",
                           ["basics/data/banana_X_train", "basics/data/banana_Y_train"], "x1,x2,y", delimiter=",")
+    labels = np.unique(table[:, 2])
+    if not set(labels.tolist()) <= {0.0, 1.0}:
+        raise FormatError(f"{_find_csv('banana', data_dir_)}: labels must be 0 or 1, got {labels[:5].tolist()}")
     return table[:, :2], table[:, 2]
 
 
@@ -230,8 +273,10 @@ def load(name: str, split: int = 0, *, seed: Any = 0) -> tuple[tuple[np.ndarray,
         the label says which: ``"yacht, real, split 0"``, ``"snelson, real"`` or
         ``"yacht, stand-in"``.
     """
+    from .._validation import check_seed
     from .generators import banana_like, snelson_like, uci_like
 
+    seed = check_seed(seed)
     if name in ("snelson", "banana"):
         loader, stand_in = (load_snelson, snelson_like) if name == "snelson" else (load_banana, banana_like)
         try:

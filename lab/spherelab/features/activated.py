@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import check_finite_array, check_int
+from .._validation import check_allocation, check_finite_array, check_int
 from ..activations import Activation
 from ..backend.ops import Operations, as_operations
 from ..kernels import ZonalKernel
@@ -62,6 +62,9 @@ class ActivatedFeatures(Features):
         self.activation = activation
         self.num_units = check_int(num_units, "num_units", minimum=1)
         self.truncation = check_int(truncation, "truncation", minimum=0)
+        check_allocation(16.0 * float(self.num_units) ** 2, f"num_units = {self.num_units:,}", "use fewer units")
+        check_allocation(8.0 * 64 * (self.truncation + 1.0), f"truncation = {self.truncation:,}",
+                         "lower the truncation degree")
         self.weights = None if weights is None else check_finite_array(weights, "weights", ndim=2).copy()
         if self.weights is not None and self.weights.shape[0] != self.num_units:
             raise ValueError(f"weights must have num_units = {self.num_units} rows, got {self.weights.shape[0]}")

@@ -231,7 +231,7 @@ class HarmonicFeatures(SphericalFeatures):
     def _load_state(cls, state):
         features = cls(state.int("max_degree", minimum=0), state.int("dim", minimum=2, optional=True))
         if features.harmonics is None:
-            if state.value("keep") is not None:
+            if not state.is_null("keep"):
                 raise state.fail("keep", "null for features not yet initialised")
         else:
             features._keep = features._keep_from(state)

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 from scipy.linalg import solve_triangular
 
-from .._validation import check_dim, check_finite_array, check_int
+from .._validation import check_allocation, check_dim, check_finite_array, check_int, check_seed
 from ..backend.ops import Operations
 from ..linalg import cholesky_backward
 from ..sphere.gegenbauer import zonal_series
@@ -129,6 +129,11 @@ class PhaseTruncatedHarmonics(SphericalFeatures):
         self.dim = check_dim(dim)
         self.max_degree = check_int(max_degree, "max_degree", minimum=0)
         self.max_phases = check_int(max_phases, "max_phases", minimum=1)
+        # at least min(phases, harmonics) directions of dim entries per degree: refused before the loop
+        check_allocation(8.0 * self.dim * (self.max_degree + 1.0) * min(self.max_phases, 2 * self.max_degree + 1),
+                         f"max_degree = {self.max_degree:,} with max_phases = {self.max_phases:,}",
+                         "lower max_degree or max_phases")
+        seed = check_seed(seed)
         self.phases = [min(int(num_harmonics(ell, self.dim)), self.max_phases) for ell in range(self.max_degree + 1)]
         if directions is None:
             rng = np.random.default_rng(seed)

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import check_finite_array
+from .._validation import MAX_MAGNITUDE, check_finite_array
 from ..backend.ops import Operations
 from ..kernels import ZonalKernel
 from .base import Features
@@ -33,7 +33,14 @@ class InducingPoints(Features):
     """
 
     def __init__(self, Z: Any) -> None:
-        self.Z = check_finite_array(Z, "Z", ndim=2).copy()
+        Z = check_finite_array(Z, "Z", ndim=2)
+        if Z.shape[0] == 0 or Z.shape[1] == 0:
+            raise ValueError(f"Z must hold at least one inducing input of at least one column, got shape {Z.shape}")
+        top = float(np.max(np.abs(Z)))
+        if top > MAX_MAGNITUDE:
+            raise ValueError(f"Z has entries up to {top:.3g}: beyond {MAX_MAGNITUDE:g}, the kernel's lift overflows; "
+                             "standardise the inputs (spherelab.datasets.Standardizer)")
+        self.Z = Z.copy()
         self.num_units = self.Z.shape[0]
 
     def _save_state(self) -> dict[str, Any]:

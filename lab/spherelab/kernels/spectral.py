@@ -193,6 +193,8 @@ def _shape_series(kernel: SpectralKernel):
 
 
 def _check_smoothness(nu: Any, name: str) -> float:
+    if isinstance(nu, (bool, np.bool_)):
+        raise TypeError(f"{name} must be a number > 0 (or inf), got {nu!r}")
     try:
         v = float(nu)
     except (TypeError, ValueError):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import check_degree, check_dim
+from .._validation import check_allocation, check_bool, check_degree, check_dim
 from ..sphere.gegenbauer import zonal_series
 from ..sphere.special import num_harmonics
 from .base import ZonalKernel
@@ -68,6 +68,7 @@ class Truncated(WrappedKernel):
         object.__setattr__(self, "base", kernel)
         object.__setattr__(self, "dim", check_dim(dim))
         object.__setattr__(self, "max_degree", check_degree(max_degree))
+        check_allocation(8.0 * 64 * (self.max_degree + 1.0), f"max_degree = {self.max_degree:,}", "lower max_degree")
 
     def _save_state(self):
         return {"kernel": self.base, "dim": self.dim, "max_degree": self.max_degree}
@@ -169,7 +170,7 @@ class Parity(WrappedKernel):
         if not isinstance(kernel, ZonalKernel):
             raise TypeError(f"kernel must be a spherelab kernel, got {kernel!r}")
         object.__setattr__(self, "base", kernel)
-        object.__setattr__(self, "even", bool(even))
+        object.__setattr__(self, "even", check_bool(even, "even"))
 
     def _save_state(self):
         return {"kernel": self.base, "even": self.even}

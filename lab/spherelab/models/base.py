@@ -23,7 +23,7 @@ import numpy as np
 
 from .._state import Saveable
 from .._validation import check_data, check_finite_array
-from ..concurrency import reading, writing
+from ..concurrency import critical, enter_region, leave_region, reading, writing
 from ..distributed import lazy_rows
 from ..likelihoods import Gaussian, Likelihood
 from ..linalg import NumericalFailure, add_jitter, jitter_backward
@@ -54,6 +54,28 @@ def threaded(method):
 def threaded_objective(method):
     """The same for methods taking (theta, X, ...)."""
     return entry_point(lambda model, theta, X, *args, **kwargs: _work(model, X), _dim)(method)
+
+
+@critical
+def _write_all(entries: list[Param], values: list) -> None:
+    """Write ``values`` to ``entries`` as one step: a Ctrl-C meanwhile is raised once all are
+    written; a setter that refuses its value (a check stricter than the registry's) puts back the
+    entries written before it. (Getters return copies or objects their setters replace, never
+    write in place, so the old values are kept by reference.)"""
+    enter_region()
+    try:
+        old = [p.get() for p in entries]
+        done = 0
+        try:
+            for p, v in zip(entries, values):
+                p.set(v)
+                done += 1
+        except BaseException:
+            for p, v in zip(entries[:done], old[:done]):
+                p.set(v)
+            raise
+    finally:
+        leave_region()
 
 
 class Model(Saveable):
@@ -180,16 +202,16 @@ class Model(Saveable):
 
     @writing
     def set_parameter_vector(self, theta: np.ndarray, names: Sequence[str] | None = None) -> None:
-        """Inverse of :meth:`parameter_vector`."""
+        """Inverse of :meth:`parameter_vector`: every value is computed and validated first, then
+        all are written — or, if one is refused, none (the ones written are put back)."""
         entries = self._entries(names)
-        theta = np.asarray(theta, dtype=np.float64)
-        i = 0
-        for p in entries:
-            n = p.size()
-            p.unpack(theta[i:i + n])
-            i += n
-        if i != theta.size:
-            raise ValueError(f"expected a vector of {i} parameters, got {theta.size}")
+        theta = check_finite_array(theta, "theta")
+        sizes = [p.size() for p in entries]
+        if theta.ndim != 1 or theta.size != sum(sizes):
+            raise ValueError(f"theta must be a 1-d vector of {sum(sizes)} parameters, got shape {theta.shape}")
+        bounds = np.cumsum([0] + sizes)
+        values = [p.value_of(theta[a:b]) for p, a, b in zip(entries, bounds[:-1], bounds[1:])]
+        _write_all(entries, values)
 
     def _chain(self, g: dict[str, Any], theta: np.ndarray, entries: list[Param]) -> np.ndarray:
         out, i = [], 0

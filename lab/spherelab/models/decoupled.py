@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 from scipy.linalg import cho_solve
 
-from .._validation import check_finite_array, check_int
+from .._validation import check_allocation, check_bool, check_finite_array, check_int, check_nonnegative, check_seed
 from ..bounds.decoupled import (
     HINT_UU,
     HINT_VV,
@@ -117,6 +117,8 @@ class OrthogonalSVGP(DecoupledStatistics, SparseModel):
         self.kernel = kernel
         self.features = features
         self.num_orthogonal = check_int(num_orthogonal, "num_orthogonal", minimum=0)
+        check_allocation(16.0 * float(self.num_orthogonal) ** 2, f"num_orthogonal = {self.num_orthogonal:,}",
+                         "use fewer orthogonal inducing inputs")  # (its K x K factor and covariance)
         self._set_likelihood(likelihood)
         self._set_device(device)
         self.W = (
@@ -126,13 +128,11 @@ class OrthogonalSVGP(DecoupledStatistics, SparseModel):
         )
         if self.W is not None and self.W.shape[0] != self.num_orthogonal:
             raise ValueError(f"orthogonal_inputs must have num_orthogonal = {self.num_orthogonal} rows")
-        self.whiten = bool(whiten)
-        self.jitter = float(jitter)
-        if not (self.jitter >= 0 and np.isfinite(self.jitter)):
-            raise ValueError(f"jitter must be a finite number >= 0, got {jitter!r}")
+        self.whiten = check_bool(whiten, "whiten")
+        self.jitter = check_nonnegative(jitter, "jitter")
         self.m_u = self.L_u = self.m_v = self.L_v = None
         self.optimizer_result = None
-        self.sufficient_statistics = bool(sufficient_statistics)
+        self.sufficient_statistics = check_bool(sufficient_statistics, "sufficient_statistics")
 
     def _num_inducing(self) -> int:
         return self.features.num_features + self.num_orthogonal
@@ -148,7 +148,7 @@ class OrthogonalSVGP(DecoupledStatistics, SparseModel):
     def initialise(self, X: np.ndarray, seed: int = 0) -> "OrthogonalSVGP":
         """Feature parameters, W (K distinct training inputs) and q at the prior
         (:math:`m = 0`, :math:`C_u = K_{uu}`, :math:`C_v = S_{vv}`)."""
-        rng = np.random.default_rng(seed)
+        rng = np.random.default_rng(check_seed(seed))
         self._input_dim = X.shape[1]
         self.features.initialise(X.shape[1] + 1, rng)
         self.features.bind(self.kernel)
@@ -308,6 +308,7 @@ class OrthogonalSVGP(DecoupledStatistics, SparseModel):
     def predict_f(self, X: Any, chunk_size: int = 4096) -> tuple[np.ndarray, np.ndarray]:
         """Predictive mean and variance of f, ``(N,)`` each (chunked over rows)."""
         self._check_fitted()
+        chunk_size = check_int(chunk_size, "chunk_size", minimum=1)
         X = self._check_inputs(X)
         if X.shape[0] == 0:
             return np.zeros(0), np.zeros(0)

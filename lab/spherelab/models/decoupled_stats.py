@@ -66,11 +66,13 @@ class DecoupledStatistics:
         Kuf = self.features.Kuf(self.kernel, X, ops=self.ops)
         return np.vstack([Kuf, self.kernel.K(self.W, X, ops=self.ops)]) if self.num_orthogonal else Kuf
 
-    def _statistics(self, X, y, LJ, keep: bool = False, rows: ResidentRows | None = None) -> Statistics:
+    def _statistics(self, X, y, LJ, keep: bool = False, rows: ResidentRows | None = None,
+                    chunk_size: int | None = None) -> Statistics:
         r""":math:`\Phi = AA^\top`, :math:`\beta = Ay` (:math:`A = L_J^{-1}K_{pf}`) and
-        :math:`\sum_n k(x_n, x_n)` in one streamed pass (:func:`~spherelab.bounds.streamed_statistics`);
-        with ``keep``, the chunks' A are kept for the backward pass. A Dask ``X`` is summed block by
-        block on the active scheduler (:func:`~spherelab.distributed.block_statistics`)."""
+        :math:`\sum_n k(x_n, x_n)` in one streamed pass (:func:`~spherelab.bounds.streamed_statistics`)
+        in chunks of ``chunk_size`` rows (default: :meth:`_chunk_rows`, decided now); with ``keep``,
+        the chunks' A are kept for the backward pass, which must use the same chunks. A Dask ``X`` is
+        summed block by block on the active scheduler (:func:`~spherelab.distributed.block_statistics`)."""
         if is_dask(X):
             light = without_data(self)  # a task would carry the rows otherwise
             return block_statistics(lambda Xb, yb: light._statistics(Xb, yb, LJ), X, y)
@@ -78,7 +80,7 @@ class DecoupledStatistics:
         if rows is not None:
             return rows.statistics(self, LJ)
         return streamed_statistics(lambda Xc: (forward_solve(LJ, self._features_at(Xc)), self.kernel.diag(Xc)),
-                                   X, y, chunk_size=self._chunk_rows(X.shape[0]), keep=keep, ops=self.ops)
+                                   X, y, chunk_size=chunk_size or self._chunk_rows(X.shape[0]), keep=keep, ops=self.ops)
 
     def _elbo_and_gradient_stats(self, X, y, num_data: int, collapsed: bool = False):
         dask = is_dask(X)
@@ -86,7 +88,9 @@ class DecoupledStatistics:
         M = self.features.num_features
         LJ = joint_cholesky(*self._inducing_matrices())
         rows = self._rows_on_device(X, y)
-        st = self._statistics(X, y, LJ, keep, rows)
+        # the chunking depends on the machine's load (pass_workers): decided once, for both passes
+        size = None if dask or rows is not None else self._chunk_rows(X.shape[0])
+        st = self._statistics(X, y, LJ, keep, rows, size)
         q = (self.m_u, self.L_u, self.m_v, self.L_v)
         if collapsed:
             m, L_u, L_v = whitened_optimum(st.G, st.c, self.likelihood.variance, M)
@@ -105,7 +109,7 @@ class DecoupledStatistics:
             light = without_data(self)  # a task would carry the rows otherwise
             grads.add_sums(block_sum(lambda Xb, yb: light._row_sums(Xb, yb, LJ, Q, qb, res.dkff), X, y))
             return res.value, grads.result(res.dm_u, res.dL_u, res.dm_v, res.dL_v, res.dnoise)
-        pieces = list(row_chunks(X.shape[0], self._chunk_rows(X.shape[0])))  # the pass's chunks
+        pieces = list(row_chunks(X.shape[0], size))  # the forward pass's chunks
 
         def share(k, shares):  # the chunks k, k + shares, ... into gradients of its own
             part = DecoupledGradients(self)

@@ -30,7 +30,7 @@ from typing import Any, Sequence
 import numpy as np
 from scipy.linalg import solve_triangular
 
-from .._validation import check_finite_array, check_int
+from .._validation import check_allocation, check_finite_array, check_int, check_nonnegative, check_seed
 from ..bounds.hvgp import HINT_BLOCK, BlockBound, block_bound_whitened, block_predictive
 from ..bounds.statistics import streamed_statistics
 from ..bounds.sums import GradientSums
@@ -72,14 +72,14 @@ class BlockTril(Param):
     def pack(self) -> np.ndarray:
         return np.concatenate([L[np.tril_indices(L.shape[0])] for L in self.get()])
 
-    def unpack(self, u: np.ndarray) -> None:
+    def value_of(self, u: np.ndarray) -> list:
         out, i = [], 0
         for m in self.shape():
             L = np.zeros((m, m))
             L[np.tril_indices(m)] = u[i:i + m * (m + 1) // 2]
             out.append(L)
             i += m * (m + 1) // 2
-        self.set(out)
+        return self.validate(out)
 
     def chain(self, grad, u: np.ndarray) -> np.ndarray:
         return np.concatenate([np.asarray(g)[np.tril_indices(np.shape(g)[0])] for g in grad])
@@ -156,12 +156,17 @@ class HarmonicSVGP(SparseModel):
                 "invariance as it trains; give the kernel a scalar input_scale"
             )
         C = len(self.components)
-        if np.ndim(num_inducing_per_block) == 0:
+        if isinstance(num_inducing_per_block, (int, np.integer, float, bool, str)) or num_inducing_per_block is None:
             sizes = [check_int(num_inducing_per_block, "num_inducing_per_block", minimum=1)] * C
         else:
+            if isinstance(num_inducing_per_block, (str, bytes)) or not hasattr(num_inducing_per_block, "__iter__"):
+                raise TypeError(f"num_inducing_per_block must be an integer or one per block, got "
+                                f"{num_inducing_per_block!r}")
             sizes = [check_int(m, "num_inducing_per_block", minimum=1) for m in num_inducing_per_block]
             if len(sizes) != C:
                 raise ValueError(f"num_inducing_per_block must have one entry per block ({C}), got {len(sizes)}")
+        check_allocation(16.0 * sum(float(m) ** 2 for m in sizes), f"num_inducing_per_block = {sizes[:4]}",
+                         "use fewer inducing inputs per block")
         self.sizes = sizes
         self._set_likelihood(likelihood)
         self._set_device(device)
@@ -171,9 +176,7 @@ class HarmonicSVGP(SparseModel):
             if len(Z) != C or any(z.shape[0] != m for z, m in zip(Z, sizes)):
                 raise ValueError(f"inducing_inputs must be {C} arrays with {sizes} rows")
             self.Z = Z
-        self.jitter = float(jitter)
-        if not (self.jitter >= 0 and np.isfinite(self.jitter)):
-            raise ValueError(f"jitter must be a finite number >= 0, got {jitter!r}")
+        self.jitter = check_nonnegative(jitter, "jitter")
         self.ms = self.Ls = None
         self.optimizer_result = None
 
@@ -202,7 +205,7 @@ class HarmonicSVGP(SparseModel):
     def initialise(self, X: np.ndarray, seed: int = 0) -> "HarmonicSVGP":
         """Inducing inputs (distinct random training rows per block unless given) and q at the
         prior (:math:`\\mu_c = 0`, :math:`L_c = I`)."""
-        rng = np.random.default_rng(seed)
+        rng = np.random.default_rng(check_seed(seed))
         if self.Z is None:
             total = self._num_inducing()
             pick = rng.choice(X.shape[0], total, replace=total > X.shape[0])
@@ -231,6 +234,7 @@ class HarmonicSVGP(SparseModel):
         """
         if not isinstance(self.likelihood, Gaussian):
             raise TypeError("optimal_q needs a Gaussian likelihood")
+        chunk_size = check_int(chunk_size, "chunk_size", minimum=1)
         X, y = self._check_data(X, y)
         if self.ms is None:
             self.initialise(X)
@@ -325,6 +329,7 @@ class HarmonicSVGP(SparseModel):
         r"""Per-block predictive means and variances of :math:`f_c`, ``(C, N)`` each: the
         additive parts of Sun et al. 2021 Fig. 9 (their sum is :meth:`predict_f`)."""
         self._check_fitted()
+        chunk_size = check_int(chunk_size, "chunk_size", minimum=1)
         X = self._check_inputs(X)
         means = np.zeros((self.num_blocks, X.shape[0]))
         varis = np.zeros_like(means)

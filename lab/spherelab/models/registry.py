@@ -71,18 +71,22 @@ class Param:
             return shape[0] * (shape[0] + 1) // 2
         return int(np.prod(shape))
 
-    def unpack(self, u: np.ndarray) -> None:
+    def value_of(self, u: np.ndarray) -> Any:
+        """The value the optimiser's coordinates ``u`` stand for, validated (nothing written); a
+        value the transform cannot represent (overflow, underflow) is a rejected trial point."""
         shape = self.shape()
         if self.kind == "tril":
             L = np.zeros(shape)
             L[np.tril_indices(shape[0])] = u
-            self.set(L)
-            return
+            return self.validate(L)
         v = self.lower + softplus(u) if self.kind == "positive" else np.array(u, dtype=np.float64)
         try:
-            self.set(float(v[0]) if shape == () else v.reshape(shape))
-        except ValueError as err:  # a trial point the transform cannot represent (overflow, underflow)
+            return self.validate(float(v[0]) if shape == () else v.reshape(shape))
+        except ValueError as err:
             raise NumericalFailure(f"the optimiser's value of {self.name} is not valid: {err}") from None
+
+    def unpack(self, u: np.ndarray) -> None:
+        self.set(self.value_of(u))
 
     def chain(self, grad: Any, u: np.ndarray) -> np.ndarray:
         """The gradient in the optimiser's coordinates ``u`` from the value's gradient."""

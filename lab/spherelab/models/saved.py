@@ -25,11 +25,11 @@ def common_state(model) -> dict[str, Any]:
 
 def load_common(model, s: LoadedState, inputs: int | None) -> None:
     """Fit report and training data (``inputs`` columns, when the model knows them)."""
-    if s.value("fit_report") is not None:
+    if not s.is_null("fit_report"):
         model.fit_report_ = s.report("fit_report")
     X = s.array("X", shape=(None, inputs), optional=True)
     y = None if X is None else s.array("y", shape=(X.shape[0],))
-    if X is None and s.value("y") is not None:
+    if X is None and not s.is_null("y"):
         raise s.fail("y", "null when X is")
     model._X, model._y = X, y
 
@@ -67,7 +67,7 @@ def load_vish(cls, s: LoadedState):
         model.q_sqrt = s.array("q_sqrt", shape=(M, M), optional=model.q_mu is None)
     else:
         for name in ("stats", "q_mu", "q_sqrt"):
-            if s.value(name) is not None:
+            if not s.is_null(name):
                 raise s.fail(name, "null for a model not fitted (no features)")
     load_common(model, s, inputs)
     return model
@@ -97,14 +97,15 @@ def load_decoupled(cls, s: LoadedState):
     else:
         model = cls(kernel, features, K, likelihood, orthogonal_inputs=W, **options)
     D = s.int("input_dim", minimum=1, optional=True)
-    if s.value("m_u") is None:
+    if s.is_null("m_u"):
         for name in ("L_u", "m_v", "L_v"):
-            if s.value(name) is not None:
+            if not s.is_null(name):
                 raise s.fail(name, "null for a model not initialised")
     else:
         if D is None or W is None or W.shape[1] != D:
             raise s.fail("input_dim", "the number of inputs of an initialised model (W's columns)", D)
         _check_initialised_features(features, D, s)
+        _check_within_the_lift(kernel, features, W, s)
         M = features.num_features
         model.m_u, model.L_u = s.array("m_u", shape=(M,)), s.array("L_u", shape=(M, M))
         model.m_v, model.L_v = s.array("m_v", shape=(K,)), s.array("L_v", shape=(K, K))
@@ -127,6 +128,17 @@ def _check_initialised_features(features, D: int, s: LoadedState) -> None:
         raise s.fail("features", f"features initialised for {D} inputs")
 
 
+def _check_within_the_lift(kernel, features, W, s: LoadedState, w_name: str = "W") -> None:
+    """Inducing and orthogonal inputs the kernel can lift (finite, and within its range at the
+    saved input scale): a file must not hold a model that fails only when it predicts."""
+    for name, inputs in (("features", getattr(features, "Z", None)), (w_name, W)):
+        if inputs is not None and inputs.size:
+            try:
+                kernel.check_lift(inputs, name)
+            except ValueError as err:
+                raise s.fail(name, f"inputs the kernel can lift ({err})") from None
+
+
 def hvgp_state(m) -> dict[str, Any]:
     return {"kernel": m.kernel, "group": m.group, "sizes": list(m.sizes), "likelihood": m.likelihood,
             "jitter": m.jitter, "Z": m.Z, "ms": m.ms, "Ls": m.Ls, "input_dim": getattr(m, "_input_dim", None),
@@ -146,11 +158,13 @@ def load_hvgp(cls, s: LoadedState):
         raise s.fail("sizes", f"one positive block size per real component of the group (|G| = {group.size})",
                      sizes)
     D = s.int("input_dim", minimum=1, optional=True)
-    Z = None if s.value("Z") is None else s.arrays("Z", [(m, D) for m in sizes])
+    Z = None if s.is_null("Z") else s.arrays("Z", [(m, D) for m in sizes])
     model = cls(s.obj("kernel", ZonalKernel), group, sizes, s.value("likelihood"), inducing_inputs=Z,
                 jitter=s.float("jitter", minimum=0.0))
-    if s.value("ms") is None:
-        if s.value("Ls") is not None:
+    for c, z in enumerate(Z or []):
+        _check_within_the_lift(model.kernel, None, z, s, f"Z[{c}]")
+    if s.is_null("ms"):
+        if not s.is_null("Ls"):
             raise s.fail("Ls", "null for a model not initialised")
     else:
         if Z is None or D is None:
@@ -172,8 +186,10 @@ def load_exact(cls, s: LoadedState):
     model = cls(s.obj("kernel", ZonalKernel), s.value("noise"))
     X = s.array("X", shape=(None, None), optional=True)
     if X is not None:
-        model.fit(X, s.array("y", shape=(X.shape[0],)))  # the factor is computed again, never read
-    elif s.value("y") is not None:
+        n = X.shape[0]
+        s.check_work(n ** 3 / 3.0, f"the Cholesky factor of {n:,} rows")  # before it is spent
+        model.fit(X, s.array("y", shape=(n,)))  # the factor is computed again, never read
+    elif not s.is_null("y"):
         raise s.fail("y", "null when X is")
     return model
 

@@ -9,7 +9,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from .._validation import check_int
+from .._validation import check_bool, check_int, check_positive, check_seed
 from ..distributed import is_dask
 from ..likelihoods import Gaussian
 from ..linalg import NumericalFailure
@@ -94,6 +94,9 @@ class SparseModel(Model):
         -------
         self
         """
+        optimize, maxiter, seed = check_bool(optimize, "optimize"), check_int(maxiter, "maxiter", minimum=0), \
+            check_seed(seed)
+        collapsed = None if collapsed is None else check_bool(collapsed, "collapsed")
         X, y = self._check_data(X, y)
         gaussian = isinstance(self.likelihood, Gaussian)
         if collapsed is None:
@@ -130,15 +133,17 @@ class SparseModel(Model):
         if is_dask(X):
             raise TypeError(f"{type(self).__name__}.fit_svi draws minibatches from a NumPy array; for a Dask array "
                             "use fit (its passes run block by block) or compute a sample first")
+        iterations, lr = check_int(iterations, "iterations", minimum=0), check_positive(lr, "lr")
+        B, seed = check_int(batch_size, "batch_size", minimum=1), check_seed(seed)
         X, y = self._check_data(X, y)
         self._start(X, y, seed, init_q)
         rng = np.random.default_rng(seed)
-        B = min(check_int(batch_size, "batch_size", minimum=1), X.shape[0])
+        B = min(B, X.shape[0])
         theta = self.parameter_vector()
         opt = Adam(theta, lr)
         self.trace = []
         with self._threads(B):
-            for _ in range(int(iterations)):
+            for _ in range(iterations):
                 idx = rng.choice(X.shape[0], B, replace=False)
                 value, grad = self.objective(theta, X[idx], y[idx], num_data=X.shape[0])
                 if value >= 1e300:

@@ -8,7 +8,12 @@ anything — ``KeyboardInterrupt``, a failed Dask block, ``NumericalFailure``, `
 every recorded object gets its attributes back (the same objects: a kernel the user holds is
 restored, not replaced), so the model predicts bit for bit as before the fit or stays unfitted;
 ``fit_report_["interrupted"]`` then says what stopped it, and the exception is raised again.
-The fit holds the write side of the model's locks throughout (:mod:`spherelab.concurrency`).
+The fit holds the write side of the model's locks throughout (:mod:`spherelab.concurrency`); a
+Ctrl-C during the restore itself is held back until every object is whole again, then raised.
+
+A process forked while another thread fits (a fork-started ``multiprocessing`` pool, say) gets the
+model in that thread's abandoned state; the child rolls back every fit in flight in other threads
+to its record, so it sees the model as before that fit.
 
 Training data (``_X``, ``_y``) are only ever replaced, never written in place, so they are kept
 by reference rather than copied: the record costs the size of the parameters and statistics, not
@@ -18,11 +23,13 @@ of the data.
 from __future__ import annotations
 
 import functools
+import os
+import threading
 from typing import Any, Callable
 
 import numpy as np
 
-from ..concurrency import holding, reachable
+from ..concurrency import critical, enter_region, holding, leave_region, reachable
 
 __all__ = ["transactional", "Snapshot"]
 
@@ -48,11 +55,40 @@ class Snapshot:
         self.states = [(obj, {k: v if k in _BY_REFERENCE else _copy(v) for k, v in vars(obj).items()})
                        for obj in reachable(root)]
 
+    @critical
     def restore(self) -> None:
-        for obj, state in self.states:
-            current = vars(obj)
-            current.clear()
-            current.update(state)
+        enter_region()  # a Ctrl-C during the restore is raised once every object is whole
+        try:
+            for obj, state in self.states:
+                current = vars(obj)
+                current.clear()
+                current.update(state)
+        finally:
+            leave_region()
+
+
+#: thread ident -> the records of the transactions running on it, outermost first
+_IN_FLIGHT: dict[int, list[Snapshot]] = {}
+
+
+@critical
+def _begin(snapshot: Snapshot) -> None:
+    enter_region()
+    try:
+        _IN_FLIGHT.setdefault(threading.get_ident(), []).append(snapshot)
+    finally:
+        leave_region()
+
+
+@critical
+def _end(snapshot: Snapshot) -> None:
+    enter_region()
+    try:
+        mine = _IN_FLIGHT.get(threading.get_ident(), [])
+        if snapshot in mine:
+            mine.remove(snapshot)
+    finally:
+        leave_region()
 
 
 def transactional(method: Callable) -> Callable:
@@ -63,6 +99,7 @@ def transactional(method: Callable) -> Callable:
         with holding(self, write=True):  # no prediction sees the fit's trial points (spherelab.concurrency)
             snapshot = Snapshot(self)
             try:
+                _begin(snapshot)
                 return method(self, *args, **kwargs)
             except BaseException as exc:
                 snapshot.restore()
@@ -70,5 +107,22 @@ def transactional(method: Callable) -> Callable:
                 report["interrupted"] = f"{method.__name__} stopped by {type(exc).__name__}: {exc}"[:500]
                 self.fit_report_ = report
                 raise
+            finally:
+                _end(snapshot)
 
     return run
+
+
+def _roll_back_in_child() -> None:
+    """After ``fork``: the fits of other threads do not exist in the child; their models go back
+    to their records (innermost first, so the outermost record is what remains)."""
+    me = threading.get_ident()
+    for ident, records in list(_IN_FLIGHT.items()):
+        if ident != me:
+            for snapshot in reversed(records):
+                snapshot.restore()
+            del _IN_FLIGHT[ident]
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_roll_back_in_child)

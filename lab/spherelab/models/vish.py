@@ -23,7 +23,16 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import check_data, check_finite_array, check_int
+from .._validation import (
+    check_allocation,
+    check_bool,
+    check_data,
+    check_finite_array,
+    check_int,
+    check_nonnegative,
+    check_positive,
+    check_seed,
+)
 from ..bounds.precision import InsufficientPrecision, check_precision
 from ..bounds.statistics import Statistics
 from ..bounds.vish import (
@@ -112,6 +121,9 @@ class VISH(Model):
             max_degree = features.max_degree
         self._given_features = features
         self.max_degree = check_int(max_degree, "max_degree", minimum=0)
+        # even on the circle (d = 2, the fewest harmonics) the fit holds an M x M matrix, M = 2L + 1
+        check_allocation(8.0 * (2.0 * self.max_degree + 1.0) ** 2, f"max_degree = {self.max_degree:,}",
+                         "lower max_degree")
         self._set_likelihood(likelihood)
         self._set_device(device)
         self.chunk_size = None if chunk_size is None else check_int(chunk_size, "chunk_size", minimum=1)
@@ -280,6 +292,11 @@ class VISH(Model):
         """
         if not isinstance(self.likelihood, Gaussian):
             raise TypeError("fit() uses the collapsed bound (Gaussian noise); use fit_svi() for Bernoulli")
+        optimize, train_lift = check_bool(optimize, "optimize"), check_bool(train_lift, "train_lift")
+        lift_subsample = check_int(lift_subsample, "lift_subsample", minimum=1)
+        lift_maxiter, maxiter = check_int(lift_maxiter, "lift_maxiter", minimum=0), check_int(maxiter, "maxiter",
+                                                                                                minimum=0)
+        seed, lift_ftol = check_seed(seed), check_nonnegative(lift_ftol, "lift_ftol")
         X, y = prepare(X, y) if is_dask(X) else check_data(X, y)
         self._setup(X)
         self._X, self._y = X, y
@@ -350,15 +367,18 @@ class VISH(Model):
         -------
         self
         """
-        X, y = self._check_data(X, y)
         B = check_int(batch_size, "batch_size", minimum=1)
-        if not 0 < gamma <= 1:
+        iterations, lr = check_int(iterations, "iterations", minimum=0), check_positive(lr, "lr")
+        seed = check_seed(seed)
+        gamma, train_directions = check_positive(gamma, "gamma"), check_bool(train_directions, "train_directions")
+        if gamma > 1:
             raise ValueError(f"gamma must be in (0, 1], got {gamma}")
+        X, y = self._check_data(X, y)
         self._setup(X)
         self._X, self._y = X, y
         self.stats = None
         with self._threads(min(B, X.shape[0])):
-            vish_svi.svi_fit(self, X, y, B, int(iterations), lr, gamma, seed, train_directions)
+            vish_svi.svi_fit(self, X, y, B, iterations, lr, gamma, seed, train_directions)
         return self
 
     # ---- posterior ------------------------------------------------------------------------

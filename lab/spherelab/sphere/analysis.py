@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import check_dim, check_finite_array
+from .._validation import check_degree, check_dim, check_finite_array, check_nonnegative
 from .gegenbauer import zonal_series
 from .special import num_harmonics
 
@@ -34,9 +34,10 @@ def truncated_shape(coeffs: Any, dim: int, t: Any, max_degree: int | None = None
     r""":math:`\sum_{\ell \le L} c_\ell Z_\ell(t)` with L = ``max_degree`` (default: all)."""
     c = check_finite_array(coeffs, "coeffs", ndim=1)
     if max_degree is not None:
-        if not 0 <= int(max_degree) < c.shape[0]:
+        L = check_degree(max_degree)
+        if L >= c.shape[0]:
             raise ValueError(f"max_degree must be in [0, {c.shape[0] - 1}], got {max_degree}")
-        c = c[: int(max_degree) + 1]
+        c = c[: L + 1]
     return zonal_series(c, check_dim(dim), t)
 
 
@@ -57,6 +58,7 @@ def rkhs_norm_truncated(
     """
     s = check_finite_array(activation_coeffs, "activation_coeffs", ndim=1)
     lam = check_finite_array(kernel_spectrum, "kernel_spectrum", ndim=1)
+    rtol = check_nonnegative(rtol, "rtol")
     if s.shape != lam.shape:
         raise ValueError(f"activation_coeffs {s.shape} and kernel_spectrum {lam.shape} differ")
     if np.any(lam < -max(rtol, 1e-12) * np.abs(lam).max()):
@@ -83,6 +85,7 @@ def mismatch_report(
     """
     lam = check_finite_array(kernel_spectrum, "kernel_spectrum", ndim=1)
     s = check_finite_array(activation_coeffs, "activation_coeffs", ndim=1)
+    rtol = check_nonnegative(rtol, "rtol")
     if s.shape != lam.shape:
         raise ValueError(f"activation_coeffs {s.shape} and kernel_spectrum {lam.shape} differ")
     lk, sk = _nonzero(lam, rtol), _nonzero(s, rtol)

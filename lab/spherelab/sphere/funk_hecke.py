@@ -44,7 +44,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from scipy.special import roots_jacobi, roots_legendre
 
-from .._validation import check_degree, check_dim
+from .._validation import check_allocation, check_bool, check_degree, check_dim, check_int, check_positive
 from ..linalg import NumericalFailure
 from .gegenbauer import normalized_gegenbauer_table
 from .special import alpha_of_dim, log_omega
@@ -147,9 +147,7 @@ def funk_hecke_rule(
 ) -> FunkHeckeRule:
     """The quadrature rule used by :func:`funk_hecke`, with ``num_nodes`` nodes per piece
     (cached; see :class:`FunkHeckeRule`)."""
-    n = int(num_nodes)
-    if n < 1:
-        raise ValueError(f"num_nodes must be >= 1, got {num_nodes}")
+    n = check_int(num_nodes, "num_nodes", minimum=1, maximum=_MAX_NODES)
     return _rule(check_dim(dim), check_degree(max_degree), _check_kinks(kinks), _check_method(method), n)
 
 
@@ -197,6 +195,9 @@ def funk_hecke_with_rule(
     rule to a hyper-parameter derivative of the shape to get the spectrum's derivative."""
     dim = check_dim(dim)
     L = check_degree(max_degree)
+    check_allocation(8.0 * (L + 1.0) * (L + 64.0), f"max_degree = {L:,} (a quadrature of {L + 1:,} levels)",
+                     "lower max_degree")
+    rtol = check_positive(rtol, "rtol")
     kinks_t = _check_kinks(kinks)
     method = _check_method(method)
     if parity not in PARITIES:
@@ -209,9 +210,7 @@ def funk_hecke_with_rule(
         return rule.apply(_evaluate(shape, rule.nodes))
 
     if num_nodes is not None:
-        n = int(num_nodes)
-        if n < 2:
-            raise ValueError(f"num_nodes must be >= 2, got {num_nodes}")
+        n = check_int(num_nodes, "num_nodes", minimum=2, maximum=_MAX_NODES)
         fine = estimate(n)
         err = np.abs(fine - estimate(max(1, n // 2)))
         n_used = n
@@ -296,6 +295,7 @@ def funk_hecke(
     >>> np.round(c, 4).tolist()   # Dutordoir, PhD report Table B.2, d = 3
     [0.25, 0.1667, 0.0625, 0.0, -0.0104]
     """
+    return_error = check_bool(return_error, "return_error")
     coeffs, err, _ = funk_hecke_with_rule(
         shape, dim, max_degree, kinks=kinks, parity=parity, method=method, rtol=rtol,
         num_nodes=num_nodes,

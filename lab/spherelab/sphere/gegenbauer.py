@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 from numba import prange
 
-from .._validation import check_degree, check_dim, check_finite_array
+from .._validation import check_allocation, check_bool, check_degree, check_dim, check_finite_array, check_nonnegative
 from ..backend.jit import jit
 from ..backend.ops import Operations, as_operations
 from ..threads import policy
@@ -164,17 +164,24 @@ def _elementwise_kernel(n, alpha, t, out):  # pragma: no cover - compiled
 
 
 def _check_alpha(alpha: Any) -> float:
-    a = float(alpha)
-    if not np.isfinite(a) or a < 0:
-        raise ValueError(
-            f"alpha must be a finite number >= 0 (alpha = (d - 2)/2 for d >= 2), got {alpha!r}"
-        )
-    return a
+    try:
+        return check_nonnegative(alpha, "alpha")
+    except ValueError:
+        raise ValueError(f"alpha must be a finite number >= 0 (alpha = (d - 2)/2 for d >= 2), got {alpha!r}") from None
 
 
 def _flat_t(t: Any) -> tuple[np.ndarray, tuple[int, ...]]:
     arr = check_finite_array(t, "t")
     return np.ascontiguousarray(arr.reshape(-1)), arr.shape
+
+
+def _table_degree(max_degree: Any, points: int) -> int:
+    """``max_degree`` of a table of ``points`` x (L + 1) values, refused before it is allocated
+    when it cannot fit in memory."""
+    L = check_degree(max_degree)
+    check_allocation(16.0 * max(points, 1) * (L + 1.0), f"max_degree = {L:,} ({L + 1:,} degrees at {points:,} points)",
+                     "lower max_degree")
+    return L
 
 
 def normalized_gegenbauer_table(max_degree: int, alpha: float, t: Any, *, ops: Operations | str = "cpu") -> np.ndarray:
@@ -196,9 +203,9 @@ def normalized_gegenbauer_table(max_degree: int, alpha: float, t: Any, *, ops: O
     numpy.ndarray
         Shape ``t.shape + (L + 1,)``.
     """
-    L = check_degree(max_degree)
     a = _check_alpha(alpha)
     flat, shape = _flat_t(t)
+    L = _table_degree(max_degree, flat.shape[0])
     return as_operations(ops).gegenbauer_table(L, a, flat).reshape(shape + (L + 1,))
 
 
@@ -210,9 +217,9 @@ def normalized_gegenbauer_derivative_table(max_degree: int, alpha: float, t: Any
     exact and finite at :math:`t = \pm 1` (:math:`P_n^{\alpha\prime}(1) = n(n+2\alpha)/(2\alpha+1)`);
     computed by ``ops`` (an :class:`~spherelab.backend.Operations` or a device name).
     """
-    L = check_degree(max_degree)
     a = _check_alpha(alpha)
     flat, shape = _flat_t(t)
+    L = _table_degree(max_degree, flat.shape[0])
     return as_operations(ops).gegenbauer_derivative_table(L, a, flat).reshape(shape + (L + 1,))
 
 
@@ -226,7 +233,7 @@ def gegenbauer_table(max_degree: int, alpha: float, t: Any, *, ops: Operations |
     :math:`P_n^0 = T_n` and :math:`Z_\ell = 2T_\ell`.
     """
     table = normalized_gegenbauer_table(max_degree, alpha, t, ops=ops)
-    return table * _gegenbauer_at_one(table.shape[-1] - 1, float(alpha))
+    return table * _gegenbauer_at_one(table.shape[-1] - 1, _check_alpha(alpha))
 
 
 def _gegenbauer_at_one(max_degree: int, alpha: float) -> np.ndarray:
@@ -320,6 +327,7 @@ def gegenbauer_series(
     if c.shape[0] == 0:
         raise ValueError("coeffs must contain at least one coefficient")
     a = _check_alpha(alpha)
+    normalized, derivative = check_bool(normalized, "normalized"), check_bool(derivative, "derivative")
     if not normalized:
         if a == 0.0 and c.shape[0] > 1:
             raise ValueError(
@@ -347,8 +355,8 @@ def zonal_table(max_degree: int, dim: int, t: Any, *, ops: Operations | str = "c
     Shape ``t.shape + (L + 1,)``; ``t`` any finite reals (the polynomials' values also outside
     [-1, 1], where no inner product of unit vectors lies).
     """
-    L = check_degree(max_degree)
     dim = check_dim(dim)
+    L = _table_degree(max_degree, np.size(t) if isinstance(t, np.ndarray) else 1)
     counts = num_harmonics(np.arange(L + 1), dim) if L < 64 else None
     counts = (
         counts.astype(np.float64)
@@ -364,6 +372,7 @@ def zonal_series(coeffs: Any, dim: int, t: Any, *, derivative: bool = False, ops
     t-derivative, evaluated by ``ops``."""
     dim = check_dim(dim)
     c = check_finite_array(coeffs, "coeffs", ndim=1)
+    derivative = check_bool(derivative, "derivative")
     return gegenbauer_series(c * _counts(dim, c.shape[0]), alpha_of_dim(dim), t, normalized=True, derivative=derivative,
                              ops=ops)
 
@@ -374,9 +383,9 @@ def zonal_series_vjp(weights: Any, dim: int, t: Any, max_degree: int) -> np.ndar
     (the shape of ``t``). One recurrence per point on the host, without the ``t.shape + (L + 1,)``
     table of :func:`zonal_table` (``(M, M, L + 1)`` for an M x M Gram block).
     """
-    L = check_degree(max_degree)
     dim = check_dim(dim)
     flat, shape = _flat_t(t)
+    L = _table_degree(max_degree, 64)  # (blocks of partial sums)
     w = check_finite_array(weights, "weights")
     if w.shape != shape:
         raise ValueError(f"weights must have the shape of t {shape}, got {w.shape}")

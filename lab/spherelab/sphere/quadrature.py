@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from scipy.special import roots_gegenbauer
 
-from .._validation import check_degree, check_dim, check_finite_array, check_int
+from .._validation import check_degree, check_dim, check_finite_array, check_int, check_seed, check_size
 
 __all__ = ["sample_sphere", "product_quadrature", "lonlat_grid", "orthographic_grid"]
 
@@ -31,9 +31,9 @@ def sample_sphere(num_points: int, dim: int, rng: Any = None) -> np.ndarray:
     rng
         ``numpy.random.Generator``, a seed, or ``None``.
     """
-    num_points = check_int(num_points, "num_points", minimum=0)
     dim = check_dim(dim)
-    gen = np.random.default_rng(rng)
+    num_points = check_size(num_points, "num_points", minimum=0, row_bytes=16.0 * dim, what="points")
+    gen = np.random.default_rng(check_seed(rng, "rng"))
     x = gen.standard_normal((num_points, dim))
     norms = np.linalg.norm(x, axis=1, keepdims=True)
     while np.any(norms == 0):  # probability zero, but never return a NaN row
@@ -95,8 +95,8 @@ def lonlat_grid(n_lat: int, n_lon: int) -> tuple[np.ndarray, np.ndarray, np.ndar
         ``(n_lat * n_lon, 3)`` unit vectors, row-major over (lat, lon):
         :math:`(\cos\phi\cos\lambda, \cos\phi\sin\lambda, \sin\phi)`.
     """
-    n_lat = check_int(n_lat, "n_lat", minimum=1)
-    n_lon = check_int(n_lon, "n_lon", minimum=1)
+    n_lat = check_size(n_lat, "n_lat", minimum=1, what="latitudes")
+    n_lon = check_size(n_lon, "n_lon", minimum=1, row_bytes=64.0 * n_lat, what="longitudes")
     lon = -np.pi + (np.arange(n_lon) + 0.5) * (2 * np.pi / n_lon)
     lat = np.pi / 2 - (np.arange(n_lat) + 0.5) * (np.pi / n_lat)
     la, lo = np.meshgrid(lat, lon, indexing="ij")
@@ -117,7 +117,7 @@ def orthographic_grid(
         ``(n, n)`` boolean image mask (row 0 at the top) of the pixels that ``points`` fill,
         in row-major order.
     """
-    n = check_int(n, "n", minimum=2)
+    n = check_size(n, "n", minimum=2, row_bytes=64.0 * check_int(n, "n"), what="pixels a side")
     lon0, lat0 = (float(check_finite_array(a, name)) for a, name in ((lon0, "lon0"), (lat0, "lat0")))
     u = np.linspace(-1, 1, n)
     px, py = np.meshgrid(u, u[::-1])

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from scipy.special import gammaln
 
-from .._validation import check_degree, check_dim, check_finite_array
+from .._validation import check_bool, check_degree, check_dim, check_finite_array
 
 __all__ = [
     "num_harmonics",
@@ -77,7 +77,11 @@ def num_harmonics(degree: Any, dim: int) -> Any:
         (cumulative 1, 10, 54, 210, 660).
     """
     dim = check_dim(dim)
-    if np.ndim(degree) == 0:
+    try:
+        scalar = np.ndim(degree) == 0
+    except ValueError:  # ragged nesting
+        raise TypeError(f"degree must be an integer or an integer array, got {degree!r}") from None
+    if scalar:
         return _num_harmonics_int(check_degree(degree, "degree"), dim)
     deg = np.asarray(degree)
     if not np.issubdtype(deg.dtype, np.integer):
@@ -118,7 +122,7 @@ def log_num_harmonics(degree: Any, dim: int, *, real: bool = False) -> Any:
     above 1 (the spectra's tail sums integrate it), with :math:`N(0, d) = 1`.
     """
     dim = check_dim(dim)
-    if real:
+    if check_bool(real, "real"):
         deg = check_finite_array(degree, "degree")
         if np.any(deg < 0):
             raise ValueError(f"degree must be >= 0, got {degree!r}")

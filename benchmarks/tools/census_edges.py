@@ -1,0 +1,260 @@
+"""The robustness census's cases at the edges of the model-state machinery, written against the public
+API only (so the same cases run on any version): files that cost more than they weigh, impossible
+fitted state, data files that lie, refits that fail half-way, the machine's load flipping between a
+fit's passes, reads racing a fit, ``fork`` during a fit. Each yields ``(label, call, words, check)``
+as robustness_census.py classifies them."""
+
+from __future__ import annotations
+
+import atexit
+import json
+import multiprocessing as mp
+import os
+import shutil
+import tempfile
+import threading
+import time
+
+import numpy as np
+import spherelab as sl
+from spherelab import kernels as K
+
+G = sl.likelihoods.Gaussian
+
+
+def _entries(path):
+    with np.load(path) as z:
+        arrays = {k: z[k] for k in z.files}
+    return json.loads(arrays.pop("__meta__").tobytes()), arrays
+
+
+def _write(path, meta, arrays):
+    np.savez_compressed(path, __meta__=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8), **arrays)
+    return path
+
+
+def _find(node, name):
+    if isinstance(node, dict):
+        if node.get("__object__") == name:
+            return node
+        nodes = node.values()
+    elif isinstance(node, list):
+        nodes = node
+    else:
+        return None
+    for v in nodes:
+        hit = _find(v, name)
+        if hit is not None:
+            return hit
+    return None
+
+
+def _edit(folder, model, edit):
+    path = os.path.join(folder, "valid.npz")
+    sl.save(model, path)
+    meta, arrays = _entries(path)
+    edit(meta, arrays)
+    return sl.load(_write(os.path.join(folder, "crafted.npz"), meta, arrays))
+
+
+def edge_cases(X, Y):
+    folder = tempfile.mkdtemp(prefix="census-edges-")
+    atexit.register(shutil.rmtree, folder, True)
+
+    def vish():
+        return sl.VISH(K.Matern(1.5), 3, G(0.1)).fit(X, Y, maxiter=3, lift_maxiter=2)
+
+    def orth():
+        return sl.OrthogonalSVGP(K.Matern(1.5), sl.InducingPoints(X[:5]), 3, G(0.1)).fit(X, Y, maxiter=3)
+
+    def stats(meta):
+        return _find(meta["root"], "Statistics")["state"]
+
+    def twice(meta, arrays):
+        stats(meta)["c"] = dict(stats(meta)["G"])
+
+    def rows(meta, arrays):
+        state = meta["root"]["state"]
+        arrays[state["X"]["__array__"]] = np.ones((15_000, 2))
+        arrays[state["y"]["__array__"]] = np.zeros(15_000)
+
+    def wide(meta, arrays):
+        arrays[stats(meta)["c"]["__array__"]] = np.zeros(12_500_000)
+
+    def g_zero(meta, arrays):
+        key = stats(meta)["G"]["__array__"]
+        arrays[key] = np.zeros_like(arrays[key])
+
+    def c_huge(meta, arrays):
+        key = stats(meta)["c"]["__array__"]
+        arrays[key] = np.full_like(arrays[key], 1e300)
+
+    def z_far(meta, arrays):
+        key = _find(meta["root"], "InducingPoints")["state"]["Z"]["__array__"]
+        arrays[key] = np.full_like(arrays[key], 1e200)
+
+    def root(value):
+        return lambda meta, arrays: meta.__setitem__("root", value(meta))
+
+    exact = sl.models.ExactGP(K.Matern(1.5), 0.1).fit(X, Y)
+    files = [("an array entry named twice", vish, twice, ["twice"]),
+             ("an exact GP of 15 000 identical rows (a few KB)", lambda: exact, rows, ["rows", "Cholesky"]),
+             ("an entry of the wrong shape (100 MB of zeros)", vish, wide, ["shape"]),
+             ("VISH statistics with G = 0", vish, g_zero, ["statistics", "G"]),
+             ("VISH statistics with c = 1e300", vish, c_huge, ["statistics", "G"]),
+             ("inducing inputs of 1e200", orth, z_far, ["lift", "Z"]),
+             ("a root of 5", vish, root(lambda m: 5), ["root"]),
+             ("a root that is a kernel", vish, root(lambda m: _find(m["root"], "Matern")), ["root"]),
+             ("a root that is a likelihood", vish, root(lambda m: _find(m["root"], "Gaussian")), ["root"])]
+    for label, make, edit, words in files:
+        yield (f"load: {label}", lambda make=make, edit=edit: _edit(folder, make(), edit), words,
+               lambda r: False)
+    yield from _data_cases(folder)
+    yield from _state_cases(X, Y, folder)
+
+
+def _yacht(root, table=None, train="0\n1\n2\n3\n", test="4\n5\n"):
+    os.makedirs(os.path.join(root, "yacht", "original"), exist_ok=True)
+    with open(os.path.join(root, "yacht", "yacht.csv"), "w") as fh:
+        fh.write("a,b,c,d,e,f,y\n" + (table or "1,2,3,4,5,6,7\n" * 8))
+    for kind, text in (("train", train), ("test", test)):
+        with open(os.path.join(root, "yacht", "original", f"index_{kind}_0.txt"), "w") as fh:
+            fh.write(text)
+    return root
+
+
+def _data_cases(folder):
+    def load(**files):
+        root = _yacht(tempfile.mkdtemp(dir=folder), **files)
+        return sl.datasets.load_uci("yacht", 0, data_dir_=root)
+
+    for label, files in {"a NaN in the table": {"table": "1,2,3,4,5,6,nan\n" * 8},
+                         "rows of 6 numbers for 7 columns": {"table": "1,2,3,4,5,6\n" * 8},
+                         "overlapping training and test rows": {"test": "3\n4\n"},
+                         "a negative split index": {"train": "0\n-1\n"},
+                         "an empty split": {"train": ""}}.items():
+        yield f"data: {label}", (lambda files=files: load(**files)), ["yacht"], lambda r: False
+
+    def fifo():
+        root = _yacht(tempfile.mkdtemp(dir=folder))
+        csv = os.path.join(root, "yacht", "yacht.csv")
+        os.remove(csv)
+        os.mkfifo(csv)
+        return sl.datasets.load_uci("yacht", 0, data_dir_=root)
+
+    if hasattr(os, "mkfifo"):
+        yield "data: a named pipe as the table", fifo, ["yacht", "pipe"], lambda r: False
+    yield "data: split=True", lambda: sl.datasets.load("yacht", True), ["split"], lambda r: False
+
+
+def _state_cases(X, Y, folder):
+    def refit():  # an invalid refit must leave the estimator predicting as before
+        from spherelab.estimators import VISHRegressor
+
+        est = VISHRegressor(max_degree=2, maxiter=5).fit(X, Y)
+        before = est.predict(X[:5])
+        est.set_params(noise=-1.0)
+        try:
+            est.fit(X * 40 + 7, Y * 30 - 5)
+        except ValueError:
+            pass
+        return np.array_equal(est.predict(X[:5]), before)
+
+    yield "estimator: a refit refused half-way keeps the old scaling", refit, [], bool
+
+    def vector():
+        m = sl.OrthogonalSVGP(K.Matern(1.5), sl.InducingPoints(X[:5]), 3, G(0.1)).fit(X, Y, maxiter=3)
+        before = m.predict_f(X[:5])[0]
+        try:
+            m.set_parameter_vector(m.parameter_vector()[:-1] + 0.1)
+        except ValueError:
+            pass
+        return np.array_equal(m.predict_f(X[:5])[0], before)
+
+    yield "set_parameter_vector of the wrong length writes nothing", vector, [], bool
+
+    def flipping():
+        from spherelab import threads
+
+        previous, count = threads.machine_busy, [0]
+
+        def flip():
+            count[0] += 1
+            return count[0] % 2 == 1
+
+        sl.set_threads("auto")
+        threads.machine_busy = flip
+        try:
+            m = sl.OrthogonalSVGP(K.Matern(1.5), sl.InducingPoints(X[:5]), 3, G(0.1))
+            Xb = np.tile(X, (50, 1)) + 0.01 * np.arange(3000)[:, None] / 3000
+            return m.fit(Xb, np.tile(Y, 50), maxiter=3).predict_f(X[:5])
+        finally:
+            threads.machine_busy = previous
+            sl.set_threads(1)
+
+    yield "a decoupled fit while the machine's load flips between passes", flipping, [], \
+        lambda r: all(np.all(np.isfinite(a)) for a in r)
+
+    def racing(read):
+        model = sl.OrthogonalSVGP(K.Matern(1.5), sl.InducingPoints(X[:5]), 3, G(0.1)).fit(X, Y, maxiter=3)
+        inside = threading.Event()
+        original = type(model)._collapsed_elbo_and_gradient
+
+        def slow(self, *args, **kwargs):
+            inside.set()
+            time.sleep(0.01)
+            return original(self, *args, **kwargs)
+
+        type(model)._collapsed_elbo_and_gradient = slow
+        try:
+            t = threading.Thread(target=lambda: model.fit(X, Y + 0.5, maxiter=15))
+            t.start()
+            inside.wait(30)
+            got = read(model)
+            t.join(60)
+        finally:
+            type(model)._collapsed_elbo_and_gradient = original
+        return np.array_equal(got.predict_f(X[:5])[0], model.predict_f(X[:5])[0])
+
+    import copy
+
+    def saved(m):
+        path = os.path.join(folder, "racing.npz")
+        sl.save(m, path)
+        return sl.load(path)
+
+    for label, read in (("save", saved), ("copy.deepcopy", copy.deepcopy)):
+        yield f"{label} during a fit captures the fitted model", (lambda read=read: racing(read)), [], bool
+
+    def forked():
+        if "fork" not in mp.get_all_start_methods():
+            return True
+        model = sl.OrthogonalSVGP(K.Matern(1.5), sl.InducingPoints(X[:5]), 3, G(0.1)).fit(X, Y, maxiter=3)
+        before = model.predict_f(X[:5])[0]
+        original = type(model)._collapsed_elbo_and_gradient
+        inside = threading.Event()
+
+        def slow(self, *args, **kwargs):
+            inside.set()
+            time.sleep(0.02)
+            return original(self, *args, **kwargs)
+
+        type(model)._collapsed_elbo_and_gradient = slow
+        try:
+            t = threading.Thread(target=lambda: model.fit(X, Y + 0.5, maxiter=20))
+            t.start()
+            inside.wait(30)
+            pid = os.fork()
+            if pid == 0:
+                ok = False
+                try:
+                    ok = np.array_equal(model.predict_f(X[:5])[0], before)
+                finally:
+                    os._exit(0 if ok else 1)
+            _, status = os.waitpid(pid, 0)
+            t.join(60)
+        finally:
+            type(model)._collapsed_elbo_and_gradient = original
+        return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+    yield "fork during a fit: the child predicts as before the fit", forked, [], bool

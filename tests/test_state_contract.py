@@ -1,0 +1,196 @@
+"""The whole object under the concurrency contract: ``save``, ``copy.deepcopy``, ``copy.copy`` and
+pickling read a model as predictions do (one racing a fit captures the fitted model, never a trial
+point); ``set_parameter_vector`` validates everything before it writes, and writes all or nothing;
+a scikit-learn estimator's ``fit`` commits the scaling and the model together (an exception at any
+line of it leaves the estimator predicting exactly as before)."""
+
+from __future__ import annotations
+
+import copy
+import os
+import pickle
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+import spherelab as sl
+from conftest import sine_data
+from spherelab import estimators
+from spherelab import kernels as K
+from spherelab.linalg import NumericalFailure
+
+G = sl.likelihoods.Gaussian
+
+
+def _model():
+    X, y = sine_data(60)
+    return sl.OrthogonalSVGP(K.Matern(1.5, 1.0), sl.InducingPoints(X[:6]), 4, G(0.1)).fit(X, y, maxiter=3), X, y
+
+
+def _fingerprint(model, Xs):
+    with sl.thread_limit(1):
+        mean, var = model.predict_f(Xs)
+    return mean.tobytes() + var.tobytes()
+
+
+READS = {
+    "save": lambda m, tmp: sl.load(_saved(m, tmp)),
+    "deepcopy": lambda m, tmp: copy.deepcopy(m),
+    "pickle": lambda m, tmp: pickle.loads(pickle.dumps(m)),
+}
+
+
+def _saved(model, tmp):
+    path = os.path.join(tmp, "model.npz")
+    sl.save(model, path)
+    return path
+
+
+@pytest.mark.parametrize("how", list(READS))
+def test_a_read_racing_a_fit_captures_the_fitted_model(how, tmp_path, monkeypatch):
+    model, X, y = _model()
+    Xs = X[:5]
+    original = type(model)._collapsed_elbo_and_gradient
+    inside = threading.Event()
+
+    def slow(self, *args, **kwargs):  # the fit's trial points last long enough to be seen
+        inside.set()
+        time.sleep(0.01)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(model), "_collapsed_elbo_and_gradient", slow)
+    fitting = threading.Thread(target=lambda: model.fit(X, y + 0.5, maxiter=15))
+    fitting.start()
+    assert inside.wait(30)
+    got = READS[how](model, str(tmp_path))
+    fitting.join(60)
+    monkeypatch.undo()
+    assert _fingerprint(got, Xs) == _fingerprint(model, Xs)  # the fitted model, not a trial point
+
+
+def test_copies_and_pickles_are_independent_and_predict_identically():
+    model, X, _ = _model()
+    for twin in (copy.deepcopy(model), pickle.loads(pickle.dumps(model))):
+        assert _fingerprint(twin, X[:5]) == _fingerprint(model, X[:5])
+        assert twin.kernel is not model.kernel and twin.features is not model.features
+        twin.kernel.lengthscale = 0.3
+        assert model.kernel.lengthscale != 0.3
+    shallow = copy.copy(model)
+    assert shallow.kernel is model.kernel and _fingerprint(shallow, X[:5]) == _fingerprint(model, X[:5])
+    shared = sl.VISH(K.Matern(1.5), 2, G(0.1))
+    pair = copy.deepcopy((shared, shared.kernel))
+    assert pair[0].kernel is pair[1]  # sharing within one copy is kept
+
+
+# ---- set_parameter_vector --------------------------------------------------------------------------
+def test_set_parameter_vector_checks_everything_before_it_writes():
+    model, X, _ = _model()
+    before = _fingerprint(model, X[:5])
+    moved = model.parameter_vector() + 0.1  # every entry changed: a partial write would show
+    last_nan = moved.copy()
+    last_nan[-1] = np.nan
+    for bad, match in ((moved[:-1], "theta must be a 1-d vector"), (np.append(moved, 0.0), "theta must be"),
+                       (last_nan, "NaN"), (moved.reshape(1, -1), "1-d")):
+        with pytest.raises(ValueError, match=match):
+            model.set_parameter_vector(bad)
+        assert _fingerprint(model, X[:5]) == before
+
+
+def test_set_parameter_vector_puts_back_what_a_refusing_setter_follows(monkeypatch):
+    model, X, _ = _model()
+    before = _fingerprint(model, X[:5])
+    theta = model.parameter_vector()
+    assert model.param_names.index("features") > 0  # entries before it are written first
+
+    def refuse(self, values):
+        raise ValueError("refused by the setter")
+
+    monkeypatch.setattr(type(model.features), "set_params", refuse)
+    with pytest.raises(ValueError, match="refused"):
+        model.set_parameter_vector(theta + 0.05)
+    monkeypatch.undo()
+    assert _fingerprint(model, X[:5]) == before
+
+
+def test_an_unrepresentable_trial_point_writes_nothing():
+    model, X, _ = _model()
+    before = _fingerprint(model, X[:5])
+    theta = model.parameter_vector()
+    i = model.param_names.index("lengthscale")
+    theta = theta.copy()
+    theta[0] += 0.5  # a change before the bad entry: must not be written either
+    theta[sum(model.parameter_vector([n]).size for n in model.param_names[:i])] = -800.0  # softplus underflows
+    with pytest.raises(NumericalFailure, match="lengthscale"):
+        model.set_parameter_vector(theta)
+    assert _fingerprint(model, X[:5]) == before
+
+
+# ---- estimators: fit commits the scaling and the model together -------------------------------------
+def _estimator_state(est):
+    return {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in vars(est).items()}
+
+
+def _same_state(est, state) -> bool:
+    now = vars(est)
+    if set(now) != set(state):
+        return False
+    return all(np.array_equal(now[k], v) if isinstance(v, np.ndarray) else now[k] is v or now[k] == v
+               for k, v in state.items())
+
+
+ESTIMATORS = {
+    "VISHRegressor": lambda: sl.estimators.VISHRegressor(max_degree=2, maxiter=5),
+    "OrthogonalRegressor": lambda: sl.estimators.OrthogonalRegressor(num_inducing=4, num_orthogonal=3, maxiter=3),
+}
+
+
+@pytest.mark.parametrize("name", list(ESTIMATORS))
+def test_an_exception_at_any_line_of_an_estimators_fit_leaves_it_as_it_was(name):
+    rng = np.random.default_rng(0)
+    X, y = rng.uniform(-1, 1, (40, 3)), rng.standard_normal(40)
+    X2, y2 = rng.uniform(-5, 5, (30, 2)), 50 + 10 * rng.standard_normal(30)  # other scaling, other width
+    code = os.path.realpath(estimators.__file__)
+    total = [0]
+
+    def run(k):
+        seen = [0]
+
+        def local(frame, event, arg):
+            if event == "line":
+                if seen[0] == k:
+                    raise KeyboardInterrupt
+                seen[0] += 1
+            return local
+
+        def calls(frame, event, arg):
+            return local if os.path.realpath(frame.f_code.co_filename) == code else None
+
+        sys.settrace(calls)
+        try:
+            est.fit(X2, y2)
+        except KeyboardInterrupt:
+            return True
+        finally:
+            sys.settrace(None)
+            total[0] = seen[0]
+        return False
+
+    est = ESTIMATORS[name]().fit(X, y)
+    assert not run(-1)  # counts the lines of an uninterrupted fit
+    lines = total[0]
+    assert lines > 10
+    est = ESTIMATORS[name]().fit(X, y)
+    state, before = _estimator_state(est), est.predict(X[:5])
+    for k in range(lines):
+        assert run(k), k
+        assert _same_state(est, state), k
+        assert np.array_equal(est.predict(X[:5]), before), k
+    # and a fit the model itself refuses (an invalid noise, after the new scaling was computed)
+    est.set_params(noise=-1.0)
+    with pytest.raises(ValueError, match="noise|variance"):
+        est.fit(X2, y2)
+    assert np.array_equal(est.predict(X[:5]), before)
+    est.set_params(noise=0.1)  # the argument itself is the user's, and stays as set
+    assert _same_state(est, state)
