@@ -24,7 +24,8 @@ def test_memory_sizes_are_read(monkeypatch, text, expected):
     assert _validation.memory_budget() == expected
 
 
-@pytest.mark.parametrize("text", ["inf", "-8G", "1e400", "0", "8 GB of RAM", "nan", "G", "0.0001"])
+@pytest.mark.parametrize("text", ["inf", "-8G", "1e400", "0", "8 GB of RAM", "nan", "G", "0.0001", "9" * 400,
+                                  "2000P", str(2**61)])
 def test_bad_memory_sizes_warn_once_and_fall_back(monkeypatch, text):
     monkeypatch.setenv("SPHERELAB_MAX_MEMORY", text)
     monkeypatch.setattr(_validation, "_WARNED_MEMORY", set())

@@ -123,6 +123,9 @@ def cases():
     yield from edge_cases()
 
 
+TABLE = "surface: "
+
+
 def table_cases():
     """Every argument of the user-facing surface at every bad value of its kind (tests/surface.py,
     2026-11-27): 1 400 calls."""
@@ -136,7 +139,7 @@ def table_cases():
         def call(entry=entry, name=name, bad=bad):
             return entry(**{name: bad})
 
-        yield f"{entry.name}({name}={bad!r:.30})", call, [name, *entry.args[name].words], lambda r: False
+        yield f"{TABLE}{entry.name}({name}={bad!r:.30})", call, [name, *entry.args[name].words], lambda r: False
 
 
 def edge_cases():
@@ -299,10 +302,20 @@ def main():
     for key in ("correct", "clear error", "obscure error", "silent wrong", "hang"):
         print(f"| {key} | {counts[key]} |")
     print(f"| total | {sum(counts.values())} |")
-    print("\nnot correct and not a clear error:")
+    # the surface table's calls by function (one line each), the other cases one by one
+    by_function: dict[str, Counter] = {}
+    singles = []
     for outcome, name in lines:
-        if outcome not in ("correct", "clear error"):
-            print(f"  {outcome}: {name}")
+        if outcome in ("correct", "clear error"):
+            continue
+        if name.startswith(TABLE):
+            by_function.setdefault(name[len(TABLE):].split("(")[0], Counter())[outcome] += 1
+        else:
+            singles.append(f"  {outcome}: {name}")
+    print("\nnot correct and not a clear error:")
+    for function, c in by_function.items():
+        print(f"  {function}: " + ", ".join(f"{n} {k}" for k, n in sorted(c.items())))
+    print("\n".join(singles))
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ __all__ = [
     "check_bool",
     "check_seed",
     "check_size",
+    "fit_options",
 ]
 
 
@@ -103,6 +104,22 @@ def check_seed(value: Any, name: str = "seed"):
     if value is None or isinstance(value, (np.random.Generator, np.random.SeedSequence)):
         return value
     return check_int(value, name, minimum=0)
+
+
+def fit_options(**values: Any) -> tuple:
+    """The options of a fit, each checked by its name (the same names mean the same thing in every
+    model): flags ``optimize``, ``train_lift``, ``train_directions``, ``collapsed`` (or None);
+    counts ``maxiter``, ``lift_maxiter``, ``iterations`` (>= 0), ``lift_subsample``, ``batch_size``
+    (>= 1); ``seed``; ``lr``, ``gamma`` (> 0) and ``lift_ftol`` (>= 0). Returned in the order given."""
+    checks = {"optimize": check_bool, "train_lift": check_bool, "train_directions": check_bool,
+              "collapsed": lambda v, n: None if v is None else check_bool(v, n),
+              "maxiter": lambda v, n: check_int(v, n, minimum=0),
+              "lift_maxiter": lambda v, n: check_int(v, n, minimum=0),
+              "iterations": lambda v, n: check_int(v, n, minimum=0),
+              "lift_subsample": lambda v, n: check_int(v, n, minimum=1),
+              "batch_size": lambda v, n: check_int(v, n, minimum=1), "seed": check_seed, "lr": check_positive,
+              "gamma": check_positive, "lift_ftol": check_nonnegative}
+    return tuple(checks[name](value, name) for name, value in values.items())
 
 
 def check_size(value: Any, name: str, minimum: int = 0, row_bytes: float = 8.0, what: str = "rows") -> int:

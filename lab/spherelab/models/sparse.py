@@ -9,7 +9,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from .._validation import check_bool, check_int, check_positive, check_seed
+from .._validation import fit_options
 from ..distributed import is_dask
 from ..likelihoods import Gaussian
 from ..linalg import NumericalFailure
@@ -94,9 +94,8 @@ class SparseModel(Model):
         -------
         self
         """
-        optimize, maxiter, seed = check_bool(optimize, "optimize"), check_int(maxiter, "maxiter", minimum=0), \
-            check_seed(seed)
-        collapsed = None if collapsed is None else check_bool(collapsed, "collapsed")
+        optimize, maxiter, seed, collapsed = fit_options(optimize=optimize, maxiter=maxiter, seed=seed,
+                                                         collapsed=collapsed)
         X, y = self._check_data(X, y)
         gaussian = isinstance(self.likelihood, Gaussian)
         if collapsed is None:
@@ -133,8 +132,7 @@ class SparseModel(Model):
         if is_dask(X):
             raise TypeError(f"{type(self).__name__}.fit_svi draws minibatches from a NumPy array; for a Dask array "
                             "use fit (its passes run block by block) or compute a sample first")
-        iterations, lr = check_int(iterations, "iterations", minimum=0), check_positive(lr, "lr")
-        B, seed = check_int(batch_size, "batch_size", minimum=1), check_seed(seed)
+        B, iterations, lr, seed = fit_options(batch_size=batch_size, iterations=iterations, lr=lr, seed=seed)
         X, y = self._check_data(X, y)
         self._start(X, y, seed, init_q)
         rng = np.random.default_rng(seed)

@@ -23,16 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import (
-    check_allocation,
-    check_bool,
-    check_data,
-    check_finite_array,
-    check_int,
-    check_nonnegative,
-    check_positive,
-    check_seed,
-)
+from .._validation import check_allocation, check_data, check_finite_array, check_int, fit_options
 from ..bounds.precision import InsufficientPrecision, check_precision
 from ..bounds.statistics import Statistics
 from ..bounds.vish import (
@@ -292,11 +283,9 @@ class VISH(Model):
         """
         if not isinstance(self.likelihood, Gaussian):
             raise TypeError("fit() uses the collapsed bound (Gaussian noise); use fit_svi() for Bernoulli")
-        optimize, train_lift = check_bool(optimize, "optimize"), check_bool(train_lift, "train_lift")
-        lift_subsample = check_int(lift_subsample, "lift_subsample", minimum=1)
-        lift_maxiter, maxiter = check_int(lift_maxiter, "lift_maxiter", minimum=0), check_int(maxiter, "maxiter",
-                                                                                                minimum=0)
-        seed, lift_ftol = check_seed(seed), check_nonnegative(lift_ftol, "lift_ftol")
+        optimize, train_lift, lift_subsample, lift_maxiter, maxiter, seed, lift_ftol = fit_options(
+            optimize=optimize, train_lift=train_lift, lift_subsample=lift_subsample, lift_maxiter=lift_maxiter,
+            maxiter=maxiter, seed=seed, lift_ftol=lift_ftol)
         X, y = prepare(X, y) if is_dask(X) else check_data(X, y)
         self._setup(X)
         self._X, self._y = X, y
@@ -367,10 +356,9 @@ class VISH(Model):
         -------
         self
         """
-        B = check_int(batch_size, "batch_size", minimum=1)
-        iterations, lr = check_int(iterations, "iterations", minimum=0), check_positive(lr, "lr")
-        seed = check_seed(seed)
-        gamma, train_directions = check_positive(gamma, "gamma"), check_bool(train_directions, "train_directions")
+        B, iterations, lr, gamma, seed, train_directions = fit_options(
+            batch_size=batch_size, iterations=iterations, lr=lr, gamma=gamma, seed=seed,
+            train_directions=train_directions)
         if gamma > 1:
             raise ValueError(f"gamma must be in (0, 1], got {gamma}")
         X, y = self._check_data(X, y)
