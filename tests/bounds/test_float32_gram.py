@@ -8,6 +8,7 @@ import pytest
 import spherelab as sl
 from spherelab import kernels as K
 from spherelab.bounds.vish import harmonic_statistics
+from spherelab.linalg import NumericalFailure
 
 
 def test_float32_statistics_are_close_and_the_rest_is_double(rng):
@@ -59,16 +60,22 @@ def test_float32_statistics_are_refused_where_they_cannot_support_the_bound(ill_
     lam, v = feats.Kuu_inverse_diag(kernel), kernel.at_one()
     outcomes = {}
     for noise in (1e-1, 1e-6):
-        b64, b32 = collapsed_bound(lam, v, noise, s64), collapsed_bound(lam, v, noise, s32)
+        b64 = collapsed_bound(lam, v, noise, s64)
+        check_precision(b64, s64)  # float64 statistics are never refused
+        try:
+            b32 = collapsed_bound(lam, v, noise, s32)
+        except NumericalFailure as why:  # float32's rounding left B indefinite (the order of the sums decides)
+            outcomes[noise] = ("refused", None, str(why))
+            continue
         actual = abs(b32.value - b64.value) / abs(b64.value)
         try:
             check_precision(b32, s32)
             outcomes[noise] = ("kept", actual)
         except InsufficientPrecision as why:
             outcomes[noise] = ("refused", actual, str(why))
-        check_precision(b64, s64)  # float64 statistics are never refused
     assert outcomes[1e-1][0] == "kept" and outcomes[1e-1][1] < FLOAT32_TOLERANCE
-    assert outcomes[1e-6][0] == "refused" and "condition number" in outcomes[1e-6][2]
+    assert outcomes[1e-6][0] == "refused" and ("condition number" in outcomes[1e-6][2]
+                                               or "Cholesky of B" in outcomes[1e-6][2])
 
 
 def test_a_float32_fit_replaces_statistics_that_cannot_serve_it(ill_conditioned, tmp_path):

@@ -258,9 +258,10 @@ class Model(Saveable):
         return self.elbo_and_gradient(X, y, num_data)
 
     def _minimize(self, names: Sequence[str] | None, evaluate: Callable[[], tuple[float, dict]],
-                  maxiter: int, ftol: float | None = None):
+                  maxiter: int, ftol: float | None = None, x0: np.ndarray | None = None):
         """L-BFGS-B over the parameters ``names`` of ``evaluate() -> (value, gradient dict)``
-        (the registry's transforms applied); the model is left at the optimum."""
+        (the registry's transforms applied) from ``x0`` (default: the current parameters); the
+        model is left at the optimum."""
         entries = self._entries(names)
 
         def fun(theta):
@@ -271,7 +272,7 @@ class Model(Saveable):
 
             return self.negated(ev, theta.size)
 
-        result = minimize_lbfgsb(fun, self.parameter_vector(names), maxiter, ftol=ftol)
+        result = minimize_lbfgsb(fun, self.parameter_vector(names) if x0 is None else x0, maxiter, ftol=ftol)
         self.set_parameter_vector(result.x, names)
         return result
 

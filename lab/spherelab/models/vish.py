@@ -181,7 +181,12 @@ class VISH(Model):
             # an optimiser's trial point under/overflowed a hyper-parameter: step back
             raise NumericalFailure(f"the spectrum or the noise variance ({noise!r}) left the floating-point range")
         full = gradients or bool(stats.rounding)  # float32 statistics: their error is judged first
-        res = collapsed_bound(lam, v, noise, stats, gradients=full, residual=self._residual)
+        try:
+            res = collapsed_bound(lam, v, noise, stats, gradients=full, residual=self._residual)
+        except NumericalFailure as err:
+            if stats.rounding:  # B from float32 statistics that float32's rounding left indefinite
+                raise InsufficientPrecision(f"float32 statistics: {err}") from None
+            raise
         check_precision(res, stats) if stats.rounding else None
         if not gradients:
             return (res.value if full else res), None
@@ -333,8 +338,8 @@ class VISH(Model):
         except InsufficientPrecision as why:
             self.set_parameter_vector(start, names)
             self.stats, fallback = self._statistics(X, y), f"float32 statistics replaced by float64: {why}"
-            self.passes += 1
-            self.optimizer_result = self._minimize(names, lambda: self._bound(self.stats), maxiter)
+            self.passes += 1  # (from start itself: its values' round trip could move it by an ulp)
+            self.optimizer_result = self._minimize(names, lambda: self._bound(self.stats), maxiter, x0=start)
         stages = {"lift": self.lift_result} if train_lift else {}
         self._report_fit({**stages, "spectrum": self.optimizer_result})
         if fallback:
