@@ -179,3 +179,24 @@ def randomise_block_q(model, rng):
     for c, m in enumerate(model.sizes):
         model.ms[c] = rng.normal(size=m)
         model.Ls[c] = np.eye(m) + 0.3 * np.tril(rng.normal(size=(m, m)))
+
+
+def fit_in_a_thread(model, X, y, monkeypatch, maxiter=30, pause=0.02):
+    """Start ``model.fit(X, y + 0.5)`` (collapsed) in a thread whose evaluations last ``pause``
+    seconds each, so that other threads act while it runs; returns (thread, an Event set once the
+    fit evaluates)."""
+    import threading
+    import time
+
+    original = type(model)._collapsed_elbo_and_gradient
+    inside = threading.Event()
+
+    def slow(self, *args, **kwargs):
+        inside.set()
+        time.sleep(pause)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(model), "_collapsed_elbo_and_gradient", slow)
+    t = threading.Thread(target=lambda: model.fit(X, y + 0.5, maxiter=maxiter))
+    t.start()
+    return t, inside

@@ -13,12 +13,11 @@ import os
 import signal
 import sys
 import threading
-import time
 
 import numpy as np
 import pytest
 import spherelab as sl
-from conftest import sine_data
+from conftest import fit_in_a_thread, sine_data
 from spherelab import concurrency
 from spherelab import kernels as K
 from spherelab.concurrency import ParameterLock, lock_of, reachable
@@ -262,28 +261,13 @@ def test_a_ctrl_c_anywhere_in_a_transactions_code_leaves_the_model_before_or_aft
 
 
 # ---- fork --------------------------------------------------------------------------------------
-def _slow_fit(model, X, y, inside: threading.Event, monkeypatch):
-    original = type(model)._collapsed_elbo_and_gradient
-
-    def slow(self, *args, **kwargs):
-        inside.set()
-        time.sleep(0.02)
-        return original(self, *args, **kwargs)
-
-    monkeypatch.setattr(type(model), "_collapsed_elbo_and_gradient", slow)
-    t = threading.Thread(target=lambda: model.fit(X, y + 0.5, maxiter=30))
-    t.start()
-    return t
-
-
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
 def test_a_child_forked_during_a_fit_predicts_as_before_the_fit(monkeypatch):
     model, X, y = _fitted()
     Xs = X[:5]
     with sl.thread_limit(1):
         before = model.predict_f(Xs)
-    inside = threading.Event()
-    fitting = _slow_fit(model, X, y, inside, monkeypatch)
+    fitting, inside = fit_in_a_thread(model, X, y, monkeypatch)
     assert inside.wait(30)
     pid = os.fork()
     if pid == 0:  # the child: a hang ends by the alarm, a wrong answer by the exit code
@@ -317,8 +301,7 @@ def test_a_fork_started_pool_during_a_fit_returns(monkeypatch):
     with sl.thread_limit(1):
         before = model.predict_f(Xs)[0]
     _GLOBAL.update(model=model, Xs=Xs)
-    inside = threading.Event()
-    fitting = _slow_fit(model, X, y, inside, monkeypatch)
+    fitting, inside = fit_in_a_thread(model, X, y, monkeypatch)
     assert inside.wait(30)
     try:
         with mp.get_context("fork").Pool(2) as pool:

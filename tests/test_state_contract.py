@@ -10,13 +10,11 @@ import copy
 import os
 import pickle
 import sys
-import threading
-import time
 
 import numpy as np
 import pytest
 import spherelab as sl
-from conftest import sine_data
+from conftest import fit_in_a_thread, sine_data
 from spherelab import estimators
 from spherelab import kernels as K
 from spherelab.linalg import NumericalFailure
@@ -52,17 +50,7 @@ def _saved(model, tmp):
 def test_a_read_racing_a_fit_captures_the_fitted_model(how, tmp_path, monkeypatch):
     model, X, y = _model()
     Xs = X[:5]
-    original = type(model)._collapsed_elbo_and_gradient
-    inside = threading.Event()
-
-    def slow(self, *args, **kwargs):  # the fit's trial points last long enough to be seen
-        inside.set()
-        time.sleep(0.01)
-        return original(self, *args, **kwargs)
-
-    monkeypatch.setattr(type(model), "_collapsed_elbo_and_gradient", slow)
-    fitting = threading.Thread(target=lambda: model.fit(X, y + 0.5, maxiter=15))
-    fitting.start()
+    fitting, inside = fit_in_a_thread(model, X, y, monkeypatch, maxiter=15, pause=0.01)
     assert inside.wait(30)
     got = READS[how](model, str(tmp_path))
     fitting.join(60)

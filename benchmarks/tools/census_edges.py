@@ -57,6 +57,23 @@ def _edit(folder, model, edit):
     return sl.load(_write(os.path.join(folder, "crafted.npz"), meta, arrays))
 
 
+def _fit_in_a_thread(model, X, Y, maxiter):
+    """Start ``model.fit`` in a thread whose evaluations last 10 ms each; returns (thread, inside:
+    an Event set once the fit evaluates, restore: puts the class back)."""
+    original = type(model)._collapsed_elbo_and_gradient
+    inside = threading.Event()
+
+    def slow(self, *args, **kwargs):
+        inside.set()
+        time.sleep(0.01)
+        return original(self, *args, **kwargs)
+
+    type(model)._collapsed_elbo_and_gradient = slow
+    t = threading.Thread(target=lambda: model.fit(X, Y + 0.5, maxiter=maxiter))
+    t.start()
+    return t, inside, lambda: setattr(type(model), "_collapsed_elbo_and_gradient", original)
+
+
 def edge_cases(X, Y):
     folder = tempfile.mkdtemp(prefix="census-edges-")
     atexit.register(shutil.rmtree, folder, True)
@@ -201,23 +218,13 @@ def _state_cases(X, Y, folder):
 
     def racing(read):
         model = sl.OrthogonalSVGP(K.Matern(1.5), sl.InducingPoints(X[:5]), 3, G(0.1)).fit(X, Y, maxiter=3)
-        inside = threading.Event()
-        original = type(model)._collapsed_elbo_and_gradient
-
-        def slow(self, *args, **kwargs):
-            inside.set()
-            time.sleep(0.01)
-            return original(self, *args, **kwargs)
-
-        type(model)._collapsed_elbo_and_gradient = slow
+        t, inside, restore = _fit_in_a_thread(model, X, Y, 15)
         try:
-            t = threading.Thread(target=lambda: model.fit(X, Y + 0.5, maxiter=15))
-            t.start()
             inside.wait(30)
             got = read(model)
             t.join(60)
         finally:
-            type(model)._collapsed_elbo_and_gradient = original
+            restore()
         return np.array_equal(got.predict_f(X[:5])[0], model.predict_f(X[:5])[0])
 
     import copy
@@ -235,18 +242,8 @@ def _state_cases(X, Y, folder):
             return True
         model = sl.OrthogonalSVGP(K.Matern(1.5), sl.InducingPoints(X[:5]), 3, G(0.1)).fit(X, Y, maxiter=3)
         before = model.predict_f(X[:5])[0]
-        original = type(model)._collapsed_elbo_and_gradient
-        inside = threading.Event()
-
-        def slow(self, *args, **kwargs):
-            inside.set()
-            time.sleep(0.02)
-            return original(self, *args, **kwargs)
-
-        type(model)._collapsed_elbo_and_gradient = slow
+        t, inside, restore = _fit_in_a_thread(model, X, Y, 20)
         try:
-            t = threading.Thread(target=lambda: model.fit(X, Y + 0.5, maxiter=20))
-            t.start()
             inside.wait(30)
             pid = os.fork()
             if pid == 0:
@@ -258,7 +255,7 @@ def _state_cases(X, Y, folder):
             _, status = os.waitpid(pid, 0)
             t.join(60)
         finally:
-            type(model)._collapsed_elbo_and_gradient = original
+            restore()
         return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
 
     yield "fork during a fit: the child predicts as before the fit", forked, [], bool

@@ -360,15 +360,9 @@ class holding:  # noqa: N801 - used as a function: ``with holding(model):``
 
     @critical
     def __exit__(self, *exc) -> None:
-        _region.depth += 1
-        try:
-            held, self.held = self.held, None
-            held.__exit__(*exc)
-        finally:
-            _region.depth -= 1
-        if _region.pending and not _region.depth:
-            _region.pending = False
-            raise KeyboardInterrupt
+        # no region of its own: its entry is critical, and nothing before the call can take a signal
+        held, self.held = self.held, None
+        held.__exit__(*exc)
 
 
 def reading(method: Callable) -> Callable:
