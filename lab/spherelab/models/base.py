@@ -57,14 +57,13 @@ def threaded_objective(method):
 
 
 @critical
-def _write_all(entries: list[Param], values: list) -> None:
+def _write_all(entries: list[Param], values: list, old: list) -> None:
     """Write ``values`` to ``entries`` as one step: a Ctrl-C meanwhile is raised once all are
     written; a setter that refuses its value (a check stricter than the registry's) puts back the
-    entries written before it. (Getters return copies or objects their setters replace, never
-    write in place, so the old values are kept by reference.)"""
+    entries written before it, from ``old`` (their values read before: getters return copies or
+    objects their setters replace, never write in place, so the old values are kept by reference)."""
     enter_region()
     try:
-        old = [p.get() for p in entries]
         done = 0
         try:
             for p, v in zip(entries, values):
@@ -206,12 +205,14 @@ class Model(Saveable):
         all are written — or, if one is refused, none (the ones written are put back)."""
         entries = self._entries(names)
         theta = check_finite_array(theta, "theta")
-        sizes = [p.size() for p in entries]
+        current = [p.get() for p in entries]
+        shapes = [p.shape(v) for p, v in zip(entries, current)]
+        sizes = [p.size(shape) for p, shape in zip(entries, shapes)]
         if theta.ndim != 1 or theta.size != sum(sizes):
             raise ValueError(f"theta must be a 1-d vector of {sum(sizes)} parameters, got shape {theta.shape}")
         bounds = np.cumsum([0] + sizes)
-        values = [p.value_of(theta[a:b]) for p, a, b in zip(entries, bounds[:-1], bounds[1:])]
-        _write_all(entries, values)
+        values = [p.value_of(theta[a:b], shape) for p, shape, a, b in zip(entries, shapes, bounds[:-1], bounds[1:])]
+        _write_all(entries, values, current)
 
     def _chain(self, g: dict[str, Any], theta: np.ndarray, entries: list[Param]) -> np.ndarray:
         out, i = [], 0

@@ -51,8 +51,8 @@ __all__ = ["HarmonicSVGP"]
 class BlockTril(Param):
     """A list of lower-triangular blocks (one per component), packed block after block."""
 
-    def shape(self) -> tuple:
-        return tuple(L.shape[0] for L in self.get())
+    def shape(self, value=None) -> tuple:
+        return tuple(L.shape[0] for L in (self.get() if value is None else value))
 
     def validate(self, value) -> list:
         sizes = self.shape()
@@ -66,15 +66,15 @@ class BlockTril(Param):
             out.append(np.tril(L))
         return out
 
-    def size(self) -> int:
-        return sum(m * (m + 1) // 2 for m in self.shape())
+    def size(self, shape: tuple | None = None) -> int:
+        return sum(m * (m + 1) // 2 for m in (self.shape() if shape is None else shape))
 
     def pack(self) -> np.ndarray:
         return np.concatenate([L[np.tril_indices(L.shape[0])] for L in self.get()])
 
-    def value_of(self, u: np.ndarray) -> list:
+    def value_of(self, u: np.ndarray, shape: tuple | None = None) -> list:
         out, i = [], 0
-        for m in self.shape():
+        for m in self.shape() if shape is None else shape:
             L = np.zeros((m, m))
             L[np.tril_indices(m)] = u[i:i + m * (m + 1) // 2]
             out.append(L)

@@ -45,8 +45,9 @@ class Param:
     #: lower bound of a positive entry: the optimiser sees ``lower + softplus(u)``
     lower: float = 0.0
 
-    def shape(self) -> tuple:
-        return np.shape(self.get())
+    def shape(self, value: Any = None) -> tuple:
+        """The value's shape (of ``value``, when already read)."""
+        return np.shape(self.get() if value is None else value)
 
     def validate(self, value: Any) -> Any:
         """``value`` as a float or an array of this entry's shape, or a ValueError naming it."""
@@ -65,25 +66,26 @@ class Param:
             return v[np.tril_indices(v.shape[0])]
         return v.ravel().copy()
 
-    def size(self) -> int:
-        shape = self.shape()
+    def size(self, shape: tuple | None = None) -> int:
+        """Entries in the optimiser's vector (``shape``: the value's, when already known)."""
+        shape = self.shape() if shape is None else shape
         if self.kind == "tril":
             return shape[0] * (shape[0] + 1) // 2
         return int(np.prod(shape))
 
-    def value_of(self, u: np.ndarray) -> Any:
-        """The value the optimiser's coordinates ``u`` stand for, validated (nothing written); a
-        value the transform cannot represent (overflow, underflow) is a rejected trial point."""
-        shape = self.shape()
+    def value_of(self, u: np.ndarray, shape: tuple | None = None) -> Any:
+        """The value the optimiser's finite coordinates ``u`` stand for, nothing written (``shape``:
+        the value's, when already known); a value the transform cannot represent (overflow to inf,
+        a positive one underflowing to 0) is a rejected trial point. (The setters check the rest.)"""
+        shape = self.shape() if shape is None else shape
         if self.kind == "tril":
             L = np.zeros(shape)
             L[np.tril_indices(shape[0])] = u
-            return self.validate(L)
+            return L
         v = self.lower + softplus(u) if self.kind == "positive" else np.array(u, dtype=np.float64)
-        try:
-            return self.validate(float(v[0]) if shape == () else v.reshape(shape))
-        except ValueError as err:
-            raise NumericalFailure(f"the optimiser's value of {self.name} is not valid: {err}") from None
+        if not np.all(np.isfinite(v)) or (self.kind == "positive" and self.lower == 0 and np.any(v <= 0)):
+            raise NumericalFailure(f"the optimiser's value of {self.name} is not valid: {v!r} (overflow or underflow)")
+        return float(v[0]) if shape == () else v.reshape(shape)
 
     def unpack(self, u: np.ndarray) -> None:
         self.set(self.value_of(u))
