@@ -200,3 +200,20 @@ def fit_in_a_thread(model, X, y, monkeypatch, maxiter=30, pause=0.02):
     t = threading.Thread(target=lambda: model.fit(X, y + 0.5, maxiter=maxiter))
     t.start()
     return t, inside
+
+
+def find_saved(node, name):
+    """The first saved object of class ``name`` in a model file's decoded meta tree (or None)."""
+    if isinstance(node, dict):
+        if node.get("__object__") == name:
+            return node
+        children = node.values()
+    elif isinstance(node, list):
+        children = node
+    else:
+        return None
+    for v in children:
+        hit = find_saved(v, name)
+        if hit is not None:
+            return hit
+    return None

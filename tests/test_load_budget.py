@@ -15,7 +15,7 @@ import zipfile
 import numpy as np
 import pytest
 import spherelab as sl
-from conftest import sine_data
+from conftest import find_saved, sine_data
 from spherelab import kernels as K
 
 G = sl.likelihoods.Gaussian
@@ -35,22 +35,6 @@ def _write(path, meta, arrays, compress=True):
     return path
 
 
-def _object(node, name):
-    if isinstance(node, dict):
-        if node.get("__object__") == name:
-            return node
-        for v in node.values():
-            hit = _object(v, name)
-            if hit is not None:
-                return hit
-    if isinstance(node, list):
-        for v in node:
-            hit = _object(v, name)
-            if hit is not None:
-                return hit
-    return None
-
-
 def _vish(tmp_path, **fit):
     X, y = sine_data(60)
     path = tmp_path / "vish.npz"
@@ -60,7 +44,7 @@ def _vish(tmp_path, **fit):
 
 def test_an_entry_named_many_times_is_refused(tmp_path):
     meta, arrays = _entries(_vish(tmp_path))
-    stats = _object(meta["root"], "Statistics")["state"]
+    stats = find_saved(meta["root"], "Statistics")["state"]
     stats["c"] = dict(stats["G"])  # the same entry twice: refused (a file cannot multiply one entry)
     path = _write(tmp_path / "twice.npz", meta, arrays)
     with pytest.raises(sl.FormatError, match="used twice"):
@@ -90,7 +74,7 @@ def test_a_file_of_repeated_rows_cannot_buy_a_large_factorisation(tmp_path):
 
 def test_an_entry_of_the_wrong_shape_is_refused_before_it_inflates(tmp_path):
     meta, arrays = _entries(_vish(tmp_path))
-    c_key = _object(meta["root"], "Statistics")["state"]["c"]["__array__"]
+    c_key = find_saved(meta["root"], "Statistics")["state"]["c"]["__array__"]
     arrays[c_key] = np.zeros(12_500_000)  # 100 MB of zeros in about 100 KB: the wrong shape for c
     path = _write(tmp_path / "wide.npz", meta, arrays)
     assert path.stat().st_size < 1_000_000
@@ -124,7 +108,7 @@ def test_the_bytes_a_load_inflates_follow_the_files_size(tmp_path):
 ])
 def test_impossible_statistics_are_refused(tmp_path, name, edit, match):
     meta, arrays = _entries(_vish(tmp_path))
-    stats = _object(meta["root"], "Statistics")["state"]
+    stats = find_saved(meta["root"], "Statistics")["state"]
     Gk, ck = stats["G"]["__array__"], stats["c"]["__array__"]
     arrays[Gk], arrays[ck] = edit(arrays[Gk], arrays[ck])
     with pytest.raises(sl.FormatError, match=match):
@@ -148,12 +132,12 @@ def test_inducing_inputs_beyond_the_lift_are_refused_at_load(tmp_path):
     path = tmp_path / "orth.npz"
     sl.OrthogonalSVGP(K.Matern(1.5), sl.InducingPoints(X[:5]), 3, G(0.1)).fit(X, y, maxiter=3).save(path)
     meta, arrays = _entries(path)
-    z_key = _object(meta["root"], "InducingPoints")["state"]["Z"]["__array__"]
+    z_key = find_saved(meta["root"], "InducingPoints")["state"]["Z"]["__array__"]
     arrays[z_key] = np.full_like(arrays[z_key], 1e200)
     with pytest.raises(sl.FormatError, match="InducingPoints.*1e\\+200"):
         sl.load(_write(tmp_path / "far.npz", meta, arrays))
     meta, arrays = _entries(path)  # within float64's range for Z, beyond the lift at its input scale
-    _object(meta["root"], "Matern")["state"]["input_scale"] = 1e-100
+    find_saved(meta["root"], "Matern")["state"]["input_scale"] = 1e-100
     arrays[z_key] = np.full_like(arrays[z_key], 1e60)
     with pytest.raises(sl.FormatError, match="inputs the kernel can lift"):
         sl.load(_write(tmp_path / "scaled.npz", meta, arrays))

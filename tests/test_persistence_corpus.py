@@ -18,7 +18,7 @@ import zipfile
 import numpy as np
 import pytest
 import spherelab as sl
-from conftest import hvgp_data
+from conftest import find_saved, hvgp_data
 from spherelab import kernels as K
 
 G = sl.likelihoods.Gaussian
@@ -95,21 +95,7 @@ def _with_meta(entries, meta):
     return {**entries, "__meta__.npy": _npy(np.frombuffer(raw, dtype=np.uint8))}
 
 
-def _find(node, name):
-    """The first saved object of class ``name`` in a decoded meta tree."""
-    if isinstance(node, dict):
-        if node.get("__object__") == name:
-            return node
-        for v in node.values():
-            hit = _find(v, name)
-            if hit is not None:
-                return hit
-    elif isinstance(node, list):
-        for v in node:
-            hit = _find(v, name)
-            if hit is not None:
-                return hit
-    return None
+_find = find_saved
 
 
 def _state(meta, name):
