@@ -204,11 +204,70 @@ def test_small_host_series_run_on_the_host_and_parity_forces_the_device(cuda_dev
 
 
 class _Counting:
-    """A CUDA kernel whose launches are recorded (``kernel[grid](*args)``)."""
+    """A CUDA kernel whose launches are recorded (each call of ``kernel[grid]``'s result)."""
 
     def __init__(self, kernel, launched):
         self.kernel, self.launched = kernel, launched
 
+    def __getitem__(self, grid):  # (a configuration may be built once and launched many times)
+        launch = self.kernel[grid]
+
+        def recorded(*args):
+            self.launched.append(grid)
+            return launch(*args)
+
+        return recorded
+
+
+class _WarningKernel:
+    """Stands in for a numba-cuda kernel: configuring a grid of fewer than 128 blocks warns, as its
+    launch configuration does."""
+
+    def __init__(self):
+        self.configured = 0
+
     def __getitem__(self, grid):
-        self.launched.append(grid)
-        return self.kernel[grid]
+        self.configured += 1
+        if grid[0] < 128:
+            import warnings
+
+            warnings.warn(f"Grid size {grid[0]} will likely result in GPU under-utilization due to low "
+                          "occupancy.", RuntimeWarning)
+        return (self, grid)
+
+
+def test_small_grids_launch_without_numba_cudas_low_occupancy_warning(cuda_device):
+    """A small problem's small grid is not the user's mistake: configured once, silently, and reused;
+    a large grid is configured as usual, and any other warning still reaches the user."""
+    import warnings
+
+    from spherelab.devices.cuda import CudaOperations
+
+    ops = CudaOperations(cuda_device)
+    # a card's grids (the simulator's kernels configure themselves in place and never warn)
+    ops.device, ops.threads, ops.max_blocks = "gpu", 256, 4096
+    kernel = _WarningKernel()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        first, second = ops._launch(kernel, 1000), ops._launch(kernel, 1000)
+        assert first is second and first[1] == (4, ops.threads) and kernel.configured == 1
+        assert ops._launch(kernel, 300 * ops.threads)[1] == (300, ops.threads)
+    assert kernel.configured == 2
+    with pytest.warns(UserWarning, match="still shown"):
+        warnings.warn("still shown", UserWarning)
+
+
+def test_read_only_constants_are_copied_to_the_device_once(cuda_device):
+    from spherelab.devices.cuda import CudaOperations
+
+    ops, copies = CudaOperations(cuda_device), []
+    to_device = ops.to_device
+    ops.to_device = lambda a: copies.append(a) or to_device(a)
+    constant, writable = np.arange(5.0), np.arange(5.0)
+    constant.setflags(write=False)
+    for _ in range(3):
+        assert np.array_equal(ops.to_host(ops.device_constant(constant)), constant)
+        ops.device_constant(writable)
+    assert sum(a is constant for a in copies) == 1 and sum(a is writable for a in copies) == 3
+    writable[0] = 7.0  # a writable array may change in place: the device sees the change
+    assert ops.to_host(ops.device_constant(writable))[0] == 7.0

@@ -58,6 +58,7 @@ CLAIMS = {
     "browser": ("Speed against peers and limits", "Every notebook in Chromium"),
     "gpu-check": ("The GPU device check", "benchmarks/gpu_check.py on a lent card"),
     "device-profile": ("The GPU device check", "Where a device's time goes in the steps the check found slow"),
+    "device-vish": ("The GPU device check", "VISH's fit on a card with its lift stage kept on the device"),
     "robustness-census": ("Robustness and analyses", "Robustness census: bad input against clear errors"),
     "matern-ridge": ("Robustness and analyses", "Why a default VISH fit can run away to a huge variance"),
 }

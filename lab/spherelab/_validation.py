@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import math
 import numbers
 from decimal import Decimal
 from typing import Any
 
+import numba
 import numpy as np
 
+from .backend.jit import jit
 from .concurrency import publish
+from .threads import policy
 
 __all__ = [
     "check_int",
@@ -273,11 +277,32 @@ def check_finite_array(x: Any, name: str, ndim: int | None = None) -> np.ndarray
 
 
 def _all_finite(arr: np.ndarray, rows: int = 65536) -> bool:
+    if arr.size >= _COMPILED_FROM and arr.flags.c_contiguous:
+        # one compiled pass, every core for large arrays (through the thread policy): at
+        # 6e6 x 8 it takes a fraction of NumPy's blocks' time, and allocates nothing
+        with policy(float(arr.size)):
+            return _count_nonfinite(arr.reshape(-1), max(1, 4 * numba.get_num_threads())) == 0
     # by blocks of rows: the check's memory stays bounded whatever N (a whole-array isfinite
     # would allocate N x D booleans)
     if arr.ndim < 1 or arr.shape[0] <= rows:
         return bool(np.all(np.isfinite(arr)))
     return all(bool(np.all(np.isfinite(arr[i:i + rows]))) for i in range(0, arr.shape[0], rows))
+
+
+#: arrays from this many entries are checked by the compiled pass (below, NumPy's own is as fast)
+_COMPILED_FROM = 1 << 20
+
+
+@jit(parallel=True)
+def _count_nonfinite(flat, blocks):  # pragma: no cover - compiled
+    n = flat.shape[0]
+    step = (n + blocks - 1) // blocks
+    bad = 0
+    for b in numba.prange(blocks):
+        for i in range(b * step, min(n, (b + 1) * step)):
+            if not math.isfinite(flat[i]):
+                bad += 1
+    return bad
 
 
 #: largest magnitude accepted where values are squared (targets, lifted inputs): its square

@@ -96,7 +96,15 @@ def cholesky_backward(L: np.ndarray, dL: np.ndarray) -> np.ndarray:
 def chol_inverse(L: np.ndarray) -> np.ndarray:
     """:math:`(L L^\top)^{-1}` from a lower Cholesky factor ``L`` (``(n, n)``)."""
     n = L.shape[0]
-    return cho_solve((L, True), np.eye(n))
+    if n == 0:
+        return np.zeros((0, 0))
+    # LAPACK's potri (triangular inverse, then L^-T L^-1): 2n^3/3 flops against 2n^3 for solving
+    # against the identity, the same backward-stable computation
+    inverse, info = lapack.dpotri(np.asarray(L, dtype=np.float64), lower=1)
+    if info != 0:  # a zero on the diagonal: the solve raises the usual error
+        return cho_solve((L, True), np.eye(n))
+    lower = np.tril(inverse)
+    return lower + np.tril(lower, -1).T
 
 
 def chol_inverse_tri(L: np.ndarray) -> np.ndarray:

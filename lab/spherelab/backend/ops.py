@@ -56,6 +56,8 @@ OPERATIONS: dict[str, str] = {
     "device_solve": "device_solve(L, B, trans) -> L^-1 B or L^-T B, L lower, device arrays in and out",
     "array_namespace": "array_namespace() -> the array module of the device's arrays (numpy, or cupy)",
     "to_device": "to_device(a) -> the device's array of a host array (the identity on the CPU)",
+    "device_constant": ("device_constant(a) -> the device's array of a small host array, copied once while a "
+                        "lives when it is read-only (a plan's constants, kept indices), else to_device(a)"),
     "to_host": "to_host(a) -> a NumPy array of a device array (the identity on the CPU)",
 }
 

@@ -10,6 +10,9 @@ asked for.
 
 from __future__ import annotations
 
+import threading
+import warnings
+
 import numpy as np
 
 from ..kernels import matern_jit
@@ -21,6 +24,12 @@ from . import cuda_kernels as kernels
 from .transfer import CupyArrays, HostArrays, double_buffered_pass
 
 __all__ = ["CudaOperations"]
+
+#: numba-cuda warns of "low occupancy" below this many blocks (its heuristic, fixed in its launch
+#: configuration); a small problem launches a small grid on purpose
+_FEW_BLOCKS = 128
+_LOW_OCCUPANCY = r"Grid size \d+ will likely result in GPU under-utilization"
+_configuring = threading.Lock()
 
 
 class CudaOperations:
@@ -46,10 +55,43 @@ class CudaOperations:
             self.threads, self.max_blocks = 4, 1
         self.xp = self.arrays.xp
         self.to_device, self.to_host = self.arrays.to_device, self.arrays.to_host
+        self._launches: dict = {}  # (kernel, blocks) -> its launch configuration, small grids only
+        self._constants: dict = {}  # id(a) -> (a, its device copy): device_constant
 
     def _grid(self, n: int) -> tuple[int, int]:
         blocks = max(1, min(self.max_blocks, -(-n // self.threads)))
         return blocks, self.threads
+
+    def _launch(self, kernel, n: int):
+        """``kernel`` configured for ``n`` items of work (grid-stride loops). A grid of fewer than
+        :data:`_FEW_BLOCKS` blocks is configured once, with numba-cuda's low-occupancy warning
+        silenced (a small problem is not the user's mistake), and reused: the warning is raised
+        when a configuration is built, and the simulator's kernels configure themselves in place."""
+        blocks, threads = self._grid(n)
+        if blocks >= _FEW_BLOCKS or self.device == "sim":
+            return kernel[blocks, threads]
+        launch = self._launches.get((kernel, blocks))
+        if launch is None:
+            with _configuring, warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=_LOW_OCCUPANCY)
+                launch = self._launches[kernel, blocks] = kernel[blocks, threads]
+        return launch
+
+    def device_constant(self, a):
+        """A read-only host array on the device, copied once while it lives (a copy from pageable
+        host memory waits for the device's queue: once per launch otherwise); a writable one is
+        copied every time, since it may change in place."""
+        if not isinstance(a, np.ndarray) or a.flags.writeable:
+            return self.to_device(a)
+        held = self._constants.get(id(a))
+        if held is None or held[0] is not a:
+            if len(self._constants) >= 64:  # arrays of features gone: keep the few in use
+                self._constants.clear()
+            held = self._constants[id(a)] = (a, self.to_device(a))
+        return held[1]
+
+    def _plan_arrays(self, plan):
+        return self.device_constant(plan.const), self.device_constant(plan.index)
 
     def _flat(self, t):
         t = self.xp.asarray(t, dtype=self.xp.float64)
@@ -60,14 +102,14 @@ class CudaOperations:
         flat, shape = self._flat(t)
         out = self.xp.empty((flat.shape[0], int(L) + 1))
         if flat.shape[0]:
-            kernels.table_kernel[self._grid(flat.shape[0])](flat, int(L), 2.0 * float(alpha), out)
+            self._launch(kernels.table_kernel, flat.shape[0])(flat, int(L), 2.0 * float(alpha), out)
         return self.to_host(out).reshape(shape + (int(L) + 1,))
 
     def gegenbauer_derivative_table(self, L, alpha, t):
         flat, shape = self._flat(t)
         out = self.xp.empty((flat.shape[0], int(L) + 1))
         if flat.shape[0]:
-            kernels.derivative_kernel[self._grid(flat.shape[0])](flat, int(L), float(alpha), out)
+            self._launch(kernels.derivative_kernel, flat.shape[0])(flat, int(L), float(alpha), out)
         return self.to_host(out).reshape(shape + (int(L) + 1,))
 
     def _clenshaw_tables(self, coeffs, alpha):
@@ -89,7 +131,7 @@ class CudaOperations:
         derivs = self.xp.empty(flat.shape[0] if derivative else 1)
         if flat.shape[0]:
             tables, b_1 = self._clenshaw_tables(coeffs, alpha)
-            kernels.clenshaw_kernel[self._grid(flat.shape[0])](flat, *tables, b_1, bool(derivative), values, derivs)
+            self._launch(kernels.clenshaw_kernel, flat.shape[0])(flat, *tables, b_1, bool(derivative), values, derivs)
         values, derivs = self.to_host(values), self.to_host(derivs)
         if derivative:
             return values.reshape(shape), derivs.reshape(shape)
@@ -100,7 +142,7 @@ class CudaOperations:
         T = xp.ascontiguousarray(xp.asarray(T, dtype=xp.float64))
         out = xp.empty(T.shape)
         if T.size:
-            kernels.matern_values_kernel[self._grid(T.size)](T, xp.asarray(r1), xp.asarray(r2), int(code),
+            self._launch(kernels.matern_values_kernel, T.size)(T, xp.asarray(r1), xp.asarray(r2), int(code),
                                                       1.0 / lengthscale, float(variance), bool(same), out)
         return out
 
@@ -111,7 +153,7 @@ class CudaOperations:
         A, B = xp.empty(T.shape), xp.empty(T.shape)
         row_var, row_l = xp.zeros(T.shape[0]), xp.zeros(T.shape[0])
         if T.size:  # one thread per row of T: callers put the long side first
-            kernels.matern_backward_kernel[self._grid(T.shape[0])](T, G, xp.asarray(r1), xp.asarray(r2), int(code),
+            self._launch(kernels.matern_backward_kernel, T.shape[0])(T, G, xp.asarray(r1), xp.asarray(r2), int(code),
                                                             1.0 / lengthscale, float(variance), bool(same),
                                                             A, B, row_var, row_l)
         return A, B, float(row_var.sum()), float(row_l.sum())
@@ -156,7 +198,7 @@ class CudaOperations:
         out = xp.empty(T.shape)
         if T.size:
             tables, b_1 = self._clenshaw_tables(coeffs, alpha)
-            kernels.series_values_kernel[self._grid(T.size)](T, xp.asarray(r1), xp.asarray(r2), *tables, b_1, out)
+            self._launch(kernels.series_values_kernel, T.size)(T, xp.asarray(r1), xp.asarray(r2), *tables, b_1, out)
         return out
 
     def series_columns_backward(self, T, G, coeffs, alpha):
@@ -170,7 +212,7 @@ class CudaOperations:
         A, B = xp.empty(T.shape), xp.empty(T.shape)
         if T.size:
             tables, b_1 = self._clenshaw_tables(coeffs, alpha)
-            kernels.series_backward_kernel[self._grid(T.size)](T, G, *tables, b_1, A, B)
+            self._launch(kernels.series_backward_kernel, T.size)(T, G, *tables, b_1, A, B)
         return A, B
 
     def device_solve(self, L, B, trans=0):
@@ -189,8 +231,7 @@ class CudaOperations:
             blocks, threads = self._grid(n)
             total = blocks * threads
             buf, rpow = xp.empty((total, plan.buffer_size)), xp.empty((total, plan.max_degree + 1))
-            kernels.harmonics_kernel[blocks, threads](X, plan.max_degree, self.to_device(plan.const),
-                                               self.to_device(plan.index), buf, rpow, out)
+            self._launch(kernels.harmonics_kernel, n)(X, plan.max_degree, *self._plan_arrays(plan), buf, rpow, out)
         return out
 
     def harmonic_columns(self, X, plan, scale):
@@ -213,8 +254,8 @@ class CudaOperations:
         if n:
             blocks, threads = self._grid(n)
             total = blocks * threads
-            kernels.harmonics_vjp_kernel[blocks, threads](
-                X, W, plan.max_degree, self.to_device(plan.const), self.to_device(plan.index),
+            self._launch(kernels.harmonics_vjp_kernel, n)(
+                X, W, plan.max_degree, *self._plan_arrays(plan),
                 xp.empty((total, plan.buffer_size)), xp.empty((total, plan.buffer_size)),
                 xp.ones((total, plan.max_degree + 1)), xp.empty((total, d + 1)), xp.empty((total, d)), grad)
         return grad
@@ -282,5 +323,5 @@ class CudaOperations:
                  "matern_values", "matern_backward", "gram_update", "cholesky", "solve_triangular",
                  "device_harmonics", "harmonic_columns", "gram_pass", "pass_rows", "to_device", "to_host",
                  "zonal_columns", "zonal_columns_backward", "series_columns", "series_columns_backward",
-                 "device_solve", "array_namespace")
+                 "device_solve", "array_namespace", "device_constant")
         return {name: getattr(self, name) for name in names}

@@ -84,6 +84,7 @@ class SphericalFeatures(Features):
         keep = np.flatnonzero(lam[self.all_degrees] > 0)
         if keep.size == 0:
             raise ValueError("the kernel has no prior mass on any degree <= max_degree")
+        keep.setflags(write=False)  # (a device keeps one copy: ops.device_constant)
         self._keep = None if keep.size == self.all_degrees.size else keep
 
     def _keep_from(self, state) -> np.ndarray | None:
@@ -93,6 +94,7 @@ class SphericalFeatures(Features):
             n = self.all_degrees.size
             if keep.size == 0 or np.any(np.diff(keep) <= 0) or keep[0] < 0 or keep[-1] >= n:
                 raise state.fail("keep", f"increasing indices in [0, {n}) of the functions kept")
+            keep.setflags(write=False)
         return keep
 
     @property
@@ -257,7 +259,7 @@ class HarmonicFeatures(SphericalFeatures):
 
     def device_Kuf(self, ops, Xh: Any, r: Any) -> Any:
         A = ops.harmonic_columns(Xh, self._ready().plan, r)
-        return A if self._keep is None else A[ops.to_device(self._keep)]
+        return A if self._keep is None else A[ops.device_constant(self._keep)]
 
     def device_Kuf_vjp(self, ops, Xh: Any, G: Any) -> Any:
         r""":math:`\partial L/\partial\tilde x` ``(N, d)`` of the lifted rows for
@@ -270,9 +272,9 @@ class HarmonicFeatures(SphericalFeatures):
             W = xp.ascontiguousarray(G)
         else:  # the dropped functions get no weight
             W = xp.zeros(values.shape)
-            W[:, ops.to_device(self._keep)] = G
+            W[:, ops.device_constant(self._keep)] = G
         grad = ops.device_harmonics_vjp(Xh, W, plan)
-        grad += Xh * ((W * values) @ ops.to_device(1.0 - self.all_degrees))[:, None]
+        grad += Xh * ((W * values) @ ops.device_constant(self._homogeneity()))[:, None]
         return grad
 
     def lift_vjp(self, Xh: np.ndarray, values: np.ndarray, W: np.ndarray, *,
@@ -280,8 +282,18 @@ class HarmonicFeatures(SphericalFeatures):
         r"""With the solid harmonic :math:`H_m = r^{\ell}\phi_m`,
         :math:`\nabla\psi_m = \nabla H_m(\hat x) + (1 - \ell_m)\phi_m(\hat x)\hat x`."""
         grad = self._ready().solid_vjp(Xh, W, ops=ops)
-        grad += Xh * ((W * values) @ (1.0 - self.all_degrees))[:, None]
+        grad += Xh * ((W * values) @ self._homogeneity())[:, None]
         return grad
+
+    def _homogeneity(self) -> np.ndarray:
+        r""":math:`1 - \ell_m` per function (read-only, computed once per set of harmonics)."""
+        h = self._ready()
+        held = getattr(self, "_one_minus_degree", None)
+        if held is None or held[0] is not h:
+            w = 1.0 - h.degrees
+            w.setflags(write=False)
+            held = self._one_minus_degree = (h, w)
+        return held[1]
 
     def __repr__(self) -> str:
         dim = "?" if self.harmonics is None else self.harmonics.dim

@@ -45,7 +45,7 @@ from .._validation import (
     check_variance,
 )
 from ..backend.ops import Operations, as_operations
-from ..sphere.lift import lift_backward_rows, lift_rows, lifted_row_gradients
+from ..sphere.lift import lift_backward_rows, lift_extent, lift_rows, lifted_row_gradients
 from ..threads import entry_point
 
 __all__ = ["ZonalKernel"]
@@ -198,14 +198,18 @@ class ZonalKernel(Saveable):
 
     # ---- data space -------------------------------------------------------------------
     def check_lift(self, X: np.ndarray, name: str = "X", rows: int = 65536) -> None:
-        """Raise the errors :meth:`lift` would raise for ``X``, reading it once in blocks of
-        ``rows`` rows (memory bounded whatever N) without lifting it: the lift overflows where
-        a column's largest magnitude over its scale (or the bias) exceeds the limit, and a row
-        vanishes only when the bias is 0 and the row's scaled entries are all 0."""
+        """Raise the errors :meth:`lift` would raise for ``X``, reading it once without lifting it
+        (:func:`~spherelab.sphere.lift.lift_extent`, memory bounded whatever N): the lift overflows
+        where a column's largest magnitude over its scale (or the bias) exceeds the limit, and a
+        row vanishes only when the bias is 0 and the row's scaled entries are all 0. Only where one
+        does are the rows lifted, ``rows`` at a time, for the message naming the first at fault."""
         X = check_finite_array(X, name, ndim=2)
         self.lift(X[:1], name)  # shapes, and the bias's own magnitude
         scale = np.broadcast_to(np.asarray(self.input_scale, dtype=np.float64), (X.shape[1],))
-        for start in range(0, X.shape[0], rows):
+        top, vanishing = lift_extent(X, scale)
+        if not (np.any(top > MAX_MAGNITUDE) or (self.bias == 0 and vanishing)):
+            return
+        for start in range(0, X.shape[0], rows):  # the rows at fault, with the lift's own message
             block = np.abs(X[start:start + rows])
             top = block.max(axis=0) / scale if block.size else np.zeros(0)
             if np.any(top > MAX_MAGNITUDE):

@@ -46,6 +46,7 @@ from . import saved, vish_svi
 from .base import Model, threaded
 from .registry import Param, kernel_params, likelihood_params
 from .transaction import transactional
+from .vish_resident import ResidentLift, predict_on_device
 
 __all__ = ["VISH"]
 
@@ -195,7 +196,9 @@ class VISH(Model):
         g: dict[str, Any] = self.kernel.spectrum_vjp(dim, L, np.bincount(deg, weights=dlam, minlength=L + 1),
                                                       res.dv)
         g["noise"] = res.dnoise
-        if lift is not None:
+        if isinstance(lift, ResidentLift):
+            g.update(lift.gradient(self, res))
+        elif lift is not None:
             ev = lift[2] if len(lift) > 2 else None  # kept columns come with an evaluation
             g.update(lift_gradient(self.features, self.kernel, res, *lift, chunk_size=self._rows(), ops=self.ops,
                                    chunks=stats.chunks if ev is not None else None))
@@ -231,6 +234,9 @@ class VISH(Model):
         if num_data is not None and num_data != np.shape(y)[0]:
             raise ValueError("VISH's collapsed bound has no minibatch estimate; use fit_svi()")
         X, y = check_data(X, y)
+        if ResidentLift.applies(self) and not is_dask(X):
+            rows = ResidentLift(self, X, y)
+            return self._bound(rows.statistics(self), lift=rows)
         return self._bound(self._statistics(X, y), lift=(X, y))
 
     @reading
@@ -312,14 +318,17 @@ class VISH(Model):
 
     def _fit_lift(self, Xs, ys, maxiter: int, lift_maxiter: int, lift_ftol: float, every_row: bool) -> None:
         """Stage (1) of :meth:`fit`: every hyper-parameter on the subsample (Xs, ys)."""
+        rows = ResidentLift(self, Xs, ys) if ResidentLift.applies(self) and not is_dask(Xs) else None
         if not self.features.trainable:
             # warm start: the spectrum and noise at the initial lift (O(M^3) per step); a joint fit
             # from the defaults tends to run into degenerate lifts (input scales -> 0), worse optima
-            stats = self._statistics(Xs, ys)
+            stats = rows.statistics(self) if rows else self._statistics(Xs, ys)
             self._minimize(self._spectral_names(), lambda: self._bound(stats), maxiter)
         cached = Xs.shape[0] * self.features.num_features <= self.lift_cache_elements
 
         def lift_stage():
+            if rows is not None:  # the subsample stays on the device (vish_resident)
+                return self._bound(rows.statistics(self), lift=rows)
             ev = self.features.evaluate(self.kernel, Xs, ops=self.ops) if cached else None
             return self._bound(self._statistics(Xs, ys, ev), lift=(Xs, ys, ev))
 
@@ -412,6 +421,8 @@ class VISH(Model):
         if X.shape[0] == 0:
             return np.zeros(0), np.zeros(0)
         with self._threads(X.shape[0]):
+            if ResidentLift.applies(self):
+                return predict_on_device(self, X, *self._cache(), residual=self._residual)
             return predict_rows(self.features, self.kernel, X, *self._cache(), residual=self._residual,
                                 rows=8 * self._rows(), ops=self.ops)
 

@@ -4,11 +4,17 @@ mode. The zonal kernels (:class:`spherelab.kernels.ZonalKernel`) validate and ca
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+import numba
 import numpy as np
 
-__all__ = ["lift_rows", "lift_backward_rows", "lifted_row_gradients"]
+from ..backend.jit import jit
+from ..threads import policy
+
+__all__ = ["lift_rows", "lift_extent", "lift_backward_rows", "lift_backward_sums", "lift_gradient_from_sums",
+           "lifted_row_gradients"]
 
 
 def lift_rows(xp, X, scale, bias: float):
@@ -32,14 +38,29 @@ def lift_backward_rows(X: np.ndarray, dXt: np.ndarray, input_scale: Any, xp=np) 
     ``X`` ``(N, D)``, ``bias`` (a float) and ``input_scale`` (a float, or ``(D,)`` like the scale);
     ``xp``: the array module of ``X`` and ``dXt`` (``X`` and a vector ``input_scale`` stay in it)."""
     scale = xp.asarray(input_scale, dtype=np.float64)
+    s_vec = xp.broadcast_to(scale, (X.shape[1],))
+    return {"X": dXt[:, :X.shape[1]] / s_vec,
+            **lift_gradient_from_sums(lift_backward_sums(X, dXt, xp), input_scale, xp)}
+
+
+def lift_backward_sums(X, dXt, xp=np):
+    r"""The ``(D + 1,)`` sums over rows that the lift's parameters need:
+    :math:`\sum_n \partial_{\tilde x_{nk}} L\,x_{nk}` for each input k, then
+    :math:`\sum_n \partial_{\tilde x_{nD}} L` (the bias's column), in ``X``'s array module; sums
+    of several chunks add up (a device keeps them there and sends back D + 1 numbers)."""
     D = X.shape[1]
+    return xp.concatenate([xp.einsum("nk,nk->k", dXt[:, :D], X), dXt[:, D:].sum(axis=0)])
+
+
+def lift_gradient_from_sums(sums, input_scale: Any, xp=np) -> dict[str, Any]:
+    r"""``bias`` and ``input_scale`` gradients from :func:`lift_backward_sums`:
+    :math:`\tilde x_k = x_k / s_k` gives :math:`\partial L/\partial s_k = -\sum_n
+    \partial_{\tilde x_{nk}} L\,x_{nk} / s_k^2` (summed over k for a scalar scale)."""
+    scale = xp.asarray(input_scale, dtype=np.float64)
+    D = sums.shape[0] - 1
     s_vec = xp.broadcast_to(scale, (D,))
-    g_scale = -xp.einsum("nk,nk->k", dXt[:, :D], X) / (s_vec * s_vec)
-    return {
-        "X": dXt[:, :D] / s_vec,
-        "bias": float(dXt[:, D].sum()),
-        "input_scale": float(g_scale.sum()) if scale.ndim == 0 else g_scale,
-    }
+    g_scale = -sums[:D] / (s_vec * s_vec)
+    return {"bias": float(sums[D]), "input_scale": float(g_scale.sum()) if scale.ndim == 0 else g_scale}
 
 
 def lifted_row_gradients(A, B, r1, U1, r2, U2):
@@ -50,3 +71,37 @@ def lifted_row_gradients(A, B, r1, U1, r2, U2):
     Xt1 = U1 * r1[:, None]
     Xt2 = U2 * r2[:, None]
     return ((A @ r2) / r1)[:, None] * Xt1 + B @ Xt2, ((r1 @ A) / r2)[:, None] * Xt2 + B.T @ Xt1
+
+
+def lift_extent(X: np.ndarray, scale: np.ndarray) -> tuple[np.ndarray, int]:
+    r"""What the lift's checks need of finite rows ``X`` ``(N, D)`` at ``scale`` ``(D,)``, in one
+    compiled pass over blocks of rows (every core for large N, through the thread policy):
+    each column's largest :math:`|x_k| / s_k` ``(D,)`` and the count of rows whose scaled entries
+    are all 0 (they vanish when the bias is 0). At N = 6e6, D = 8 it replaces NumPy's blocks
+    (0.37 s on 2 cores: absolute values, their maximum and a comparison per block)."""
+    X = np.asarray(X, dtype=np.float64)  # (a strided view is read in place: no copy of N x D)
+    scale = np.array(np.broadcast_to(np.asarray(scale, dtype=np.float64), (X.shape[1],)))  # (one signature)
+    with policy(float(X.size)):
+        blocks = max(1, min(X.shape[0], 4 * numba.get_num_threads()))
+        top, zeros = _extent(X, scale, blocks)
+    return top.max(axis=0), int(zeros.sum())
+
+
+@jit(parallel=True)
+def _extent(X, scale, blocks):  # pragma: no cover - compiled
+    n, D = X.shape
+    top = np.zeros((blocks, D))
+    zeros = np.zeros(blocks, dtype=np.int64)
+    step = (n + blocks - 1) // blocks
+    for b in numba.prange(blocks):
+        for i in range(b * step, min(n, (b + 1) * step)):
+            vanishes = True
+            for k in range(D):
+                v = math.fabs(X[i, k]) / scale[k]
+                if v > top[b, k]:
+                    top[b, k] = v
+                if v != 0.0:
+                    vanishes = False
+            if vanishes:
+                zeros[b] += 1
+    return top, zeros

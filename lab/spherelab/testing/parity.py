@@ -200,6 +200,19 @@ def _model(name: str) -> Case:
     return case
 
 
+def _vish_lift_stage(device, rng):
+    """Two iterations of VISH's lift stage (its subsample resident on a device) and two of its
+    spectrum stage: the fitted parameters and the bound."""
+    from .. import kernels as K
+    from ..models import VISH
+
+    X = rng.standard_normal((40, 2))
+    y = np.sin(X[:, 0]) + 0.1 * rng.standard_normal(40)
+    model = VISH(K.Matern(1.5, 1.0, input_scale=np.array([1.0, 1.2])), 3, device=device)
+    model.fit(X, y, lift_maxiter=2, maxiter=2)
+    return [model.parameter_vector(), np.array([model.elbo()])]
+
+
 KERNEL_CASES: dict[str, Case] = {
     **{f"gegenbauer + clenshaw, alpha = {a}": _gegenbauer(a) for a in (0.0, 0.5, 3.5)},
     **{f"matern code {c}{', same' if s else ''}": _matern(c, s) for c in (0, 1, 2) for s in (False, True)},
@@ -214,6 +227,7 @@ MODEL_CASES: dict[str, Case] = {
     **{f"statistics pass, {k}": _statistics(k) for k in ("all levels", "even levels", "phases")},
     **{f"model {name}": _model(name) for name in
        ("points+orthogonal", "activated", "hvgp", "vish", "vish-phases", "harmonics+orthogonal")},
+    "model vish, lift stage fitted": _vish_lift_stage,
 }
 
 #: every case, kernels first

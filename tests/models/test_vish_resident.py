@@ -1,0 +1,164 @@
+"""VISH's lift stage on a device (spherelab.models.vish_resident): the same bound and gradient as
+the CPU's, the same fit, and — the spy — per evaluation one copy of M-sized results each way per
+stage and nothing of size N, counted on every path a transfer can take."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import spherelab as sl
+from conftest import toy_data
+from spherelab.models.vish_resident import ResidentLift
+
+
+def _data(n=60):
+    return toy_data(1, n, 3, inputs="uniform", signal=lambda X: np.sin(X.sum(1)))
+
+
+def _model(device, scale=None, degree=3, features=None, prior="kernel"):
+    scale = np.array([1.0, 1.3, 0.9]) if scale is None else scale
+    kernel = sl.kernels.Matern(1.5, 0.8, bias=0.7, input_scale=scale)
+    return sl.VISH(kernel, None if features else degree, sl.likelihoods.Gaussian(0.1), device=device,
+                   features=features, prior=prior)
+
+
+def _close(a, b, tol=1e-11):
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return np.max(np.abs(a - b), initial=0.0) <= tol * max(1.0, np.max(np.abs(a), initial=0.0))
+
+
+def _prepared(device, X, **kw):
+    model = _model(device, **kw)
+    model._setup(X)
+    return model
+
+
+@pytest.mark.parametrize("scale, kept, rows", [(None, True, None), (1.4, True, None), (None, False, None),
+                                               (None, True, 16), (None, False, 16)])
+def test_bound_and_gradient_equal_the_cpu(cuda_device, monkeypatch, scale, kept, rows):
+    X, y = _data()
+    cpu, dev = _prepared("cpu", X, scale=scale), _prepared(cuda_device, X, scale=scale)
+    assert ResidentLift.applies(dev) and not ResidentLift.applies(cpu)
+    if not kept:
+        monkeypatch.setattr(sl.VISH, "lift_cache_elements", 0)
+    if rows:
+        monkeypatch.setattr(ResidentLift, "chunk_entries", rows * dev.features.all_degrees.size)
+    used = []
+    monkeypatch.setattr(ResidentLift, "gradient", _recording(ResidentLift.gradient, used))
+    va, ga = cpu.elbo_and_gradient(X, y)
+    vb, gb = dev.elbo_and_gradient(X, y)
+    assert used, "the device's evaluation did not keep its rows there"
+    assert vb == pytest.approx(va, rel=1e-12)
+    assert set(ga) == set(gb) and all(_close(ga[k], gb[k]) for k in ga), [k for k in ga if not _close(ga[k], gb[k])]
+
+
+def _recording(method, calls):
+    def recorded(self, *args, **kwargs):
+        calls.append((self.rows, self.keep))
+        return method(self, *args, **kwargs)
+
+    return recorded
+
+
+def test_a_fit_on_the_device_is_the_cpus_fit(cuda_device):
+    X, y = _data(50)
+    fits = [_model(d).fit(X, y, lift_maxiter=4, maxiter=4) for d in ("cpu", cuda_device)]
+    assert _close(fits[0].parameter_vector(), fits[1].parameter_vector(), 1e-9)
+    assert fits[1].elbo() == pytest.approx(fits[0].elbo(), rel=1e-10)
+    assert fits[0].lift_result.nfev == fits[1].lift_result.nfev
+
+
+def test_phase_truncated_harmonics_stay_on_the_host_path(cuda_device):
+    feats = sl.PhaseTruncatedHarmonics(3, 3, 2, seed=0)
+    assert not ResidentLift.applies(_model(cuda_device, features=feats))
+
+
+class _Spy:
+    """Counts every host-device transfer of one model's device (the operation table's entries and
+    the CUDA operations' own methods, which the table's other operations call)."""
+
+    def __init__(self, model, monkeypatch):
+        self.events: list[tuple[str, int]] = []
+        impl = model.ops.harmonic_columns.__self__
+        for owner in (model.ops, impl):
+            for name in ("to_device", "to_host"):
+                monkeypatch.setattr(owner, name, self._wrap(name, getattr(owner, name)))
+
+    def _wrap(self, name, func):
+        def counted(a, *args, **kwargs):
+            self.events.append((name, int(np.size(a))))
+            return func(a, *args, **kwargs)
+
+        return counted
+
+
+def test_a_lift_stage_moves_no_n_sized_array_and_copies_once_each_way(cuda_device, monkeypatch):
+    n = 300
+    X, y = _data(n)
+    model = _model(cuda_device, degree=2)  # 14 harmonics on S^3: M^2 + M + 2 = 212 < n
+    spy = _Spy(model, monkeypatch)
+    marks = []
+    original = ResidentLift.statistics
+
+    def statistics(self, *args, **kwargs):  # where each evaluation's transfers begin
+        marks.append(len(spy.events))
+        return original(self, *args, **kwargs)
+
+    ends = []
+    gradient = ResidentLift.gradient
+
+    def counted_gradient(self, *args, **kwargs):  # where each evaluation's transfers end
+        try:
+            return gradient(self, *args, **kwargs)
+        finally:
+            ends.append(len(spy.events))
+
+    monkeypatch.setattr(ResidentLift, "statistics", statistics)
+    monkeypatch.setattr(ResidentLift, "gradient", counted_gradient)
+    model.fit(X, y, lift_maxiter=5, maxiter=2)
+    evaluations = model.lift_result.nfev
+    assert evaluations >= 3 and len(marks) == evaluations + 1  # + the spectrum's warm start
+    before, lift = spy.events[:marks[0]], spy.events[marks[1]:]
+    assert max(size for _, size in before) >= n  # the rows were copied, once, before the first evaluation
+    M = model.features.num_features
+    assert max(size for _, size in lift) <= M * M + M + 2 < n
+    # after the first evaluation (which copies the harmonics' constants once), each evaluation copies
+    # its statistics back, the bound's dL/dG and dL/dc there and the gradient's sums back
+    assert len(ends) == evaluations
+    for start, end in zip(marks[2:], ends[1:]):
+        names = [name for name, _ in spy.events[start:end]]
+        assert names.count("to_host") == 2 and names.count("to_device") == 1, names
+
+
+def test_a_row_outside_the_lift_gets_the_lifts_own_error(cuda_device):
+    X, y = _data()
+    X = X.copy()
+    X[7, 1] = 1e200
+    with pytest.raises(ValueError, match="the lift .X / input_scale, bias. has entries up to"):
+        _prepared(cuda_device, X[:6]).elbo_and_gradient(X, y)
+
+
+def test_a_device_fit_warns_of_nothing(cuda_device):
+    """numba-cuda's low-occupancy warning (a small problem's small grid) is not the user's."""
+    X, y = _data(40)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _model(cuda_device, degree=2).fit(X, y, lift_maxiter=2, maxiter=2).predict_f(X[:5])
+
+
+@pytest.mark.parametrize("prior", ["kernel", "features"])
+def test_predictions_on_the_device_equal_the_cpus(cuda_device, monkeypatch, prior):
+    X, y = _data(50)
+    Xs = np.random.default_rng(4).uniform(-1.5, 1.5, (23, 3))
+    fits = [_model(d, prior=prior).fit(X, y, lift_maxiter=3, maxiter=3) for d in ("cpu", cuda_device)]
+    chunks = []
+    monkeypatch.setattr(fits[1].ops, "pass_rows", lambda width: chunks.append(width) or 10)  # 3 chunks of rows
+    (ma, va), (mb, vb) = (model.predict_f(Xs) for model in fits)
+    assert _close(ma, mb, 1e-9) and _close(va, vb, 1e-9) and chunks
+    assert fits[1].predict_f(Xs[:0])[0].shape == (0,)
+    bad = Xs.copy()
+    bad[5, 2] = 1e200
+    with pytest.raises(ValueError, match="has entries up to"):
+        fits[1].predict_f(bad)
