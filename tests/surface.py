@@ -74,6 +74,8 @@ def fitted(name):
 
 
 C = Arg  # brevity below
+#: orthogonal_inputs: a (K, D) array, "random" or "greedy" (None: "random")
+_ORTHOGONAL_BAD = ("nonsense", 5, True, np.array([[np.nan, 0.0]] * 3), np.ones((3, 2), dtype=complex))
 KERNEL_ARGS = {"variance": C("positive", 1.0), "bias": C("nonneg", 1.0), "input_scale": C("positive", 1.0)}
 
 CALLS = [
@@ -194,14 +196,25 @@ CALLS = [
          {"X": C("array", X), "y": C("array", (Y > 0).astype(float)), "batch_size": C("count", 16, 1),
           "iterations": C("count", 2, 0), "lr": C("positive", 0.01), "gamma": C("positive", 0.1),
           "seed": C("seed", 0), "train_directions": C("flag", True)}),
-    Call("OrthogonalSVGP", lambda kernel, features, num_orthogonal, likelihood, whiten, jitter, sufficient_statistics:
-         sl.OrthogonalSVGP(kernel, features, num_orthogonal, likelihood, whiten=whiten, jitter=jitter,
-                           sufficient_statistics=sufficient_statistics),
+    Call("OrthogonalSVGP", lambda kernel, features, num_orthogonal, likelihood, orthogonal_inputs, whiten, jitter,
+         sufficient_statistics:
+         sl.OrthogonalSVGP(kernel, features, num_orthogonal, likelihood, orthogonal_inputs=orthogonal_inputs,
+                           whiten=whiten, jitter=jitter, sufficient_statistics=sufficient_statistics),
          {"kernel": C("object", K.Matern(1.5), words=("kernel",)),
           "features": C("object", sl.InducingPoints(X[:4]), words=("features",)),
           "num_orthogonal": C("count", 3, 0, size=True),
           "likelihood": C("object", Gaussian(0.1), optional=True, words=("likelihood",)),
+          "orthogonal_inputs": C("custom", "greedy", bad=_ORTHOGONAL_BAD),
           "whiten": C("flag", True), "jitter": C("nonneg", 1e-6), "sufficient_statistics": C("flag", True)}),
+    Call("OrthogonalSVGP.from_vish", lambda model, num_orthogonal, orthogonal_inputs:
+         sl.OrthogonalSVGP.from_vish(model, num_orthogonal, orthogonal_inputs=orthogonal_inputs),
+         {"model": C("object", sl.VISH(K.Matern(1.5), 2).fit(X, Y), words=("model", "VISH")),
+          "num_orthogonal": C("count", 3, 0, size=True),
+          "orthogonal_inputs": C("custom", "greedy", bad=_ORTHOGONAL_BAD)}),
+    Call("greedy_variance", lambda kernel, X, count, features, jitter:
+         sl.features.greedy_variance(kernel, X, count, features, jitter=jitter),
+         {"kernel": C("object", K.Matern(1.5), words=("kernel",)), "X": C("array", X), "count": C("count", 3, 0),
+          "features": C("object", None, optional=True, words=("features",)), "jitter": C("nonneg", 1e-6)}),
     Call("OrthogonalSVGP.fit", lambda X, y, optimize, maxiter, seed, init_q, collapsed:
          _orth().fit(X, y, optimize=optimize, maxiter=maxiter, seed=seed, init_q=init_q, collapsed=collapsed),
          {"X": C("array", X), "y": C("array", Y), "optimize": C("flag", True), "maxiter": C("count", 2, 0),

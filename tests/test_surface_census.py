@@ -100,6 +100,7 @@ TARGETS = {
     sl.ActivatedFeatures: ["ActivatedFeatures"], sl.PhaseTruncatedHarmonics: ["PhaseTruncatedHarmonics"],
     sl.VISH: ["VISH"], sl.VISH.fit: ["VISH.fit"], sl.VISH.fit_svi: ["VISH.fit_svi"],
     sl.OrthogonalSVGP: ["OrthogonalSVGP"], sl.OrthogonalSVGP.fit: ["OrthogonalSVGP.fit"],
+    sl.OrthogonalSVGP.from_vish: ["OrthogonalSVGP.from_vish"], sl.features.greedy_variance: ["greedy_variance"],
     sl.OrthogonalSVGP.fit_svi: ["OrthogonalSVGP.fit_svi"], sl.HarmonicSVGP: ["HarmonicSVGP"],
     sl.models.ExactGP: ["ExactGP"], sl.VISH.predict_f: ["VISH.predict_f"],
     sl.OrthogonalSVGP.predict_f: ["OrthogonalSVGP.predict_f"], sl.HarmonicSVGP.optimal_q: ["HarmonicSVGP.optimal_q"],

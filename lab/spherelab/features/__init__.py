@@ -7,6 +7,7 @@ from .base import Features
 from .harmonic import Evaluation, HarmonicFeatures, SphericalFeatures
 from .phases import PhaseTruncatedHarmonics, greedy_directions
 from .points import InducingPoints
+from .selection import greedy_variance
 from .zonal import zonal_pair, zonal_pair_gradients
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "greedy_directions",
     "ActivatedFeatures",
     "InducingPoints",
+    "greedy_variance",
     "zonal_pair",
     "zonal_pair_gradients",
 ]

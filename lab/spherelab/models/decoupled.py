@@ -6,6 +6,7 @@ in :mod:`.decoupled_gradients`; this module holds the model state."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import numpy as np
@@ -23,8 +24,8 @@ from ..bounds.decoupled import (
     whitened_optimum,
 )
 from ..concurrency import reading
-from ..distributed import is_dask, prepare, take_rows
-from ..features import Features
+from ..distributed import is_dask, prepare, subsample_rows, take_rows
+from ..features import Features, HarmonicFeatures, greedy_variance
 from ..kernels import ZonalKernel
 from ..likelihoods import Gaussian
 from ..linalg import cholesky_or_explain
@@ -58,7 +59,11 @@ class OrthogonalSVGP(DecoupledStatistics, SparseModel):
         :class:`~spherelab.likelihoods.Gaussian` (default, closed-form expectations) or
         :class:`~spherelab.likelihoods.Bernoulli` (Gauss-Hermite).
     orthogonal_inputs
-        ``(K, D)`` initial W; default: K training inputs chosen at random in :meth:`fit`.
+        ``(K, D)`` initial W, or how :meth:`initialise` chooses K training inputs: ``"random"``
+        (default) or ``"greedy"``, where the process given the features is least explained
+        (:func:`~spherelab.features.greedy_variance`, Burt, Rasmussen & van der Wilk 2020, Alg. 1,
+        on the residual kernel :math:`k - k_{\cdot u}K_{uu}^{-1}k_{u\cdot}` of v's prior; among at
+        most :attr:`greedy_candidates` rows drawn at random).
     whiten
         Parameterise q in whitened coordinates (:func:`orthogonal_bound_whitened`; default):
         ``m_u``, ``L_u`` describe :math:`\tilde u = L_{uu}^{-1}u` and ``m_v``, ``L_v``
@@ -95,6 +100,8 @@ class OrthogonalSVGP(DecoupledStatistics, SparseModel):
     chunk_entries = 1 << 21
     #: A = L_J^-1 K_pf is kept between the forward and the backward pass up to 128 MB
     keep_entries = 1 << 24
+    #: rows among which orthogonal_inputs="greedy" chooses (a random subset of larger data)
+    greedy_candidates = 20_000
 
     def __init__(
         self,
@@ -121,11 +128,14 @@ class OrthogonalSVGP(DecoupledStatistics, SparseModel):
                          "use fewer orthogonal inducing inputs")  # (its K x K factor and covariance)
         self._set_likelihood(likelihood)
         self._set_device(device)
-        self.W = (
-            None
-            if orthogonal_inputs is None
-            else check_finite_array(orthogonal_inputs, "orthogonal_inputs", ndim=2).copy()
-        )
+        self.orthogonal_init = "random"
+        if orthogonal_inputs is None or isinstance(orthogonal_inputs, str):
+            if orthogonal_inputs not in (None, "random", "greedy"):
+                raise ValueError(f"orthogonal_inputs must be a (K, D) array, 'random' or 'greedy', got "
+                                 f"{orthogonal_inputs!r}")
+            self.orthogonal_init, self.W = orthogonal_inputs or "random", None
+        else:
+            self.W = check_finite_array(orthogonal_inputs, "orthogonal_inputs", ndim=2).copy()
         if self.W is not None and self.W.shape[0] != self.num_orthogonal:
             raise ValueError(f"orthogonal_inputs must have num_orthogonal = {self.num_orthogonal} rows")
         self.whiten = check_bool(whiten, "whiten")
@@ -133,6 +143,36 @@ class OrthogonalSVGP(DecoupledStatistics, SparseModel):
         self.m_u = self.L_u = self.m_v = self.L_v = None
         self.optimizer_result = None
         self.sufficient_statistics = check_bool(sufficient_statistics, "sufficient_statistics")
+
+    @classmethod
+    def from_vish(cls, model, num_orthogonal: int, *, orthogonal_inputs: Any = "greedy",
+                  **options: Any) -> "OrthogonalSVGP":
+        r"""Spherical features and orthogonal inducing points together (Tiao, thesis §3.4: u the
+        features, v K inducing points in the orthogonal complement), started from a fitted
+        :class:`~spherelab.VISH`: a copy of its kernel (lift and spectrum), its noise and its
+        features, with ``num_orthogonal`` inputs chosen by ``orthogonal_inputs`` (default: by greedy
+        conditional variance given the features, where the harmonics leave the most unexplained).
+        ``options`` go to the constructor. Fit it with :meth:`fit` on the same data.
+
+        Examples
+        --------
+        >>> import spherelab as sl
+        >>> X, y = sl.datasets.synthetic_regression(300, 2, seed=0)
+        >>> vish = sl.VISH(sl.kernels.Matern(1.5), 3).fit(X, y)
+        >>> hybrid = sl.OrthogonalSVGP.from_vish(vish, 16).fit(X, y, maxiter=30)
+        >>> hybrid.features.num_features + hybrid.num_orthogonal      # 16 harmonics on S^2, 16 points
+        32
+        """
+        from .vish import VISH
+
+        if not isinstance(model, VISH) or not model._initialised() or model.q_mu is not None:
+            raise ValueError("model must be a VISH fitted with fit() (the collapsed bound, Gaussian noise), "
+                             f"got {model!r}")
+        features = copy.deepcopy(model.features)
+        if isinstance(features, HarmonicFeatures):  # bound afresh to the copied kernel
+            features = HarmonicFeatures(features.max_degree)
+        return cls(copy.deepcopy(model.kernel), features, num_orthogonal, copy.deepcopy(model.likelihood),
+                   orthogonal_inputs=orthogonal_inputs, **options)
 
     def _num_inducing(self) -> int:
         return self.features.num_features + self.num_orthogonal
@@ -157,7 +197,9 @@ class OrthogonalSVGP(DecoupledStatistics, SparseModel):
             if K > X.shape[0]:
                 raise ValueError(f"num_orthogonal = {K} exceeds the number of training rows {X.shape[0]}")
             index = rng.choice(X.shape[0], K, replace=False) if K else np.zeros(0, dtype=int)
-            if is_dask(X) and K:  # gathered block by block, in the order drawn (as in memory)
+            if self.orthogonal_init == "greedy" and K:
+                self.W = self._greedy_inputs(X, K, int(rng.integers(2**31)))
+            elif is_dask(X) and K:  # gathered block by block, in the order drawn (as in memory)
                 order = np.argsort(index)
                 rows = take_rows(X, X[:, 0], index[order])[0]
                 self.W = np.empty_like(rows)
@@ -181,6 +223,12 @@ class OrthogonalSVGP(DecoupledStatistics, SparseModel):
         else:
             self.L_v = np.zeros((0, 0))
         return self
+
+    def _greedy_inputs(self, X, K: int, seed: int) -> np.ndarray:
+        """K rows of X (a random subset of :attr:`greedy_candidates` rows when X is larger) chosen by
+        greedy conditional variance given the features (already bound to the kernel)."""
+        X = subsample_rows(X, X[:, 0], self.greedy_candidates, seed)[0]
+        return X[greedy_variance(self.kernel, X, K, self.features, jitter=self.jitter, ops=self.ops)].copy()
 
     # ---- matrices -------------------------------------------------------------------------
     def _matrices(self, X):

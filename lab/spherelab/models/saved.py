@@ -76,7 +76,8 @@ def load_vish(cls, s: LoadedState):
 def decoupled_state(m) -> dict[str, Any]:
     return {"kernel": m.kernel, "features": m.features, "num_orthogonal": m.num_orthogonal,
             "likelihood": m.likelihood, "whiten": m.whiten, "jitter": m.jitter,
-            "sufficient_statistics": m.sufficient_statistics, "W": m.W, "m_u": m.m_u, "L_u": m.L_u,
+            "sufficient_statistics": m.sufficient_statistics, "W": m.W, "orthogonal_init": m.orthogonal_init,
+            "m_u": m.m_u, "L_u": m.L_u,
             "m_v": m.m_v, "L_v": m.L_v, "input_dim": getattr(m, "_input_dim", None), **common_state(m)}
 
 
@@ -89,13 +90,15 @@ def load_decoupled(cls, s: LoadedState):
                "sufficient_statistics": s.bool("sufficient_statistics")}
     W = s.array("W", shape=(K, None), optional=True)
     kernel, features, likelihood = s.obj("kernel", ZonalKernel), s.obj("features", Features), s.value("likelihood")
+    init = s.str("orthogonal_init", ("random", "greedy")) if s.has("orthogonal_init") else "random"
     if cls.__name__ == "ActivatedSVGP":  # K = 0 by construction
         if K != 0:
             raise s.fail("num_orthogonal", "0 for an ActivatedSVGP", K)
         model = cls(kernel, features, likelihood, **options)
         model.W = W
     else:
-        model = cls(kernel, features, K, likelihood, orthogonal_inputs=W, **options)
+        model = cls(kernel, features, K, likelihood, orthogonal_inputs=init if W is None else W, **options)
+        model.orthogonal_init = init
     D = s.int("input_dim", minimum=1, optional=True)
     if s.is_null("m_u"):
         for name in ("L_u", "m_v", "L_v"):

@@ -1,0 +1,110 @@
+"""Greedy conditional-variance selection (spherelab.features.greedy_variance) against the definition
+computed densely, and its use for the orthogonal inputs of OrthogonalSVGP and the hybrid started
+from VISH."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import spherelab as sl
+from conftest import toy_data
+
+
+def _bound(features, kernel, D):
+    features.initialise(D + 1, None)
+    features.bind(kernel)
+    return features
+
+
+def _dense_greedy(S, count):
+    """The definition: at each step the row of largest conditional variance given the rows chosen."""
+    chosen = []
+    for _ in range(count):
+        if chosen:
+            C = S[np.ix_(chosen, chosen)]
+            cond = np.diag(S) - np.einsum("ij,ji->i", S[:, chosen], np.linalg.solve(C, S[chosen, :]))
+        else:
+            cond = np.diag(S).copy()
+        cond[chosen] = -np.inf
+        chosen.append(int(np.argmax(cond)))
+    return chosen
+
+
+@pytest.mark.parametrize("features", [None, "harmonics", "points"])
+def test_the_choice_is_the_definitions_on_a_small_exact_case(features):
+    X, _ = toy_data(3, 40, 2, inputs="uniform")
+    kernel = sl.kernels.Matern(1.5, 0.7, bias=0.6)
+    feats = None
+    S = kernel.K(X)
+    if features is not None:
+        feats = _bound(sl.HarmonicFeatures(2) if features == "harmonics" else sl.InducingPoints(X[:3] + 0.05),
+                       kernel, 2)
+        Kuu = sl.linalg.add_jitter(feats.Kuu(kernel), 1e-6)
+        Kuf = feats.Kuf(kernel, X)
+        S = S - Kuf.T @ np.linalg.solve(Kuu, Kuf)  # the residual kernel of v's prior
+    order = sl.features.greedy_variance(kernel, X, 8, feats)
+    assert order.tolist() == _dense_greedy(S, 8)
+
+
+def test_conditional_variance_falls_and_vanishes_at_the_chosen_rows():
+    X, _ = toy_data(4, 60, 2, inputs="uniform")
+    kernel = sl.kernels.Matern(2.5, 0.5)
+    order = sl.features.greedy_variance(kernel, X, 12)
+    S = kernel.K(X)
+    tops = []
+    for k in range(1, 13):
+        c = order[:k]
+        cond = np.diag(S) - np.einsum("ij,ji->i", S[:, c], np.linalg.solve(S[np.ix_(c, c)], S[c, :]))
+        assert np.max(np.abs(cond[c])) <= 1e-9 * np.max(np.diag(S))
+        tops.append(np.max(cond))
+    assert all(b <= a * (1 + 1e-12) for a, b in zip(tops, tops[1:]))
+
+
+def test_duplicate_rows_run_out_of_variance_and_the_rest_come_in_order():
+    base, _ = toy_data(5, 4, 2, inputs="uniform")
+    X = np.vstack([base, base, base])  # 4 distinct rows, 12 in all
+    order = sl.features.greedy_variance(sl.kernels.Matern(1.5, 0.8), X, 7)
+    assert len(set(order.tolist())) == 7
+    assert sorted(order[:4] % 4) == [0, 1, 2, 3]  # the 4 distinct rows first
+    assert order[4:].tolist() == [i for i in range(12) if i not in order[:4]][:3]  # then the rest in order
+    assert sl.features.greedy_variance(sl.kernels.Matern(1.5), X, 0).shape == (0,)
+    with pytest.raises(ValueError, match="count"):
+        sl.features.greedy_variance(sl.kernels.Matern(1.5), X, 13)
+
+
+def test_orthogonal_inputs_chosen_greedily_from_the_training_rows(monkeypatch):
+    X, y = toy_data(6, 80, 3, inputs="uniform")
+    model = sl.OrthogonalSVGP(sl.kernels.Matern(1.5, 0.8), sl.HarmonicFeatures(2), 6, orthogonal_inputs="greedy")
+    model.initialise(X)
+    feats = _bound(sl.HarmonicFeatures(2), model.kernel, 3)
+    expected = X[sl.features.greedy_variance(model.kernel, X, 6, feats, jitter=model.jitter)]
+    np.testing.assert_array_equal(model.W, expected)
+    monkeypatch.setattr(sl.OrthogonalSVGP, "greedy_candidates", 30)  # more rows than candidates
+    small = sl.OrthogonalSVGP(sl.kernels.Matern(1.5, 0.8), sl.HarmonicFeatures(2), 6, orthogonal_inputs="greedy")
+    small.initialise(X)
+    assert all(np.any(np.all(X == w, axis=1)) for w in small.W)
+    with pytest.raises(ValueError, match="orthogonal_inputs must be .* 'random' or 'greedy'"):
+        sl.OrthogonalSVGP(sl.kernels.Matern(1.5), sl.HarmonicFeatures(2), 6, orthogonal_inputs="kmeans")
+
+
+def test_the_choice_survives_saving_a_model_not_yet_fitted(tmp_path):
+    model = sl.OrthogonalSVGP(sl.kernels.Matern(1.5), sl.HarmonicFeatures(2), 4, orthogonal_inputs="greedy")
+    model.save(tmp_path / "m.npz")
+    assert sl.load(tmp_path / "m.npz").orthogonal_init == "greedy"
+
+
+def test_the_hybrid_starts_from_a_fitted_vish_and_improves_on_it():
+    X, y = toy_data(7, 300, 2, inputs="uniform", signal=lambda X: np.sin(3 * X[:, 0]) * X[:, 1])
+    vish = sl.VISH(sl.kernels.Matern(1.5), 3).fit(X, y)
+    hybrid = sl.OrthogonalSVGP.from_vish(vish, 12)
+    assert hybrid.kernel is not vish.kernel and hybrid.likelihood is not vish.likelihood
+    params = {k: np.copy(v) for k, v in vish.kernel.hyperparameters.items()}
+    assert all(np.allclose(hybrid.kernel.hyperparameters[k], v, rtol=0, atol=0) for k, v in params.items())
+    hybrid.fit(X, y, optimize=False)
+    start = hybrid.elbo()
+    assert start >= vish.elbo() - 1e-6 * abs(vish.elbo())  # more inducing variables, same hyper-parameters
+    hybrid.fit(X, y, maxiter=40)
+    assert hybrid.elbo() > start
+    assert all(np.array_equal(vish.kernel.hyperparameters[k], v) for k, v in params.items())  # VISH untouched
+    with pytest.raises(ValueError, match="fitted with fit"):
+        sl.OrthogonalSVGP.from_vish(sl.VISH(sl.kernels.Matern(1.5), 3), 4)
