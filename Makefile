@@ -122,6 +122,7 @@ $(PEERS)/.installed:
 bench-peers: $(PEERS)/.installed
 	$(PEERS)/bin/python benchmarks/speed/vish_peers.py
 	$(PEERS)/bin/python benchmarks/speed/decoupled_throughput.py
+	$(PEERS)/bin/python benchmarks/speed/frontier.py --splits 0 --budget 120
 
 # Sphinx (autodoc + napoleon for the API, MyST-NB for the notebooks, executed at smoke size),
 # warnings as errors; then every internal link of the built site must resolve (tests/docs_links.py)

@@ -49,6 +49,7 @@ CLAIMS = {
     "vish-parts": ("Speed against peers and limits", "Parts of a VISH fit"),
     "pass-breakdown": ("Speed against peers and limits", "One core's time in the statistics pass"),
     "chunk-sweep": ("Speed against peers and limits", "The statistics pass against its chunk size"),
+    "frontier": ("Speed against peers and limits", "Test NLPD against wall time on UCI, every contender in one run"),
     "decoupled-throughput": ("Speed against peers and limits", "Decoupled-model throughput against GPflow"),
     "decoupled-dask": ("Speed against peers and limits", "A decoupled model's ELBO + gradient on Dask against memory"),
     "decoupled-profile": ("Speed against peers and limits", "Where a decoupled model's ELBO + gradient spends its time"),

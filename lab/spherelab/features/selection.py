@@ -47,9 +47,10 @@ def greedy_variance(kernel, X: Any, count: int, features=None, *, jitter: float 
 
     Returns
     -------
-    ``(count,)`` int indices, in the order chosen. Once every candidate's conditional variance is
-    zero to rounding (duplicates, or a process the features explain exactly), the remaining rows
-    are taken in their order in ``X``.
+    numpy.ndarray
+        ``(count,)`` int indices, in the order chosen. Once every candidate's conditional variance
+        is zero to rounding (duplicates, or a process the features explain exactly), the remaining
+        rows are taken in their order in ``X``.
     """
     from ..kernels import ZonalKernel
     from .base import Features
