@@ -29,12 +29,12 @@ from typing import Any
 import numpy as np
 from scipy.linalg import solve_triangular
 
-from .._validation import MAX_MAGNITUDE, check_data
+from .._validation import check_data
 from ..backend import array_module
 from ..backend.ops import as_operations
 from ..distributed import block_statistics, is_dask
 from ..linalg import NumericalFailure, chol_inverse, cholesky_or_explain
-from ..sphere.lift import lift_rows
+from ..sphere.lift import lift_rows_kept
 from .statistics import Statistics, row_chunks, run_shares, stopping, streamed_statistics
 from .sums import GradientSums
 
@@ -262,13 +262,8 @@ def harmonic_statistics(kernel, features, X: Any, y: Any, *, chunk_size: int | N
         if s is None:
             s = on_device["scale"] = xp.asarray(scale)
             on_device["xp"] = xp
-        with np.errstate(all="ignore"):  # rejected rows are reported after the pass
-            r, Xh, big = lift_rows(xp, Xd, s, kernel.bias)
-            ok = (big <= MAX_MAGNITUDE) & (r > 0)
-        rejected.append(xp.count_nonzero(~ok))
-        # a rejected row contributes nothing (no NaN reaches the sums); the pass then raises
-        r = xp.where(ok, r, 0.0)
-        Xh = xp.where(ok[:, None], Xh, 1.0 / np.sqrt(Xh.shape[1]))
+        r, Xh, bad = lift_rows_kept(xp, Xd, s, kernel.bias)  # rejected rows are reported after the pass
+        rejected.append(bad)
         A = features.device_Kuf(ops, Xh, r)
         return (A.astype(np.float32) if single else A), r * r
 

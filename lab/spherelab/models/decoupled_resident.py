@@ -26,13 +26,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._validation import MAX_MAGNITUDE
 from ..bounds.statistics import Statistics, row_chunks
 from ..features.activated import ActivatedFeatures
 from ..features.harmonic import HarmonicFeatures
 from ..features.points import InducingPoints
 from ..features.zonal import norms_and_directions
-from ..sphere.lift import lift_backward_rows, lift_rows, lifted_row_gradients
+from ..sphere.lift import lift_backward_rows, lift_rows_kept, lifted_row_gradients
 from ..sphere.series_columns import normalized_zonal
 
 if TYPE_CHECKING:
@@ -158,13 +157,7 @@ class ResidentRows:
         """One chunk's lift (radii, unit rows), each block's T = X_hat S_hat^T, A = L_J^-1 K_pf
         ``(P, n)``, and the count of rows whose lift overflows or vanishes."""
         xp = self.xp
-        with np.errstate(all="ignore"):  # rejected rows are reported after the pass
-            r, Xh, big = lift_rows(xp, self.Xd[a:b], scale, kernel.bias)
-            ok = (big <= MAX_MAGNITUDE) & (r > 0)
-        bad = xp.count_nonzero(~ok)
-        # a rejected row contributes nothing (no NaN or overflow reaches the sums); the pass then raises
-        r = xp.where(ok, r, 0.0)
-        Xh = xp.where(ok[:, None], Xh, 1.0 / np.sqrt(Xh.shape[1]))
+        r, Xh, bad = lift_rows_kept(xp, self.Xd[a:b], scale, kernel.bias)  # rejected rows reported after the pass
         Ts, cols = zip(*(block.columns(self.ops, r, Xh) for block in blocks))
         Kfp = cols[0] if len(cols) == 1 else xp.concatenate(cols, axis=1)
         return r, Xh, Ts, self.ops.device_solve(LJd, Kfp.T), bad

@@ -29,10 +29,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._validation import MAX_MAGNITUDE
 from ..bounds.statistics import Statistics, row_chunks
 from ..features.harmonic import HarmonicFeatures
-from ..sphere.lift import lift_backward_sums, lift_gradient_from_sums, lift_rows
+from ..sphere.lift import lift_backward_sums, lift_gradient_from_sums, lift_rows, lift_rows_kept
 
 if TYPE_CHECKING:
     from ..bounds.vish import CollapsedBound
@@ -82,13 +81,8 @@ class ResidentLift:
     def _lift(self, model: "VISH", a: int, b: int):
         """One chunk's radii and unit rows on the device, and the count of rows whose lift overflows
         or vanishes (a rejected row contributes nothing; :meth:`statistics` then raises)."""
-        xp, kernel = self.xp, model.kernel
-        scale = xp.asarray(np.asarray(kernel.input_scale, dtype=np.float64))
-        with np.errstate(all="ignore"):
-            r, Xh, big = lift_rows(xp, self.Xd[a:b], scale, kernel.bias)
-            ok = (big <= MAX_MAGNITUDE) & (r > 0)
-        r = xp.where(ok, r, 0.0)
-        return r, xp.where(ok[:, None], Xh, 1.0 / np.sqrt(Xh.shape[1])), xp.count_nonzero(~ok)
+        scale = self.xp.asarray(np.asarray(model.kernel.input_scale, dtype=np.float64))
+        return lift_rows_kept(self.xp, self.Xd[a:b], scale, model.kernel.bias)
 
     def statistics(self, model: "VISH") -> Statistics:
         r""":math:`G = K_{uf}K_{fu}`, :math:`c = K_{uf}y`, :math:`y^\top y` and :math:`\sum_n r_n^2` of

@@ -10,11 +10,12 @@ from typing import Any
 import numba
 import numpy as np
 
+from .._validation import MAX_MAGNITUDE
 from ..backend.jit import jit
 from ..threads import policy
 
-__all__ = ["lift_rows", "lift_extent", "lift_backward_rows", "lift_backward_sums", "lift_gradient_from_sums",
-           "lifted_row_gradients"]
+__all__ = ["lift_rows", "lift_rows_kept", "lift_extent", "lift_backward_rows", "lift_backward_sums",
+           "lift_gradient_from_sums", "lifted_row_gradients"]
 
 
 def lift_rows(xp, X, scale, bias: float):
@@ -31,6 +32,18 @@ def lift_rows(xp, X, scale, bias: float):
     Xs = Xt / safe[:, None]
     r = big * xp.sqrt(xp.einsum("ij,ij->i", Xs, Xs))
     return r, Xs / (r / safe)[:, None], big
+
+
+def lift_rows_kept(xp, X, scale, bias: float):
+    r""":func:`lift_rows` of a device's chunk of rows with the rows whose lift overflows or vanishes
+    kept out of the sums: radius 0 and a unit point each, so that no NaN or overflow reaches a
+    statistic, and their count (a device scalar, read once after the pass, which then raises the
+    lift's own error through :meth:`~spherelab.kernels.ZonalKernel.check_lift`). Returns
+    ``(r (N,), X_hat (N, D + 1), rejected)``."""
+    with np.errstate(all="ignore"):
+        r, Xh, big = lift_rows(xp, X, scale, bias)
+        ok = (big <= MAX_MAGNITUDE) & (r > 0)
+    return xp.where(ok, r, 0.0), xp.where(ok[:, None], Xh, 1.0 / np.sqrt(Xh.shape[1])), xp.count_nonzero(~ok)
 
 
 def lift_backward_rows(X: np.ndarray, dXt: np.ndarray, input_scale: Any, xp=np) -> dict[str, Any]:
