@@ -278,8 +278,8 @@ def check_finite_array(x: Any, name: str, ndim: int | None = None) -> np.ndarray
 
 def _all_finite(arr: np.ndarray, rows: int = 65536) -> bool:
     if arr.size >= _COMPILED_FROM and arr.flags.c_contiguous:
-        # one compiled pass, every core for large arrays (through the thread policy): at
-        # 6e6 x 8 it takes a fraction of NumPy's blocks' time, and allocates nothing
+        # one compiled pass, every core for large arrays (through the thread policy), allocating
+        # nothing (NumPy's blocks allocate a boolean temporary each)
         with policy(float(arr.size)):
             return _count_nonfinite(arr.reshape(-1), max(1, 4 * numba.get_num_threads())) == 0
     # by blocks of rows: the check's memory stays bounded whatever N (a whole-array isfinite

@@ -131,8 +131,8 @@ def collapsed_bound(
     Binv = chol_inverse(LB)
     z = Binv @ Sc  # B^{-1} S c ; a = A^{-1} c = S z
     a = s * z
-    # diag(B^{-1} SGS) without the product itself (2 M^3 flops): the bound's cost at M = 660 is
-    # then a Cholesky and potri (M^3 flops in all), measured 4x less time
+    # diag(B^{-1} SGS) without the product itself (2 M^3 flops): the bound then costs a Cholesky
+    # and potri, M^3 flops in all against 4.3 M^3
     diag_BinvSGS = np.einsum("ij,ji->i", Binv, SGS)
     dloglam = -diag_BinvSGS / (2 * noise) + z**2 / (2 * noise**2) + on * lam * np.diag(G) / (2 * noise)
     dlam = dloglam / lam
