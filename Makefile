@@ -1,7 +1,7 @@
 # spherelab: the two commands of the README, plus benchmarks.
 #   make lab                          install, then open JupyterLab on notebooks/
 #   make lab HEADLESS=1 PORT=8899     same, no browser, listening on 127.0.0.1:8899
-#   make test                         install, then run every test (notebooks in smoke size)
+#   make test                         install, then run every test (notebooks in smoke size; one worker per core)
 #   make test-fast                    the same without the tests marked slow (end-to-end fits, notebooks)
 #   make test-notebooks-full          every notebook at full size with its checks (not in CI: minutes each)
 #   make test-browser                 every notebook in Chromium through JupyterLab, then the docs site
@@ -51,14 +51,18 @@ lab: $(LAB_STAMP)
 	JUPYTER_CONFIG_PATH="$(CURDIR)/.jupyter$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" $(BIN)/jupyter lab --notebook-dir=$(NOTEBOOK_DIR) $(ALLOW_ROOT) \
 	  $(if $(HEADLESS),--no-browser --ip=127.0.0.1 --ServerApp.open_browser=False,) --port=$(PORT)
 
+# the tests spread over the cores (pytest-xdist: one worker per core, four at most; each worker's
+# fits still follow the thread policy), twice as fast on two cores as one process
+TEST_WORKERS ?= -n auto --maxprocesses=4
 test: $(STAMP)
-	SPHERELAB_SMOKE=1 MPLBACKEND=Agg $(BIN)/python -m pytest $(PYTEST_ARGS)
+	SPHERELAB_SMOKE=1 MPLBACKEND=Agg $(BIN)/python -m pytest $(TEST_WORKERS) $(PYTEST_ARGS)
 
 # Every notebook in Debian's Chromium through JupyterLab (benchmarks/tools/browser.py --check): run all
 # cells, no error output, every control redraws its figure; latencies are printed, not asserted.
 # Then the documentation site, when built (make docs; CI builds it first), in the same browser:
 # docs/check_in_browser.py.
-# Installs chromium with apt-get when it can (root), else skips with the reason.
+# Installs chromium with apt-get when it can (root), else skips with the reason. The notebooks run at
+# a reader's sizes; BROWSER_ARGS=--smoke runs them at the test suite's (CI: minutes, not ten).
 test-browser: $(STAMP)
 	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && \
 	  (apt-get update -qq && apt-get install -y -qq chromium) >/dev/null 2>&1; } || true
@@ -66,7 +70,7 @@ test-browser: $(STAMP)
 	  echo "test-browser: SKIPPED: Debian's chromium is not installed and could not be (apt-get install chromium, as root)"; \
 	else \
 	  $(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) playwright && \
-	  $(BIN)/python benchmarks/tools/browser.py --check --presses 1 --chromium "$$(command -v chromium)" && \
+	  $(BIN)/python benchmarks/tools/browser.py --check --presses 1 $(BROWSER_ARGS) --chromium "$$(command -v chromium)" && \
 	  if [ -f docs/_build/html/index.html ]; then \
 	    $(BIN)/python docs/check_in_browser.py --chromium "$$(command -v chromium)"; \
 	  else echo "test-browser: the documentation site is not built (make docs): not checked"; fi; \
@@ -77,7 +81,7 @@ test-notebooks-full: $(STAMP)
 	SPHERELAB_NOTEBOOKS=full MPLBACKEND=Agg $(BIN)/python -m pytest tests/test_notebooks.py $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
-	SPHERELAB_SMOKE=1 MPLBACKEND=Agg $(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+	SPHERELAB_SMOKE=1 MPLBACKEND=Agg $(BIN)/python -m pytest $(TEST_WORKERS) -m "not slow" $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check lab tests benchmarks notebooks docs .ci .jupyter

@@ -215,10 +215,23 @@ CALLS = [
          sl.features.greedy_variance(kernel, X, count, features, jitter=jitter),
          {"kernel": C("object", K.Matern(1.5), words=("kernel",)), "X": C("array", X), "count": C("count", 3, 0),
           "features": C("object", None, optional=True, words=("features",)), "jitter": C("nonneg", 1e-6)}),
-    Call("OrthogonalSVGP.fit", lambda X, y, optimize, maxiter, seed, init_q, collapsed:
-         _orth().fit(X, y, optimize=optimize, maxiter=maxiter, seed=seed, init_q=init_q, collapsed=collapsed),
+    Call("OrthogonalSVGP.fit", lambda X, y, optimize, maxiter, seed, init_q, collapsed, max_time:
+         _orth().fit(X, y, optimize=optimize, maxiter=maxiter, seed=seed, init_q=init_q, collapsed=collapsed,
+                     max_time=max_time),
          {"X": C("array", X), "y": C("array", Y), "optimize": C("flag", True), "maxiter": C("count", 2, 0),
-          "seed": C("seed", 0), "init_q": C("choice", "optimal"), "collapsed": C("flag", True, optional=True)}),
+          "seed": C("seed", 0), "init_q": C("choice", "optimal"), "collapsed": C("flag", True, optional=True),
+          "max_time": C("positive", 60.0, optional=True)}),
+    Call("fit_hybrid", lambda kernel, X, y, degree, num_orthogonal, time_budget, likelihood, maxiter,
+         max_orthogonal, seed:
+         sl.models.fit_hybrid(kernel, X, y, degree=degree, num_orthogonal=num_orthogonal, time_budget=time_budget,
+                              likelihood=likelihood, maxiter=maxiter, max_orthogonal=max_orthogonal,
+                              seed=seed),
+         {"kernel": C("object", K.Matern(1.5), words=("kernel",)), "X": C("array", X), "y": C("array", Y),
+          "degree": C("count", 2, 0, optional=True), "num_orthogonal": C("count", 3, 1, size=True, optional=True),
+          "time_budget": C("positive", 60.0, optional=True),
+          "likelihood": C("object", Gaussian(0.1), optional=True, words=("likelihood",)),
+          "maxiter": C("count", 2, 1), "max_orthogonal": C("count", 50, 1),
+          "seed": C("seed", 0)}),
     Call("OrthogonalSVGP.fit_svi", lambda X, y, batch_size, iterations, lr, seed, init_q:
          _orth().fit_svi(X, y, batch_size=batch_size, iterations=iterations, lr=lr, seed=seed, init_q=init_q),
          {"X": C("array", X), "y": C("array", Y), "batch_size": C("count", 16, 1), "iterations": C("count", 2, 0),

@@ -14,11 +14,12 @@ from sklearn.model_selection import cross_val_score  # noqa: E402
 from sklearn.pipeline import make_pipeline  # noqa: E402
 from sklearn.preprocessing import StandardScaler  # noqa: E402
 from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
-from spherelab.estimators import OrthogonalRegressor, VISHClassifier, VISHRegressor  # noqa: E402
+from spherelab.estimators import HybridRegressor, OrthogonalRegressor, VISHClassifier, VISHRegressor  # noqa: E402
 
 
 @parametrize_with_checks([VISHRegressor(max_degree=2, maxiter=30),
                           OrthogonalRegressor(num_inducing=4, num_orthogonal=4, maxiter=20),
+                          HybridRegressor(degree=2, num_orthogonal=4, maxiter=20),
                           VISHClassifier(max_degree=2, iterations=30)])
 def test_scikit_learn_checks(estimator, check):
     with warnings.catch_warnings():
@@ -41,6 +42,14 @@ def test_regressor_in_a_pipeline_and_cross_validation():
 def test_orthogonal_regressor_learns():
     X, y = sl.datasets.synthetic_regression(400, num_inputs=2, noise=0.05, seed=1)
     assert OrthogonalRegressor(num_inducing=16, num_orthogonal=16).fit(X[:300], y[:300]).score(X[300:], y[300:]) > 0.8
+
+
+def test_hybrid_regressor_learns_and_reports_the_pair_its_budget_chose():
+    X, y = sl.datasets.synthetic_regression(500, num_inputs=2, noise=0.05, seed=2)
+    est = HybridRegressor(time_budget=3.0).fit(X[:400], 5.0 + 3.0 * y[:400])
+    assert est.score(X[400:], 5.0 + 3.0 * y[400:]) > 0.8
+    assert est.degree_ >= 1 and est.num_orthogonal_ >= 1
+    assert (est.degree_, est.num_orthogonal_) == (est.model_.features.max_degree, est.model_.num_orthogonal)
 
 
 def test_classifier_probabilities_and_labels():

@@ -347,5 +347,9 @@ def test_notebook_sizes_pick_one_side_of_each_pair(monkeypatch):
     assert not full.smoke and full.L == 12 and full.grid == (121, 242)
     sl.widgets.interactive(Shell())
     assert calls == [("matplotlib", "widget")]
+    monkeypatch.setenv("SPHERELAB_NOTEBOOK_SIZE", "small")  # the browser check: small, and live figures
+    assert sl.widgets.notebook_sizes(L=(6, 12)).L == 6
+    sl.widgets.interactive(Shell())
+    assert calls == [("matplotlib", "widget")] * 2
     with pytest.raises(TypeError, match="iters must be a pair"):
         sl.widgets.notebook_sizes(iters=100)

@@ -43,9 +43,16 @@ def _opnames(code) -> dict:
     return _OPNAMES[code]
 
 
+_HANDLERS: dict = {}
+
+
 def _handler(code, offset: int):
-    """The exception handler covering ``offset`` (3.11's table has one entry per offset at most)."""
-    return next((e.target for e in dis.Bytecode(code).exception_entries if e.start <= offset < e.end), None)
+    """The exception handler covering ``offset`` (3.11's table has one entry per offset at most).
+    The table is read once per code object: reading it is a disassembly, and this runs at every
+    traced call."""
+    if code not in _HANDLERS:
+        _HANDLERS[code] = [(e.start, e.end, e.target) for e in dis.Bytecode(code).exception_entries]
+    return next((target for start, end, target in _HANDLERS[code] if start <= offset < end), None)
 
 
 def _sigint_at(k: int, scenario, roots=None, through=None) -> tuple[bool, bool, int]:

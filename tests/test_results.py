@@ -8,6 +8,8 @@ import importlib.util
 import re
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parent.parent
 spec = importlib.util.spec_from_file_location("record", ROOT / "benchmarks" / "tools" / "record.py")
 record = importlib.util.module_from_spec(spec)
@@ -94,3 +96,29 @@ def test_the_readme_gpu_paragraph_quotes_measured_figures():
     for number in numbers:
         variants = {number, number.replace(",", ""), number.replace(",", " ")}
         assert any(re.search(rf"(?<![\d.]){re.escape(v)}(?![\d])", sources) for v in variants), number
+
+
+def test_each_figure_is_drawn_from_its_claims_newest_log_entry():
+    assert record.stale_figures() == []
+    figures = record.FIGURES
+    assert "frontier" in figures and "figures/frontier.svg" in record.render()
+
+
+def test_the_frontier_figure_reads_every_contender_of_the_log_and_fits_the_screen(tmp_path, monkeypatch):
+    import figures  # on the path through record.py
+
+    body = record.current()["frontier"]["body"]
+    panels = figures.frontier_curves(body)
+    row = re.compile(r"\| [\w ()]+ \| .* \| [-0-9.]+ \|")
+    rows = [line for line in body.split("\n") if line.startswith("| ") and row.match(line)]
+    sampled = {line.split("|")[1].strip() for line in rows if re.fullmatch(r" [-0-9.]+ ", line.split("|")[3])}
+    assert set().union(*(set(c) for c in panels.values())) == sampled  # every contender drawn, none made up
+    for curves in panels.values():
+        for points in curves.values():
+            assert np.array(points).shape[1:] == (2,) and np.isfinite(np.array(points)).all()
+    monkeypatch.setattr(figures, "FIGURE_DIR", tmp_path)
+    entry = {**record.current()["frontier"], "file": "test.md"}
+    path = figures.draw("frontier", entry)
+    width = float(re.search(r'width="([\d.]+)pt"', path.read_text()).group(1))
+    assert width <= 10 * 72  # 10 inches: 960 px, inside a notebook's output area at 1 280 px
+    assert figures.drawn_from("frontier") == "drawn from benchmarks/log/test.md"

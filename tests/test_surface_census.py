@@ -101,6 +101,7 @@ TARGETS = {
     sl.VISH: ["VISH"], sl.VISH.fit: ["VISH.fit"], sl.VISH.fit_svi: ["VISH.fit_svi"],
     sl.OrthogonalSVGP: ["OrthogonalSVGP"], sl.OrthogonalSVGP.fit: ["OrthogonalSVGP.fit"],
     sl.OrthogonalSVGP.from_vish: ["OrthogonalSVGP.from_vish"], sl.features.greedy_variance: ["greedy_variance"],
+    sl.models.fit_hybrid: ["fit_hybrid"],
     sl.OrthogonalSVGP.fit_svi: ["OrthogonalSVGP.fit_svi"], sl.HarmonicSVGP: ["HarmonicSVGP"],
     sl.models.ExactGP: ["ExactGP"], sl.VISH.predict_f: ["VISH.predict_f"],
     sl.OrthogonalSVGP.predict_f: ["OrthogonalSVGP.predict_f"], sl.HarmonicSVGP.optimal_q: ["HarmonicSVGP.optimal_q"],
@@ -129,6 +130,7 @@ EXEMPT = {
     "init_q": "q's initialisation, a choice (in OrthogonalSVGP.fit's entry; shared by every inducing model)",
     "chunk": "synthetic_regression's generation chunk (a keyword for memory, not data)",
     "out": "SphericalHarmonics' output buffer: checked for shape, dtype and layout (tests/sphere)",
+    "callback": "fit's per-iteration callable or None (checked: tests/models/test_hybrid.py)",
     "path": "a file name: the operating system's error names it (FileNotFoundError, PermissionError)",
 }
 

@@ -8,6 +8,7 @@ reader's pause (explorers whose moves need a refit compute the configurations ar
 one in that time, in the background).
 
     python benchmarks/tools/browser.py [--notebooks 01 02 ...] [--chromium /usr/bin/chromium] [--pause 10] [--check]
+                                       [--smoke]
 
 ``--check`` exits non-zero on an error output, a notebook without live widgets, or a control
 whose move never redraws (what ``make test-browser`` asserts); latencies are only reported
@@ -48,8 +49,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_lab(port: int, notebook_dir: str):
-    env = {k: v for k, v in os.environ.items() if k != "SPHERELAB_SMOKE"}
+def start_lab(port: int, notebook_dir: str, smoke: bool = False):
+    # a reader's sizes unless asked for the test suite's (--smoke: what CI checks, in minutes)
+    env = {k: v for k, v in os.environ.items() if k != "SPHERELAB_SMOKE"} | (
+        {"SPHERELAB_NOTEBOOK_SIZE": "small"} if smoke else {})
     # on a copy of the notebooks: JupyterLab autosaves what it runs, and the repository's notebooks
     # are committed without outputs
     proc = subprocess.Popen(["make", "lab", "HEADLESS=1", f"PORT={port}", f"NOTEBOOK_DIR={notebook_dir}"], cwd=ROOT,
@@ -153,6 +156,7 @@ def main() -> int:
     parser.add_argument("--chromium", default="/usr/bin/chromium")
     parser.add_argument("--presses", type=int, default=3)
     parser.add_argument("--check", action="store_true")
+    parser.add_argument("--smoke", action="store_true", help="the notebooks at the test suite's sizes (CI)")
     parser.add_argument("--pause", type=float, default=10.0, help="seconds between run-all and the first move")
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
@@ -168,7 +172,7 @@ def main() -> int:
     workdir = tempfile.mkdtemp(prefix="spherelab-browser-")
     for name in names:
         shutil.copy(ROOT / "notebooks" / name, workdir)
-    proc, token, up = start_lab(port, workdir)
+    proc, token, up = start_lab(port, workdir, args.smoke)
     print(f"JupyterLab up in {up:.1f} s; Chromium {args.chromium}, window 1400 x 900; moves {args.pause:g} s "
           "after run-all")
     results = []

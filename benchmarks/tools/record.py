@@ -21,6 +21,9 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from figures import FIGURES, draw, drawn_from, source_tag  # noqa: E402
+
 BENCHMARKS = HERE.parent
 LOG = BENCHMARKS / "log"
 RESULTS = BENCHMARKS / "RESULTS.md"
@@ -161,17 +164,24 @@ def render() -> str:
         e = latest[claim]
         lines += [f"### {what}", "", f"*{e['title']}* — `{e['command']}` · {e['date']} · {e['machine']} "
                   f"· log: `benchmarks/log/{e['file']}`", "", _under_claim(e["body"]), ""]
+        if claim in FIGURES:
+            lines += [f"![{what}: drawn from the tables above](figures/{claim}.svg)", ""]
     missing = [c for c in CLAIMS if c not in latest]
     if missing:
         lines += ["## Not yet measured", "", ", ".join(f"`{c}`" for c in missing), ""]
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
+def stale_figures() -> list[str]:
+    """The claims whose figure is missing or was drawn from an older log entry."""
+    latest = current()
+    return [c for c in FIGURES if c in latest and drawn_from(c) != source_tag(latest[c])]
+
+
 def add(claim: str, log: Path, title: str, command: str, note: str, machine: str | None, date: str | None) -> Path:
     if claim != "-" and claim not in CLAIMS:
         raise SystemExit(f"record.py: unknown claim {claim!r}; one of {sorted(CLAIMS)} or '-'")
     if machine is None:
-        sys.path.insert(0, str(HERE))
         from _machine import describe
 
         machine = describe()
@@ -205,10 +215,16 @@ def main() -> int:
     if args.action == "add":
         target = add(args.claim, args.log, args.title, args.command, args.note, args.machine, args.date)
         print(f"logged {target.relative_to(BENCHMARKS.parent)}")
+        if args.claim in FIGURES:
+            print(f"drew {draw(args.claim, current()[args.claim]).relative_to(BENCHMARKS.parent)}")
     text = render()
     if getattr(args, "check", False):
         if RESULTS.read_text(encoding="utf-8") != text:
             print("RESULTS.md is not what benchmarks/log gives: run benchmarks/tools/record.py render")
+            return 1
+        stale = stale_figures()
+        if stale:
+            print(f"figures not drawn from their claim's newest log entry: {stale}; run benchmarks/tools/figures.py")
             return 1
         print("RESULTS.md matches the log")
         return 0

@@ -1,5 +1,5 @@
-"""scikit-learn estimators over the models: ``VISHRegressor``, ``VISHClassifier`` and
-``OrthogonalRegressor``, for pipelines, grid searches and cross-validation.
+"""scikit-learn estimators over the models: ``VISHRegressor``, ``HybridRegressor``,
+``VISHClassifier`` and ``OrthogonalRegressor``, for pipelines, grid searches and cross-validation.
 
 Thin wrappers with scikit-learn's conventions: the constructor only stores its arguments,
 ``fit`` standardises the inputs (and, for regression, the targets: ``normalize_y``) — the lift
@@ -23,9 +23,9 @@ from . import kernels as K
 from .concurrency import critical, enter_region, leave_region
 from .features import InducingPoints
 from .likelihoods import Bernoulli, Gaussian
-from .models import VISH, OrthogonalSVGP
+from .models import VISH, OrthogonalSVGP, fit_hybrid
 
-__all__ = ["VISHRegressor", "VISHClassifier", "OrthogonalRegressor"]
+__all__ = ["VISHRegressor", "HybridRegressor", "VISHClassifier", "OrthogonalRegressor"]
 
 
 def _kernel(kernel: Any):
@@ -147,6 +147,52 @@ class VISHRegressor(_Regressor):
         model = VISH(_kernel(self.kernel), self.max_degree, Gaussian(self.noise), prior=self.prior)
         self.model_ = model.fit(X, self._fit_targets(y), maxiter=self.maxiter, lift_subsample=self.lift_subsample,
                                 seed=int(self.random_state or 0))
+        return self
+
+
+class HybridRegressor(_Regressor):
+    """Regression with spherical harmonics for u and orthogonal inducing points for v (Tiao, thesis
+    §3.4), fitted as :func:`spherelab.models.fit_hybrid`: VISH at ``degree`` first, then
+    ``num_orthogonal`` points where its posterior variance is largest, then every parameter on the
+    collapsed bound.
+
+    Parameters
+    ----------
+    kernel
+        A spherelab kernel (copied; default Matérn-3/2).
+    degree, num_orthogonal
+        L and K, both or neither; neither (the default): chosen from ``time_budget``.
+    time_budget
+        Seconds for the whole fit; with an explicit pair, a limit only.
+    noise, normalize_y, maxiter, random_state
+        Initial noise variance (of the standardised targets), target standardisation, L-BFGS-B's
+        limit per stage, the seed.
+
+    The chosen pair is ``degree_`` and ``num_orthogonal_`` after ``fit``.
+    """
+
+    def __init__(self, kernel=None, degree: int | None = None, num_orthogonal: int | None = None,
+                 time_budget: float | None = 60.0, noise: float = 0.1,
+                 normalize_y: bool = True, maxiter: int = 1000, random_state: int = 0):
+        self.kernel = kernel
+        self.degree = degree
+        self.num_orthogonal = num_orthogonal
+        self.time_budget = time_budget
+        self.noise = noise
+        self.normalize_y = normalize_y
+        self.maxiter = maxiter
+        self.random_state = random_state
+
+    @_all_or_nothing
+    def fit(self, X, y):
+        """Fit on ``X`` ``(N, D)`` and ``y`` ``(N,)``; returns ``self``."""
+        X, y = self._fit_inputs(X, y)
+        self.model_ = fit_hybrid(_kernel(self.kernel), X, self._fit_targets(y), degree=self.degree,
+                                 num_orthogonal=self.num_orthogonal, time_budget=self.time_budget,
+                                 likelihood=Gaussian(self.noise), maxiter=self.maxiter,
+                                 seed=int(self.random_state or 0))
+        self.degree_ = self.model_.features.max_degree
+        self.num_orthogonal_ = self.model_.num_orthogonal
         return self
 
 

@@ -135,13 +135,16 @@ def logdet_tri_gradient(L: np.ndarray) -> np.ndarray:
     return np.diag(1.0 / np.diag(L)) if L.size else np.zeros_like(L)
 
 
-def inverse_factor(Lam: np.ndarray) -> np.ndarray:
+def inverse_factor(Lam: np.ndarray, name: str = "the posterior precision") -> np.ndarray:
     r"""Lower-triangular L with :math:`LL^\top = \Lambda^{-1}` for symmetric positive-definite
     :math:`\Lambda` (empty for 0 x 0): with :math:`\Lambda = CC^\top`, :math:`C^{-1} = QR` gives
-    :math:`\Lambda^{-1} = R^\top R`, so :math:`L = R^\top` without forming the inverse."""
+    :math:`\Lambda^{-1} = R^\top R`, so :math:`L = R^\top` without forming the inverse. A
+    :math:`\Lambda` that is not finite or not positive definite raises :class:`NumericalFailure`
+    naming ``name`` (an optimiser's trial point is then rejected)."""
     if Lam.shape[0] == 0:
         return np.zeros((0, 0))
-    C = np.linalg.cholesky(Lam)
+    C = cholesky_or_explain(Lam, name, "The statistics overflowed or lost definiteness at these "
+                            "hyper-parameters: standardise the data, or raise the noise variance's floor.")
     return np.linalg.qr(solve_triangular(C, np.eye(C.shape[0]), lower=True), mode="r").T
 
 

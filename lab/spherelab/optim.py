@@ -9,7 +9,8 @@ Gaussian q in its natural parameters (Hensman, Fusi & Lawrence 2013).
 
 from __future__ import annotations
 
-from typing import Callable
+import time
+from typing import Any, Callable
 
 import numpy as np
 from scipy.optimize import OptimizeResult, minimize
@@ -18,15 +19,34 @@ __all__ = ["Adam", "minimize_lbfgsb", "natural_step"]
 
 
 def minimize_lbfgsb(fun: Callable, x0: np.ndarray, maxiter: int, args: tuple = (),
-                    ftol: float | None = None) -> OptimizeResult:
+                    ftol: float | None = None, max_time: float | None = None,
+                    callback: Callable[[np.ndarray], Any] | None = None) -> OptimizeResult:
     """Minimise ``fun(x, *args) -> (value, gradient)`` by L-BFGS-B from ``x0`` for at most
     ``maxiter`` iterations (SciPy's result: ``x``, ``fun``, ``nit``, ``message``, ...); ``ftol``:
     stop when an iteration improves the objective by less than this fraction of its size
-    (SciPy's default 2.2e-9 when None)."""
+    (SciPy's default 2.2e-9 when None); ``max_time``: stop at the first iterate reached after this
+    many seconds; ``callback(x)``: called with a copy of each iterate, a true return stops there.
+    Either stop gives ``status`` 99 and a message that says which."""
     options = {"maxiter": int(maxiter)}
     if ftol is not None:
         options["ftol"] = float(ftol)
-    return minimize(fun, np.asarray(x0, dtype=np.float64), args=args, jac=True, method="L-BFGS-B", options=options)
+    deadline = None if max_time is None else time.perf_counter() + float(max_time)
+    stopped: list[str] = []
+
+    def each(intermediate_result):
+        if callback is not None and callback(np.array(intermediate_result.x)):
+            stopped.append("stopped by the callback")
+        elif deadline is not None and time.perf_counter() > deadline:
+            stopped.append(f"stopped at the time limit: max_time = {max_time:g} s")
+        if stopped:
+            raise StopIteration  # SciPy ends the run at this iterate and returns it
+
+    hooked = callback is not None or deadline is not None
+    res = minimize(fun, np.asarray(x0, dtype=np.float64), args=args, jac=True, method="L-BFGS-B",
+                   options=options, callback=each if hooked else None)
+    if stopped:
+        res.message = f"{stopped[0]} after {res.nit} iterations"
+    return res
 
 
 def natural_step(theta1: np.ndarray, precision: np.ndarray, target1: np.ndarray, target_precision: np.ndarray,

@@ -22,7 +22,8 @@ def smoke_run() -> bool:
 
 def notebook_sizes(**choices: tuple[Any, Any]) -> SimpleNamespace:
     """A notebook's sizes, chosen in one place: each keyword is a pair ``(small, full)``, the size
-    the test suite runs (``SPHERELAB_SMOKE=1``) and the size a reader runs. Returns a namespace
+    the test suite runs (``SPHERELAB_SMOKE=1``, or ``SPHERELAB_NOTEBOOK_SIZE=small`` with live
+    figures) and the size a reader runs. Returns a namespace
     of the chosen values, and ``smoke`` saying which.
 
     Examples
@@ -31,7 +32,8 @@ def notebook_sizes(**choices: tuple[Any, Any]) -> SimpleNamespace:
     >>> size.max_degree == (6 if size.smoke else 12)
     True
     """
-    smoke = smoke_run()
+    # SPHERELAB_NOTEBOOK_SIZE=small: the small sizes with live figures (the browser check in CI)
+    smoke = smoke_run() or os.environ.get("SPHERELAB_NOTEBOOK_SIZE") == "small"
     for name, pair in choices.items():
         if not (isinstance(pair, tuple) and len(pair) == 2):
             raise TypeError(f"{name} must be a pair (small, full), got {pair!r}")

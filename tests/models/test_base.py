@@ -39,6 +39,24 @@ def test_objective_rejects_numerical_failures_and_propagates_bugs(rng, monkeypat
         model.fit(X, y, maxiter=3, collapsed=False)
 
 
+@pytest.mark.parametrize("objective", ["objective", "collapsed_objective"])
+def test_a_trial_point_a_setter_refuses_is_rejected_and_leaves_the_model_as_it_was(rng, objective):
+    # a long L-BFGS-B step can reach softplus(-617) = 6.5e-269 for a lengthscale, below its 1e-100 floor
+    X, y = _data(rng)
+    model = sl.OrthogonalSVGP(K.Matern(2.5, 1.0), sl.InducingPoints(X[:5]), 2).fit(X, y, optimize=False)
+    names = model.collapsed_names if objective == "collapsed_objective" else None
+    theta = model.parameter_vector(names)
+    before = model.parameter_vector()
+    index = [p.name for p in model._entries(names) for _ in range(p.size())].index("lengthscale")
+    trial = theta.copy()
+    trial[index] = -617.0
+    value, grad = getattr(model, objective)(trial, X, y)
+    assert value == 1e300 and not np.any(grad)
+    assert np.array_equal(model.parameter_vector(), before)
+    with pytest.raises(ValueError, match="theta must be a 1-d vector"):  # a caller's mistake stays one
+        getattr(model, objective)(theta[:-1], X, y)
+
+
 def test_vish_posterior_follows_the_kernel_it_shares(rng):
     """Notebook 06's slider: after fit, setting kernel.beta moves predict_f as it moves elbo(),
     to exactly what a model fitted at that beta predicts."""

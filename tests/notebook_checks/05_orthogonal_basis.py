@@ -13,3 +13,16 @@ def check(g):
     explorer.select(act="softplus")
     assert g["shrink"] > 1.5  # K = 8 tightens the band
     assert max(gain[arc, a] for a in ACTIVATIONS) < min(gain[mat, a] for a in ACTIVATIONS)  # least to repair
+    # the frontier section: the sentence names the best contender within the budget shown
+    frontier = g["frontier"]
+    now = frontier.current
+    finite = {c: v for c, v in now["best"].items() if np.isfinite(v)}
+    assert finite and now["lead"] == min(finite, key=finite.get)
+    for c, samples in now["curves"].items():
+        if not c.startswith("VISH"):  # one fit sampled along the way: its clock only moves forward
+            assert all(a[0] <= b[0] for a, b in zip(samples, samples[1:])), c
+    shorter = frontier.seconds.value / 4
+    frontier.select(seconds=shorter)
+    for c, v in frontier.current["best"].items():  # less time never shows a better NLPD
+        assert not np.isfinite(v) or v >= now["best"][c], c
+    assert g["recorded"] is not None  # the figure recorded in the checkout is found from the notebook

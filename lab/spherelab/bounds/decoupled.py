@@ -392,5 +392,5 @@ def whitened_optimum(Phi, beta, noise_variance: float, M: int):
     :math:`\Lambda^{-1}\beta/\sigma^2` ``(M + K,)`` and the factors of
     :math:`\Lambda_{uu}^{-1}`, :math:`\Lambda_{vv}^{-1}`."""
     Lam = np.eye(Phi.shape[0]) + 0.5 * (Phi + Phi.T) / noise_variance
-    m = np.linalg.solve(Lam, beta / noise_variance)
-    return m, inverse_factor(Lam[:M, :M]), inverse_factor(Lam[M:, M:])
+    L_u, L_v = inverse_factor(Lam[:M, :M], "Λ_uu = I + Φ_uu/σ²"), inverse_factor(Lam[M:, M:], "Λ_vv = I + Φ_vv/σ²")
+    return np.linalg.solve(Lam, beta / noise_variance), L_u, L_v

@@ -15,12 +15,16 @@ instant) and shows a "computing…" state while a recompute runs. Notebooks call
 * :func:`sphere_posterior` — a model of two inputs in data space, on a map of the sphere and on
   a globe; :func:`degree_sweep` / :func:`plot_sweep` — test NLPD and ELBO against M and against
   wall time (notebook 04);
+* :class:`FrontierExplorer`, :func:`frontier_curves` — test NLPD against fit time for VISH, the
+  hybrid and inducing points on a chosen data set and budget; :func:`recorded_figure` — the
+  benchmark's recorded frontier (notebook 05);
 * :class:`Precomputer` — the background computation behind the explorers that refit.
 """
 
 from .background import Precomputer
 from .decomposition import ComponentSampler, DecompositionExplorer, component_title
 from .depth import DepthExplorer, PhaseViewer
+from .frontier import FrontierExplorer, frontier_curves, recorded_figure
 from .harmonics import AdditionTheorem, HarmonicsGallery
 from .mismatch import MismatchExplorer
 from .orthogonal import OrthogonalExplorer
@@ -39,6 +43,9 @@ __all__ = [
     "DepthExplorer",
     "PhaseViewer",
     "DecompositionExplorer",
+    "FrontierExplorer",
+    "frontier_curves",
+    "recorded_figure",
     "ComponentSampler",
     "component_title",
     "Precomputer",

@@ -1,9 +1,11 @@
 r"""Models, one module each, on one base (:mod:`.base`): VISH (Dutordoir et al. 2020), the orthogonally-decoupled
-SVGP with inter-domain features and the activated SVGP (Tiao, thesis), and HVGP (Sun et al. 2021)."""
+SVGP with inter-domain features and the activated SVGP (Tiao, thesis), and HVGP (Sun et al. 2021);
+:func:`fit_hybrid` sizes and fits harmonics with orthogonal inducing points."""
 
 from .decoupled import ActivatedSVGP, OrthogonalSVGP
 from .exact import ExactGP
 from .hvgp import HarmonicSVGP
+from .hybrid import fit_hybrid
 from .vish import VISH
 
-__all__ = ["VISH", "OrthogonalSVGP", "ActivatedSVGP", "HarmonicSVGP", "ExactGP"]
+__all__ = ["VISH", "OrthogonalSVGP", "ActivatedSVGP", "HarmonicSVGP", "ExactGP", "fit_hybrid"]

@@ -223,6 +223,22 @@ class Model(Saveable):
         return np.concatenate(out) if out else np.zeros(0)
 
     # ---- objective ------------------------------------------------------------------------
+    def set_trial_point(self, theta: np.ndarray, names: Sequence[str] | None = None) -> None:
+        """:meth:`set_parameter_vector` for an optimiser's trial point: a value that a setter refuses
+        (a lengthscale of 1e-269 after a long line-search step, beyond the kernel's 1e-100 .. 1e100)
+        raises :class:`~spherelab.linalg.NumericalFailure`, which the objectives turn into a
+        rejected point, as for a failed Cholesky. A ``theta`` of the wrong length stays a
+        ``ValueError`` (a caller's mistake, not a trial point)."""
+        size = self.parameter_vector(names).size
+        if np.ndim(theta) != 1 or np.size(theta) != size:
+            raise ValueError(f"theta must be a 1-d vector of {size} parameters, got shape {np.shape(theta)}")
+        try:
+            self.set_parameter_vector(theta, names)
+        except NumericalFailure:
+            raise
+        except ValueError as err:
+            raise NumericalFailure(f"trial point outside a parameter's range: {err}") from err
+
     @staticmethod
     def negated(evaluate: Callable[[], tuple[float, np.ndarray]], size: int):
         """(-value, -gradient) of ``evaluate()``, or (1e300, 0) where it raises
@@ -247,7 +263,7 @@ class Model(Saveable):
         theta = np.asarray(theta, dtype=np.float64)
 
         def evaluate():
-            self.set_parameter_vector(theta, names)  # inside: an unrepresentable trial value is rejected
+            self.set_trial_point(theta, names)
             value, g = self._objective_terms(X, y, num_data, names)
             return value, self._chain(g, theta, entries)
 
@@ -267,7 +283,7 @@ class Model(Saveable):
 
         def fun(theta):
             def ev():
-                self.set_parameter_vector(theta, names)
+                self.set_trial_point(theta, names)
                 value, g = evaluate()
                 return value, self._chain(g, theta, entries)
 

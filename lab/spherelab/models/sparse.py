@@ -5,7 +5,7 @@ closed form at every evaluation, gradients by the envelope theorem), and Adam on
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -46,7 +46,7 @@ class SparseModel(Model):
         theta = np.asarray(theta, dtype=np.float64)
 
         def evaluate():
-            self.set_parameter_vector(theta, names)  # inside: an unrepresentable trial value is rejected
+            self.set_trial_point(theta, names)
             # envelope theorem: at the optimal q the gradient in q vanishes, so the partial
             # gradient in the other parameters is the gradient of the collapsed bound
             value, g = self._collapsed_elbo_and_gradient(X, y)
@@ -75,7 +75,8 @@ class SparseModel(Model):
 
     @transactional
     def fit(self, X: Any, y: Any, *, optimize: bool = True, maxiter: int = 1000, seed: int = 0,
-            init_q: str = "optimal", collapsed: bool | None = None):
+            init_q: str = "optimal", collapsed: bool | None = None, max_time: float | None = None,
+            callback: Callable[[np.ndarray], Any] | None = None):
         """Full-batch fit of every parameter by L-BFGS-B (``optimize=False``: initialise only).
 
         A model not yet initialised is initialised first (``seed``), with q at its optimum for
@@ -94,8 +95,10 @@ class SparseModel(Model):
         -------
         self
         """
-        optimize, maxiter, seed, collapsed = fit_options(optimize=optimize, maxiter=maxiter, seed=seed,
-                                                         collapsed=collapsed)
+        optimize, maxiter, seed, collapsed, max_time = fit_options(
+            optimize=optimize, maxiter=maxiter, seed=seed, collapsed=collapsed, max_time=max_time)
+        if callback is not None and not callable(callback):
+            raise TypeError(f"callback must be a function of the parameter vector (or None), got {callback!r}")
         X, y = self._check_data(X, y)
         gaussian = isinstance(self.likelihood, Gaussian)
         if collapsed is None:
@@ -108,11 +111,12 @@ class SparseModel(Model):
                 if collapsed:
                     names = self.collapsed_names
                     res = minimize_lbfgsb(self.collapsed_objective, self.parameter_vector(names), maxiter,
-                                          args=(X, y))
+                                          args=(X, y), max_time=max_time, callback=callback)
                     self.set_parameter_vector(res.x, names)
                     self.optimal_q(X, y)
                 else:
-                    res = minimize_lbfgsb(self.objective, self.parameter_vector(), maxiter, args=(X, y))
+                    res = minimize_lbfgsb(self.objective, self.parameter_vector(), maxiter, args=(X, y),
+                                          max_time=max_time, callback=callback)
                     self.set_parameter_vector(res.x)
             self.optimizer_result = res
             self._report_fit({"fit": res})

@@ -1,0 +1,132 @@
+"""Figures drawn from the benchmark log, never from retyped numbers.
+
+A claim with a figure (:data:`FIGURES`) has it drawn from the tables of its newest log entry into
+``benchmarks/figures/CLAIM.svg``; the SVG's description names that entry, so
+``record.py render --check`` can tell a figure that lags behind its log.
+
+    python benchmarks/tools/figures.py            # redraw every figure from the current log
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+FIGURE_DIR = HERE.parent / "figures"
+
+#: the claims drawn as a figure, and how: claim -> function(entry body) -> matplotlib Figure
+FIGURES: dict = {}
+
+
+def source_tag(entry: dict) -> str:
+    """What a figure's SVG description says about the log entry it was drawn from."""
+    return f"drawn from benchmarks/log/{entry['file']}"
+
+
+def tables(body: str) -> dict[str, list[list[str]]]:
+    """Each ``### heading`` of a log body with the rows of the Markdown table under it (header and
+    rule left out)."""
+    out: dict[str, list[list[str]]] = {}
+    heading = None
+    for line in body.split("\n"):
+        match = re.match(r"#{3,6} (.*)", line)
+        if match:
+            heading = match.group(1).strip()
+            out[heading] = []
+        elif heading and line.startswith("|"):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if not all(set(c) <= set("- :") for c in cells):
+                out[heading].append(cells)
+    return {h: rows[1:] for h, rows in out.items() if rows}
+
+
+def frontier_curves(body: str) -> dict[str, dict[str, list[tuple[float, float]]]]:
+    """Per set, its first split's curves (a panel per set): per contender, its (seconds, test NLPD)
+    samples."""
+    out: dict = {}
+    for heading, rows in tables(body).items():
+        if not re.match(r"\w+, split \d+:", heading):
+            continue
+        curves: dict[str, list[tuple[float, float]]] = {}
+        for row in rows:
+            if len(row) == 5 and re.fullmatch(r"[-0-9.]+", row[2]):
+                curves.setdefault(row[0], []).append((float(row[2]), float(row[3])))
+        out.setdefault(heading.split(",")[0], (heading.split(":")[0], curves))
+    return dict(out.values())
+
+
+def frontier_figure(body: str):
+    """One panel per set and split: each contender's test NLPD against its fit's seconds (log
+    scale), GPflow SGPR's final NLPD dashed. VISH's points are separate fits, one per degree."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = frontier_curves(body)
+    cols = min(2, len(panels))
+    rows = -(-len(panels) // cols)
+    # 10 inches wide at most: 960 px, inside a notebook's output area on a 1 280-px screen
+    fig, axes = plt.subplots(rows, cols, figsize=(5.0 * cols, 4.0 * rows), squeeze=False)
+    styles = {"spherelab": "-", "GPflow": "--", "GPyTorch": ":"}
+    for ax, (name, curves) in zip(axes.ravel(), panels.items()):
+        finite = [v for c in curves.values() for _, v in c]
+        for label, points in curves.items():
+            t, v = zip(*points)
+            ax.plot(t, v, styles.get(label.split()[0], "-"), marker="o", markersize=2.5, lw=1.3, label=label)
+        if "GPflow SGPR" in curves:
+            ax.axhline(curves["GPflow SGPR"][-1][1], color="0.4", lw=0.8, ls=(0, (4, 3)))
+        low, high = min(finite), sorted(finite)[int(0.9 * (len(finite) - 1))]
+        ax.set_ylim(low - 0.05 * (high - low), high + 0.05 * (high - low))
+        ax.set_xscale("log")
+        ax.set_xlabel("fit time, s (log scale)")
+        ax.set_ylabel("test NLPD (lower is better)")
+        ax.set_title(name, fontsize=10)
+        ax.grid(alpha=0.3)
+    for ax in axes.ravel()[len(panels):]:
+        ax.set_visible(False)
+    handles: dict = {}
+    for ax in axes.ravel()[:len(panels)]:  # every contender once, whichever panel it ran in
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, h)
+    fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=4, fontsize=7, frameon=False)
+    fig.tight_layout(rect=(0, 0.05 + 0.1 / rows, 1, 1))
+    return fig
+
+
+FIGURES["frontier"] = frontier_figure
+
+
+def draw(claim: str, entry: dict) -> Path:
+    """Draw ``claim``'s figure from its log ``entry`` into ``benchmarks/figures/CLAIM.svg``."""
+    fig = FIGURES[claim](entry["body"])
+    FIGURE_DIR.mkdir(exist_ok=True)
+    target = FIGURE_DIR / f"{claim}.svg"
+    fig.savefig(target, format="svg", metadata={"Date": None, "Description": source_tag(entry)})
+    return target
+
+
+def drawn_from(claim: str) -> str | None:
+    """The description of ``claim``'s figure on disk (``None`` without one)."""
+    path = FIGURE_DIR / f"{claim}.svg"
+    if not path.exists():
+        return None
+    match = re.search(r"<dc:description>(.*?)</dc:description>", path.read_text(encoding="utf-8"), re.S)
+    return match.group(1).strip() if match else ""
+
+
+def main() -> int:
+    sys.path.insert(0, str(HERE))
+    from record import current
+
+    latest = current()
+    for claim in FIGURES:
+        if claim in latest:
+            print(f"wrote {draw(claim, latest[claim]).relative_to(HERE.parents[1])}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
