@@ -81,15 +81,23 @@ def _kernel(D: int):
 
 def vish_curve(data, budget, timeline, seed, prior) -> tuple[list, str]:
     X, y, Xte, yte = data
-    out, spent, L, t = [], 0.0, 1, 0.0
+    out, spent, L, times = [], 0.0, 1, []
     size = lambda L: sl.cumulative_num_harmonics(L, X.shape[1] + 1)  # noqa: E731
-    # the next degree is fitted only if its time, extrapolated as M^3 from this one's, fits the budget
-    while spent < budget and (L == 1 or spent + t * (size(L) / size(L - 1)) ** 3 <= budget):
+
+    def next_fits() -> bool:
+        # degrees 1 and 2 always (degree 1's time carries one-time costs); then the next degree only
+        # if its time, extrapolated as M^a with the exponent the last two fits show (1..3), fits
+        if L <= 2:
+            return spent < budget
+        a = np.clip(np.log(max(times[-1], 1e-9) / max(times[-2], 1e-9)) / np.log(size(L - 1) / size(L - 2)), 1, 3)
+        return spent + times[-1] * (size(L) / size(L - 1)) ** a <= budget
+
+    while next_fits():
         timeline.start()
         model = sl.VISH(_kernel(X.shape[1]), L, prior=prior).fit(X, y, seed=seed)
-        t = timeline.now()
-        out.append((t, model.predict_y(Xte)))
-        spent, L = spent + t, L + 1
+        times.append(timeline.now())
+        out.append((times[-1], model.predict_y(Xte)))
+        spent, L = spent + times[-1], L + 1
     return out, f"prior {prior}, L = 1..{L - 1}"
 
 

@@ -71,11 +71,15 @@ def frontier_figure(body: str):
     # 10 inches wide at most: 960 px, inside a notebook's output area on a 1 280-px screen
     fig, axes = plt.subplots(rows, cols, figsize=(5.0 * cols, 4.0 * rows), squeeze=False)
     styles = {"spherelab": "-", "GPflow": "--", "GPyTorch": ":"}
+    # one colour per contender in every panel (a contender missing from one set shifts no other)
+    order = list(dict.fromkeys(label for curves in panels.values() for label in curves))
+    colours = {label: f"C{i % 10}" if i < 10 else "k" for i, label in enumerate(order)}
     for ax, (name, curves) in zip(axes.ravel(), panels.items()):
         finite = [v for c in curves.values() for _, v in c]
         for label, points in curves.items():
             t, v = zip(*points)
-            ax.plot(t, v, styles.get(label.split()[0], "-"), marker="o", markersize=2.5, lw=1.3, label=label)
+            ax.plot(t, v, styles.get(label.split()[0], "-"), color=colours[label], marker="o", markersize=2.5,
+                    lw=1.3, label=label)
         if "GPflow SGPR" in curves:
             ax.axhline(curves["GPflow SGPR"][-1][1], color="0.4", lw=0.8, ls=(0, (4, 3)))
         low, high = min(finite), sorted(finite)[int(0.9 * (len(finite) - 1))]
