@@ -229,7 +229,7 @@ class Model(Saveable):
         raises :class:`~spherelab.linalg.NumericalFailure`, which the objectives turn into a
         rejected point, as for a failed Cholesky. A ``theta`` of the wrong length stays a
         ``ValueError`` (a caller's mistake, not a trial point)."""
-        size = self.parameter_vector(names).size
+        size = sum(p.size() for p in self._entries(names))  # counted, not packed: this runs per evaluation
         if np.ndim(theta) != 1 or np.size(theta) != size:
             raise ValueError(f"theta must be a 1-d vector of {size} parameters, got shape {np.shape(theta)}")
         try:
