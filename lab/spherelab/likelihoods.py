@@ -11,11 +11,13 @@ from typing import Any
 import numpy as np
 from scipy.special import log_ndtr, ndtr
 
+from ._listing import own_names
 from ._state import Saveable
 from ._validation import check_int, check_nonnegative, check_variance
 from .concurrency import publish
 
 __all__ = ["Likelihood", "Gaussian", "Bernoulli", "NOISE_FLOOR"]
+__dir__ = own_names(__name__)  # dir() and tab completion: the names above, not the imports
 
 #: default lower bound of a Gaussian likelihood's variance
 NOISE_FLOOR = 1e-6
@@ -133,20 +135,48 @@ class Gaussian(Likelihood):
 
 class Bernoulli(Likelihood):
     r"""Binary classification with the probit link, :math:`p(y = 1 \mid f) = \Phi(f)`,
-    :math:`y \in \{0, 1\}`. Variational expectations by Gauss–Hermite quadrature
-    (``num_points`` nodes); predictions in closed form,
-    :math:`p(y = 1) = \Phi(\mu / \sqrt{1 + v})`."""
+    :math:`y \in \{0, 1\}`. Predictions in closed form, :math:`p(y = 1) = \Phi(\mu / \sqrt{1 + v})`.
 
-    #: more Gauss-Hermite nodes add nothing in float64 (the weights underflow) and cost O(n^2)
-    max_points = 1000
+    The variational expectations :math:`E[\log\Phi(sf)]`, :math:`f \sim N(\mu, v)`, by default
+    (``num_points=None``) to full precision: the trapezoid rule in :math:`\xi = (f - \mu)/\sqrt v` on
+    [-9, 9], whose error falls as :math:`e^{-2\pi d/h}` for a step h and an integrand analytic within d
+    of the real axis (Trefethen & Weideman 2014, Thm 5.1). :math:`\log\Phi` is singular at the zeros
+    of :math:`\Phi`, the nearest 2.8 from the real axis, i.e. :math:`d = 2.8/\sqrt v` in :math:`\xi`, so
+    the step is chosen per row from its variance: 37 nodes up to :math:`v = 0.85`, 49 at
+    :math:`v = 1`, more as :math:`\sqrt v` grows. Gauss–Hermite, which converges only as
+    :math:`e^{-d\sqrt{2n}}`, is 6e-11 off with 20 nodes at the prior (:math:`\mu = 0, v = 1`) and 7e-4
+    at v = 30; an integer ``num_points`` selects it with that many nodes.
+    """
 
-    def __init__(self, num_points: int = 20) -> None:
+    #: NumPy's Gauss-Hermite rule overflows to NaN from 375 nodes on (measured with NumPy 1.26)
+    max_points = 300
+    #: the trapezoid's half-width in standard deviations, and its steps' singularity margin
+    #: (2 pi d / h = 38: e^-38 = 3e-17)
+    HALF_WIDTH, MARGIN, SINGULARITY = 9.0, 38.0, 2.8
+
+    def __init__(self, num_points: int | None = None) -> None:
+        if num_points is None:
+            self.num_points = None
+            return
         self.num_points = check_int(num_points, "num_points", minimum=1)
         if self.num_points > self.max_points:
             raise ValueError(f"num_points must be at most {self.max_points}, got {num_points!r}")
         t, w = np.polynomial.hermite.hermgauss(self.num_points)
         self._nodes = np.sqrt(2.0) * t  # for N(0, 1): E[g] = sum w g(sqrt2 t) / sqrt(pi)
         self._weights = w / np.sqrt(np.pi)
+
+    def _rules(self, var: np.ndarray):
+        """``(rows, nodes, weights)`` per group of rows sharing a rule (for N(0, 1) in xi)."""
+        if self.num_points is not None:
+            yield slice(None), self._nodes, self._weights
+            return
+        step = np.minimum(0.5, 2.0 * np.pi * self.SINGULARITY / (self.MARGIN * np.sqrt(np.maximum(var, 1e-300))))
+        # nodes per half rounded up to a multiple of 6: few distinct rules, each at least as fine as asked
+        halves = 6 * np.ceil(self.HALF_WIDTH / (6.0 * step)).astype(np.int64)
+        for k in np.unique(halves):
+            h = self.HALF_WIDTH / k
+            xi = h * np.arange(-k, k + 1, dtype=np.float64)
+            yield halves == k, xi, h * np.exp(-0.5 * xi * xi) / np.sqrt(2.0 * np.pi)
 
     def _save_state(self) -> dict[str, Any]:
         return {"num_points": self.num_points}
@@ -163,21 +193,24 @@ class Bernoulli(Likelihood):
             raise ValueError(f"Bernoulli likelihood needs y in {{0, 1}}; got values such as {bad.tolist()}")
 
     def variational_expectations(self, y, mu, var):
-        r"""(E[log Phi(s f)], dE/dmu, dE/dvar) with s = 2y - 1, by Gauss–Hermite.
+        r"""(E[log Phi(s f)], dE/dmu, dE/dvar) with s = 2y - 1, by the rule of the class docstring.
 
         With :math:`f = \mu + \sqrt v\,\xi`: :math:`dE/d\mu = E[g'(f)]`,
         :math:`dE/dv = E[g'(f)\,\xi] / (2\sqrt v)`, :math:`g = \log\Phi(s f)`."""
         sgn = 2.0 * np.asarray(y, dtype=np.float64) - 1.0
+        mu = np.asarray(mu, dtype=np.float64)
+        var = np.broadcast_to(np.asarray(var, dtype=np.float64), mu.shape)
         sd = np.sqrt(np.maximum(var, 1e-300))
-        f = mu[:, None] + sd[:, None] * self._nodes[None, :]
-        z = sgn[:, None] * f
-        logp = log_ndtr(z)
-        # d/df log Phi(s f) = s phi(z) / Phi(z) = s exp(log phi(z) - log Phi(z))
-        ratio = np.exp(-0.5 * z * z - 0.5 * np.log(2 * np.pi) - logp)
-        g1 = sgn[:, None] * ratio
-        e = logp @ self._weights
-        de_dmu = g1 @ self._weights
-        de_dvar = (g1 * self._nodes[None, :]) @ self._weights / (2.0 * sd)
+        e, de_dmu, de_dvar = np.empty_like(mu), np.empty_like(mu), np.empty_like(mu)
+        for rows, nodes, weights in self._rules(var):
+            f = mu[rows, None] + sd[rows, None] * nodes[None, :]
+            z = sgn[rows, None] * f
+            logp = log_ndtr(z)
+            # d/df log Phi(s f) = s phi(z) / Phi(z) = s exp(log phi(z) - log Phi(z))
+            g1 = sgn[rows, None] * np.exp(-0.5 * z * z - 0.5 * np.log(2 * np.pi) - logp)
+            e[rows] = logp @ weights
+            de_dmu[rows] = g1 @ weights
+            de_dvar[rows] = (g1 * nodes[None, :]) @ weights / (2.0 * sd[rows])
         return e, de_dmu, de_dvar
 
     def predict_y(self, mean: Any, var: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -190,4 +223,4 @@ class Bernoulli(Likelihood):
         return log_ndtr(sgn * np.asarray(mean) / np.sqrt(1.0 + np.asarray(var)))
 
     def __repr__(self) -> str:
-        return f"Bernoulli(num_points={self.num_points})"
+        return "Bernoulli()" if self.num_points is None else f"Bernoulli(num_points={self.num_points})"

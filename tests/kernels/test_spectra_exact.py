@@ -132,3 +132,22 @@ def test_matern_spectra_reuse_their_quadrature_rule_across_lengthscales():
     lengthscale steps do not build a new rule each (that cost 20x per spectrum)."""
     assert sl.kernels.Matern(1.5, 0.3).breakpoints == ()
     assert sl.kernels.Matern(2.5, 1e-3).breakpoints == sl.kernels.Matern(2.5, 0.9e-3).breakpoints != ()
+
+
+@pytest.mark.parametrize("dim", [2, 3, 9, 65])
+def test_squared_exponential_lengthscale_gradient_against_mpmath(dim):
+    """Every level's d lambda / d lengthscale within 1e-12 of mpmath from lengthscale 1e-7 to 1e3: the
+    form -1 + I_{nu+1}/I_nu lost log10(z) digits (3.8 % at 1e-7); 1 - I_{nu+1}/I_nu is now summed
+    without the subtraction (kernels.bessel)."""
+    mp = pytest.importorskip("mpmath")
+    mp.mp.dps = 40
+    a = mp.mpf(dim - 2) / 2
+    for ell in np.geomspace(1e-7, 1e3, 9):
+        grad = sl.kernels.Matern(np.inf, float(ell)).spectrum_gradients(dim, 12)["lengthscale"]
+        z = 1 / mp.mpf(float(ell)) ** 2
+        for n in range(13):
+            ratio = mp.besseli(n + a + 1, z) / mp.besseli(n + a, z)
+            lam = mp.e ** (-z) * mp.gamma(a + 1) * (2 / z) ** a * mp.besseli(n + a, z)
+            exact = float(lam * (n / z - 1 + ratio) * (-2 * z / mp.mpf(float(ell))))
+            if lam > mp.mpf(10) ** -290:  # levels below the smallest float are 0 in both
+                assert abs(grad[n] - exact) <= 1e-12 * abs(exact), (ell, n, grad[n], exact)

@@ -3,12 +3,14 @@ r"""The Euclidean Matérn kernels restricted to the sphere (chordal distance), n
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
 from .._validation import Hyper, check_length
+from .bessel import ive_large, ratio_complement
 from .matern_jit import NU_CODES
 from .quadrature import QuadratureSpectrum
 
@@ -27,14 +29,17 @@ def _check_nu(nu: Any, name: str = "nu") -> float:
     return v
 
 
-def _taylor(prefactor: tuple[float, ...], terms: int = 40) -> np.ndarray:
-    """Taylor coefficients c_0..c_{terms-1} of p(a) e^{-a}, p a Matern polynomial prefactor."""
-    return np.array([sum(p * (-1.0) ** (k - i) / math.factorial(k - i) for i, p in enumerate(prefactor) if i <= k)
-                     for k in range(terms)])
+def _taylor(prefactor: tuple[Fraction, ...], terms: int = 40) -> np.ndarray:
+    """Taylor coefficients c_0..c_{terms-1} of p(a) e^{-a}, p a Matern polynomial prefactor, summed in
+    exact rationals: in floats the Matern-5/2 c_3 (= 1/2 - 1/6 - 1/3 = 0) came out 5.6e-17, a false
+    a^3 term that swamped the true a^5 of level 3 at long lengthscales (6e-9 off at 1e4)."""
+    return np.array([float(sum(p * Fraction((-1) ** (k - i), math.factorial(k - i))
+                               for i, p in enumerate(prefactor) if i <= k)) for k in range(terms)])
 
 
 #: kappa = sum_k c_k a^k: a = sqrt(2 nu) r for nu = 1/2, 3/2, 5/2; a = r and exp(-a^2 / 2) for nu = inf
-_TAYLOR = {0.5: _taylor((1.0,)), 1.5: _taylor((1.0, 1.0)), 2.5: _taylor((1.0, 1.0, 1.0 / 3.0)),
+_TAYLOR = {0.5: _taylor((Fraction(1),)), 1.5: _taylor((Fraction(1), Fraction(1))),
+           2.5: _taylor((Fraction(1), Fraction(1), Fraction(1, 3))),
            np.inf: np.array([(-0.5) ** (k // 2) / math.factorial(k // 2) if k % 2 == 0 else 0.0 for k in range(40)])}
 
 
@@ -247,6 +252,10 @@ def squared_exponential_spectrum(lengthscale: float, dim: int, L: int) -> tuple[
     overflows in any dimension. The series needs about z terms: for a short lengthscale
     (z > 400) the exponentially scaled Bessel function (``scipy.special.ive``) serves instead, its
     power of z in logarithms. A level below the smallest float is 0, never negative.
+
+    The derivative, :math:`d\lambda_n/d\ell = \lambda_n (2/\ell)(z q_\nu - n)` with
+    :math:`q_\nu = 1 - I_{\nu+1}/I_\nu`, takes :math:`z q_\nu` from :func:`.bessel.ratio_complement`:
+    written as :math:`-1 + I_{\nu+1}/I_\nu` it would lose :math:`\log_{10} z` digits.
     """
     from scipy.special import gammaln, ive, logsumexp
 
@@ -254,38 +263,21 @@ def squared_exponential_spectrum(lengthscale: float, dim: int, L: int) -> tuple[
     alpha = 0.5 * (dim - 2)
     if z > 400.0:
         nu = np.arange(L + 1, dtype=np.float64) + alpha
-        bessel = ive if z < 1e8 else _ive_large  # SciPy's ive returns NaN near z = 1e14
-        scaled = bessel(nu, z)
+        scaled = ive(nu, z) if z < 1e8 else ive_large(nu, z)  # SciPy's ive returns NaN near z = 1e14
         with np.errstate(divide="ignore"):
             lam = np.exp(gammaln(alpha + 1.0) + alpha * math.log(2.0 / z) + np.log(scaled))
-        slope = 0.5 * (bessel(nu - 1.0, z) + bessel(nu + 1.0, z)) - scaled  # d ive / dz
-        ratio = np.divide(slope, scaled, out=np.zeros_like(scaled), where=scaled > 0)
-        return _frozen(lam, lam * (ratio - alpha / z) * (-2.0 * z / float(lengthscale)))
-    n = np.arange(L + 1, dtype=np.float64)[:, None]
-    k = np.arange(int(np.ceil(z)) + 60, dtype=np.float64)[None, :]
-    rising = gammaln(n + alpha + 1.0 + k) - gammaln(n + alpha + 1.0)  # log (n + alpha + 1)_k
-    log_terms = 2.0 * k * math.log(0.5 * z) - gammaln(k + 1.0) - rising
-    log_sum = logsumexp(log_terms, axis=1)
-    prefix = -z + n[:, 0] * math.log(0.5 * z) + gammaln(alpha + 1.0) - gammaln(n[:, 0] + alpha + 1.0)
-    lam = np.exp(prefix + log_sum)
-    weights = np.exp(log_terms - log_sum[:, None])
-    dlog_dz = -1.0 + n[:, 0] / z + (weights * (2.0 * k / z)).sum(axis=1)
-    return _frozen(lam, lam * dlog_dz * (-2.0 * z / float(lengthscale)))
+    else:
+        n = np.arange(L + 1, dtype=np.float64)[:, None]
+        k = np.arange(int(np.ceil(z)) + 60, dtype=np.float64)[None, :]
+        rising = gammaln(n + alpha + 1.0 + k) - gammaln(n + alpha + 1.0)  # log (n + alpha + 1)_k
+        log_terms = 2.0 * k * math.log(0.5 * z) - gammaln(k + 1.0) - rising
+        prefix = -z + n[:, 0] * math.log(0.5 * z) + gammaln(alpha + 1.0) - gammaln(n[:, 0] + alpha + 1.0)
+        lam = np.exp(prefix + logsumexp(log_terms, axis=1))
+    slope = ratio_complement(alpha, L, z) - np.arange(L + 1)
+    return _frozen(lam, lam * slope * (2.0 / float(lengthscale)))
 
 
 def _frozen(*arrays):
     for a in arrays:  # cached: shared by every caller
         a.setflags(write=False)
     return arrays
-
-
-def _ive_large(nu: np.ndarray, z: float, terms: int = 8) -> np.ndarray:
-    r""":math:`e^{-z}I_\nu(z)` for :math:`z \ge 10^8` by its asymptotic series
-    :math:`(2\pi z)^{-1/2}\sum_k (-1)^k \prod_{j \le k}(4\nu^2 - (2j-1)^2) / (k!\,(8z)^k)`
-    (Abramowitz & Stegun 9.7.1): each term is at most :math:`4\nu^2/8z` times the last."""
-    mu = 4.0 * np.asarray(nu, dtype=np.float64) ** 2
-    term, total = np.ones_like(mu), np.ones_like(mu)
-    for k in range(1, terms):
-        term = -term * (mu - (2 * k - 1) ** 2) / (k * 8.0 * z)
-        total = total + term
-    return total / math.sqrt(2.0 * math.pi * z)
