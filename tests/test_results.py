@@ -104,21 +104,71 @@ def test_each_figure_is_drawn_from_its_claims_newest_log_entry():
     assert "frontier" in figures and "figures/frontier.svg" in record.render()
 
 
+def _frontier_runs():
+    return [e for e in record.entries() if e["claim"] == "frontier"]
+
+
 def test_the_frontier_figure_reads_every_contender_of_the_log_and_fits_the_screen(tmp_path, monkeypatch):
     import figures  # on the path through record.py
 
-    body = record.current()["frontier"]["body"]
-    panels = figures.frontier_curves(body)
+    runs = _frontier_runs()
+    panels = figures.frontier_curves(runs)
     row = re.compile(r"\| [\w ()]+ \| .* \| [-0-9.]+ \|")
-    rows = [line for line in body.split("\n") if line.startswith("| ") and row.match(line)]
-    sampled = {line.split("|")[1].strip() for line in rows if re.fullmatch(r" [-0-9.]+ ", line.split("|")[3])}
-    assert set().union(*(set(c) for c in panels.values())) == sampled  # every contender drawn, none made up
-    for curves in panels.values():
+    for name, (title, curves) in panels.items():
+        # the panel's split as its runs logged it: every contender drawn, none made up
+        sampled = set()
+        for e in runs:
+            if f"### {title}:" in e["body"]:
+                block = e["body"].split(f"### {title}:")[1].split("\n### ")[0]
+                rows = [line for line in block.split("\n") if line.startswith("| ") and row.match(line)]
+                sampled |= {line.split("|")[1].strip() for line in rows
+                            if re.fullmatch(r" [-0-9.]+ ", line.split("|")[3])}
+        assert set(curves) == sampled, name
+        split_counts = [len(c[1]) for c in figures.frontier_runs(runs)[name].values()]
+        assert len(curves) == max(split_counts)  # the split with the most contenders
         for points in curves.values():
             assert np.array(points).shape[1:] == (2,) and np.isfinite(np.array(points)).all()
     monkeypatch.setattr(figures, "FIGURE_DIR", tmp_path)
-    entry = {**record.current()["frontier"], "file": "test.md"}
-    path = figures.draw("frontier", entry)
+    path = figures.draw("frontier", [*runs[:-1], {**runs[-1], "file": "test.md"}])
     width = float(re.search(r'width="([\d.]+)pt"', path.read_text()).group(1))
     assert width <= 10 * 72  # 10 inches: 960 px, inside a notebook's output area at 1 280 px
     assert figures.drawn_from("frontier") == "drawn from benchmarks/log/test.md"
+
+
+def test_the_frontier_spread_is_computed_from_each_splits_newest_run():
+    import summaries
+
+    def run(file, split, rows):
+        table = "\n".join(f"| {label} | s | {t} | {nlpd} | 1.0 |" for label, t, nlpd in rows)
+        return {"file": file, "claim": "frontier", "body": f"### power, split {split}: N = 1\n\n"
+                "| contender | setting | fit s | test NLPD | test RMSE |\n| --- | --- | --- | --- | --- |\n" + table}
+
+    old = run("a.md", 0, [("GPflow SGPR", 10.0, 0.0), ("spherelab x", 1.0, 9.0), ("spherelab y", 2.0, 0.3)])
+    runs = [old,
+            run("b.md", 0, [("GPflow SGPR", 10.0, 0.5), ("GPflow SGPR", 100.0, 0.2), ("spherelab x", 5.0, 0.1)]),
+            run("c.md", 1, [("GPflow SGPR", 50.0, 0.4), ("spherelab x", 40.0, 0.6)])]
+    text = summaries.frontier_spread(runs)
+    assert "`a.md`, `b.md`, `c.md`" in text  # y's curve on split 0 is still a.md's
+    line = next(x for x in text.split("\n") if x.startswith("| spherelab x"))
+    # split 0: b.md's curve replaced a.md's, 0.1 reached at 5 s of SGPR's 100 s; split 1: never
+    assert line == "| spherelab x | 0.1000 (0.05) | 0.6000 (-) | 0.3500 (0.3536) | 1 of 2 | 0.05 |"
+    line = next(x for x in text.split("\n") if x.startswith("| spherelab y"))
+    assert line == "| spherelab y | 0.3000 (-) |  | 0.3000 (-) | 0 of 1 | - |"  # against b.md's SGPR (0.2)
+    assert "#### Every split" in record.render() and "splits reached" in record.render()
+
+
+def test_results_speak_to_readers():
+    """No development words, machine paths or captured warnings: papers by their authors, the
+    warnings a run printed counted and left in the log."""
+    text = (ROOT / "benchmarks" / "RESULTS.md").read_text(encoding="utf-8")
+    for pattern in (r"(?i)\bseed 00\d", r"(?i)\bissue \d", r"(?i)\bsession\b", r"(?<![\w.])/(work|tmp|home)/",
+                    r"\.py:\d+: \w*Warning:"):
+        assert not re.search(pattern, text), pattern
+
+
+def test_for_readers_rejoins_a_table_a_warning_split():
+    body = ("| a | b |\n| --- | --- |\n| 1 | 2 |\n```\n/work/main/lab/x.py:3: RuntimeWarning: careful\n"
+            "  source line\n```\n| 3 | 4 |\n```\nspherelab from /tmp/bench/old/lab/spherelab\n```\nseed 001's table")
+    out = record.for_readers(body)
+    assert "| 1 | 2 |\n| 3 | 4 |" in out and "Warning" not in out and "(1 warning the run printed: in the log.)" in out
+    assert "spherelab from old/lab/spherelab" in out and "Dutordoir et al.'s table" in out

@@ -1,7 +1,7 @@
 """Figures drawn from the benchmark log, never from retyped numbers.
 
-A claim with a figure (:data:`FIGURES`) has it drawn from the tables of its newest log entry into
-``benchmarks/figures/CLAIM.svg``; the SVG's description names that entry, so
+A claim with a figure (:data:`FIGURES`) has it drawn from the tables of its log entries into
+``benchmarks/figures/CLAIM.svg``; the SVG's description names the newest entry, so
 ``record.py render --check`` can tell a figure that lags behind its log.
 
     python benchmarks/tools/figures.py            # redraw every figure from the current log
@@ -16,7 +16,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 FIGURE_DIR = HERE.parent / "figures"
 
-#: the claims drawn as a figure, and how: claim -> function(entry body) -> matplotlib Figure
+#: the claims drawn as a figure, and how: claim -> function(the claim's log entries, oldest first)
+#: -> matplotlib Figure
 FIGURES: dict = {}
 
 
@@ -42,30 +43,49 @@ def tables(body: str) -> dict[str, list[list[str]]]:
     return {h: rows[1:] for h, rows in out.items() if rows}
 
 
-def frontier_curves(body: str) -> dict[str, dict[str, list[tuple[float, float]]]]:
-    """Per set, its first split's curves (a panel per set): per contender, its (seconds, test NLPD)
-    samples."""
+def frontier_runs(entries: list[dict]) -> dict[str, dict[int, tuple[tuple[str, ...], dict]]]:
+    """Per set and split, each contender's newest curve: ``{set: {split: (log files, {contender: [(s,
+    NLPD, RMSE), ...]})}}``. A later run of a contender on a (set, split) replaces its earlier curve
+    whole; the contenders it did not run keep theirs (the files say which runs contributed)."""
     out: dict = {}
-    for heading, rows in tables(body).items():
-        if not re.match(r"\w+, split \d+:", heading):
-            continue
-        curves: dict[str, list[tuple[float, float]]] = {}
-        for row in rows:
-            if len(row) == 5 and re.fullmatch(r"[-0-9.]+", row[2]):
-                curves.setdefault(row[0], []).append((float(row[2]), float(row[3])))
-        out.setdefault(heading.split(",")[0], (heading.split(":")[0], curves))
-    return dict(out.values())
+    for entry in entries:
+        for heading, rows in tables(entry["body"]).items():
+            match = re.match(r"(\w+), split (\d+):", heading)
+            if not match:
+                continue
+            curves: dict = {}
+            for row in rows:
+                if len(row) == 5 and all(re.fullmatch(r"-?[0-9.]+", c) for c in row[2:]):
+                    curves.setdefault(row[0], []).append(tuple(float(c) for c in row[2:]))
+            if curves:
+                split = out.setdefault(match.group(1), {}).setdefault(int(match.group(2)), ({}, {}))
+                for label, curve in curves.items():
+                    split[0][label] = entry["file"]
+                    split[1][label] = curve
+    return {name: {s: (tuple(sorted(set(files.values()))), curves) for s, (files, curves) in splits.items()}
+            for name, splits in out.items()}
 
 
-def frontier_figure(body: str):
-    """One panel per set and split: each contender's test NLPD against its fit's seconds (log
+def frontier_curves(entries: list[dict]) -> dict[str, tuple[str, dict[str, list[tuple[float, float]]]]]:
+    """A panel per set: the split whose newest run has the most contenders (the lowest split on a
+    tie), as ``{set: ("set, split s", {contender: [(seconds, test NLPD), ...]})}``."""
+    out = {}
+    for name, splits in frontier_runs(entries).items():
+        split = min(splits, key=lambda s: (-len(splits[s][1]), s))
+        curves = {label: [(t, nlpd) for t, nlpd, _ in c] for label, c in splits[split][1].items()}
+        out[name] = (f"{name}, split {split}", curves)
+    return out
+
+
+def frontier_figure(entries: list[dict]):
+    """One panel per set (:func:`frontier_curves`): each contender's test NLPD against its fit's seconds (log
     scale), GPflow SGPR's final NLPD dashed. VISH's points are separate fits, one per degree."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = frontier_curves(body)
+    panels = dict(frontier_curves(entries).values())
     cols = min(2, len(panels))
     rows = -(-len(panels) // cols)
     # 10 inches wide at most: 960 px, inside a notebook's output area on a 1 280-px screen
@@ -103,9 +123,11 @@ def frontier_figure(body: str):
 FIGURES["frontier"] = frontier_figure
 
 
-def draw(claim: str, entry: dict) -> Path:
-    """Draw ``claim``'s figure from its log ``entry`` into ``benchmarks/figures/CLAIM.svg``."""
-    fig = FIGURES[claim](entry["body"])
+def draw(claim: str, runs: list[dict]) -> Path:
+    """Draw ``claim``'s figure from its log entries ``runs`` (oldest first; the description names
+    the newest) into ``benchmarks/figures/CLAIM.svg``."""
+    entry = runs[-1]
+    fig = FIGURES[claim](runs)
     FIGURE_DIR.mkdir(exist_ok=True)
     target = FIGURE_DIR / f"{claim}.svg"
     fig.savefig(target, format="svg", metadata={"Date": None, "Description": source_tag(entry)})
@@ -123,12 +145,13 @@ def drawn_from(claim: str) -> str | None:
 
 def main() -> int:
     sys.path.insert(0, str(HERE))
-    from record import current
+    from record import entries
 
-    latest = current()
+    every = entries()
     for claim in FIGURES:
-        if claim in latest:
-            print(f"wrote {draw(claim, latest[claim]).relative_to(HERE.parents[1])}")
+        runs = [e for e in every if e["claim"] == claim]
+        if runs:
+            print(f"wrote {draw(claim, runs).relative_to(HERE.parents[1])}")
     return 0
 
 

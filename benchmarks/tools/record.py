@@ -23,6 +23,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from figures import FIGURES, draw, drawn_from, source_tag  # noqa: E402
+from summaries import SUMMARIES  # noqa: E402
 
 BENCHMARKS = HERE.parent
 LOG = BENCHMARKS / "log"
@@ -146,7 +147,49 @@ def _under_claim(body: str) -> str:
     return "\n".join(out)
 
 
+#: the source papers by their authors (``../shared/seeds``: the files are numbered 000-004)
+PAPERS = {"000": "Dutordoir's PhD report", "001": "Dutordoir et al. (2020)", "002": "Sun et al. (2021)",
+          "003": "Tiao's thesis", "004": "Eleftheriadis et al."}
+OWNERS = {"000": "Dutordoir's", "001": "Dutordoir et al.'s", "002": "Sun et al.'s", "003": "Tiao's",
+          "004": "Eleftheriadis et al.'s"}
+#: a Python warning as a run prints it: "path.py:LINE: SomeWarning: text", then the source line indented
+_WARNING = re.compile(r"^\S+\.py:\d+: \w*Warning: ")
+
+
+def for_readers(text: str) -> str:
+    """A log entry as RESULTS shows it: the papers cited by their authors, not by file number; paths
+    of the machine that ran it cut to the repository's (``/work/main/lab/x`` -> ``main/lab/x``); the
+    warnings a run printed left out (they stay in the log; a line says how many), and a fence they
+    alone filled removed, so that a table they split is one table again."""
+    text = re.sub(r"\b[Ss]eed (00\d)'s\b", lambda m: OWNERS[m.group(1)], text)
+    text = re.sub(r"\b[Ss]eed (00\d)\b", lambda m: PAPERS[m.group(1)], text)
+    text = re.sub(r"(?<![\w.])/(?:[\w.-]+/)*?([\w.-]+/)(?=(?:lab|benchmarks|\.venv)/)", r"\1", text)
+    out, block, opener, dropped, source_next = [], [], None, 0, False
+    for line in text.split("\n"):
+        if line.startswith("```"):
+            if opener is None:
+                opener = line
+            else:  # the block ends: kept unless only warnings filled it
+                if any(x.strip() for x in block):
+                    out += [opener, *block, line]
+                block, opener = [], None
+            continue
+        if opener is None:
+            out.append(line)
+        elif _WARNING.match(line):
+            dropped, source_next = dropped + 1, True
+        elif source_next and line.startswith("  "):
+            source_next = False  # the warning's source line
+        else:
+            source_next = False
+            block.append(line)
+    if dropped:
+        out += ["", f"({dropped} warning{'s' if dropped > 1 else ''} the run printed: in the log.)"]
+    return "\n".join(out)
+
+
 def render() -> str:
+    every = entries()
     latest = current()
     lines = ["# Results", "",
              "The current figure for each claim the project makes: the newest recorded run, with the command",
@@ -162,8 +205,12 @@ def render() -> str:
             group = claim_group
             lines += [f"## {group}", ""]
         e = latest[claim]
-        lines += [f"### {what}", "", f"*{e['title']}* — `{e['command']}` · {e['date']} · {e['machine']} "
-                  f"· log: `benchmarks/log/{e['file']}`", "", _under_claim(e["body"]), ""]
+        lines += [f"### {what}", "", for_readers(f"*{e['title']}* — `{e['command']}` · {e['date']} · "
+                                                 f"{e['machine']} · log: `benchmarks/log/{e['file']}`"),
+                  "", _under_claim(for_readers(e["body"])), ""]
+        if claim in SUMMARIES:
+            lines += ["#### Every split, from all runs of this claim", "",
+                      SUMMARIES[claim]([x for x in every if x["claim"] == claim]), ""]
         if claim in FIGURES:
             lines += [f"![{what}: drawn from the tables above](figures/{claim}.svg)", ""]
     missing = [c for c in CLAIMS if c not in latest]
@@ -216,7 +263,8 @@ def main() -> int:
         target = add(args.claim, args.log, args.title, args.command, args.note, args.machine, args.date)
         print(f"logged {target.relative_to(BENCHMARKS.parent)}")
         if args.claim in FIGURES:
-            print(f"drew {draw(args.claim, current()[args.claim]).relative_to(BENCHMARKS.parent)}")
+            runs = [e for e in entries() if e["claim"] == args.claim]
+            print(f"drew {draw(args.claim, runs).relative_to(BENCHMARKS.parent)}")
     text = render()
     if getattr(args, "check", False):
         if RESULTS.read_text(encoding="utf-8") != text:

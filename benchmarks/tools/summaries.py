@@ -1,0 +1,67 @@
+"""Tables derived from every run of a claim, never from retyped numbers.
+
+A claim measured one piece at a time (a set and a split per run, say) has, besides its newest run,
+a summary over all its runs: :data:`SUMMARIES` maps the claim to a function of its log entries
+(oldest first) that returns Markdown. ``record.py render`` puts it under the newest run, so
+``render --check`` fails when a new run is logged and RESULTS is not regenerated.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from figures import frontier_runs
+
+#: claim -> function(list of log entries, oldest first) -> Markdown
+SUMMARIES: dict = {}
+
+
+def _reach(curve: list, target: float) -> float | None:
+    return next((t for t, nlpd, _ in curve if nlpd <= target), None)
+
+
+def frontier_spread(entries: list[dict]) -> str:
+    """Per set, over its splits: each contender's test NLPD at the end of its budget (mean and
+    standard deviation), and the seconds it took to reach GPflow SGPR's final NLPD on that split as
+    a fraction of SGPR's own time (the target is 0.1 or less)."""
+    lines = []
+    for name, splits in frontier_runs(entries).items():
+        order = sorted(splits)
+        labels = list(dict.fromkeys(label for s in order for label in splits[s][1]))
+        sources = sorted({f for s in order for f in splits[s][0]})
+        lines += [f"##### {name}: splits {', '.join(map(str, order))} (each contender's newest run: "
+                  + ", ".join(f"`{f}`" for f in sources) + ")", "",
+                  "Each cell: the contender's test NLPD at the end of its budget; in brackets, the seconds "
+                  "it took to reach GPflow SGPR's final NLPD on that split over SGPR's own seconds "
+                  "('-': never reached; blank: not run on that split).", "",
+                  "| contender | " + " | ".join(f"split {s}" for s in order)
+                  + " | mean NLPD (sd) | splits reached | median time fraction |",
+                  "| --- |" + " --- |" * (len(order) + 3)]
+        for label in labels:
+            cells, finals, fractions = [], [], []
+            for s in order:
+                curves = splits[s][1]
+                if label not in curves:
+                    cells.append("")
+                    continue
+                final = curves[label][-1][1]
+                finals.append(final)
+                ref = curves.get("GPflow SGPR")
+                if ref is None:
+                    cells.append(f"{final:.4f}")
+                    continue
+                t = _reach(curves[label], ref[-1][1])
+                fraction = None if t is None else t / ref[-1][0]
+                if fraction is not None:
+                    fractions.append(fraction)
+                cells.append(f"{final:.4f} ({'-' if fraction is None else f'{fraction:.2f}'})")
+            sd = f"{statistics.stdev(finals):.4f}" if len(finals) > 1 else "-"
+            median = f"{statistics.median(fractions):.2f}" if fractions else "-"
+            runs_with_ref = sum(label in splits[s][1] and "GPflow SGPR" in splits[s][1] for s in order)
+            lines.append(f"| {label} | " + " | ".join(cells)
+                         + f" | {statistics.fmean(finals):.4f} ({sd}) | {len(fractions)} of {runs_with_ref} | {median} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+SUMMARIES["frontier"] = frontier_spread
