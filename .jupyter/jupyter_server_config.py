@@ -36,5 +36,19 @@ def _strip(notebook):
         cell["metadata"] = {k: v for k, v in cell.get("metadata", {}).items() if k == "tags"}
 
 
+def _stripping_manager():
+    """The server's default contents manager with :func:`strip_outputs` registered once at
+    construction (the ``pre_save_hook`` trait is validated each time the config is applied, and its
+    second application printed "Overriding existing pre_save_hook")."""
+    from jupyter_server.services.contents.largefilemanager import AsyncLargeFileManager
+
+    class StrippingContentsManager(AsyncLargeFileManager):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.register_pre_save_hook(strip_outputs)
+
+    return StrippingContentsManager
+
+
 c = get_config()  # noqa: F821 -- defined by the config loader
-c.ContentsManager.pre_save_hook = strip_outputs
+c.ServerApp.contents_manager_class = _stripping_manager()

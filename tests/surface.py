@@ -158,7 +158,8 @@ CALLS = [
     Call("Erf", lambda scale: A.Erf(scale).shape(T), {"scale": C("positive", 1.0)}),
     Call("Gaussian", lambda variance, floor: Gaussian(variance, floor),
          {"variance": C("positive", 0.1), "floor": C("nonneg", 1e-6, optional=True)}),
-    Call("Bernoulli", lambda num_points: Bernoulli(num_points), {"num_points": C("count", 20, 1, size=True)}),
+    Call("Bernoulli", lambda num_points: Bernoulli(num_points),
+         {"num_points": C("count", 20, 1, size=True, optional=True)}),
     Call("Reflection", lambda dim, groups, basis: sl.groups.Reflection(dim, groups, basis),
          {"dim": C("count", 3, 1), "groups": C("custom", None, bad=("x", [[0, 5]], [[0], [0]], [["a"]], [[1.5]], 5)),
           "basis": C("custom", None, bad=(np.ones((3, 3)), "x", np.eye(2), np.full((3, 3), np.nan)))}),
@@ -184,18 +185,20 @@ CALLS = [
           "likelihood": C("object", Gaussian(0.1), optional=True, words=("likelihood",)),
           "chunk_size": C("count", 64, 1, optional=True), "prior": C("choice", "kernel"),
           "gram_dtype": C("choice", "float64")}),
-    Call("VISH.fit", lambda X, y, optimize, train_lift, lift_subsample, lift_maxiter, maxiter, seed, lift_ftol:
+    Call("VISH.fit", lambda X, y, optimize, train_lift, lift_subsample, lift_maxiter, maxiter, seed, lift_ftol,
+         progress:
          _vish().fit(X, y, optimize=optimize, train_lift=train_lift, lift_subsample=lift_subsample,
-                     lift_maxiter=lift_maxiter, maxiter=maxiter, seed=seed, lift_ftol=lift_ftol),
+                     lift_maxiter=lift_maxiter, maxiter=maxiter, seed=seed, lift_ftol=lift_ftol, progress=progress),
          {"X": C("array", X), "y": C("array", Y), "optimize": C("flag", True), "train_lift": C("flag", True),
           "lift_subsample": C("count", 30, 1), "lift_maxiter": C("count", 2, 0), "maxiter": C("count", 2, 0),
-          "seed": C("seed", 0), "lift_ftol": C("nonneg", 1e-4)}),
-    Call("VISH.fit_svi", lambda X, y, batch_size, iterations, lr, gamma, seed, train_directions:
+          "seed": C("seed", 0), "lift_ftol": C("nonneg", 1e-4), "progress": C("flag", False, optional=True)}),
+    Call("VISH.fit_svi", lambda X, y, batch_size, iterations, lr, gamma, seed, train_directions, progress:
          sl.VISH(K.Matern(1.5), 2, Bernoulli()).fit_svi(X, y, batch_size=batch_size, iterations=iterations, lr=lr,
-                                                         gamma=gamma, seed=seed, train_directions=train_directions),
+                                                         gamma=gamma, seed=seed, train_directions=train_directions,
+                                                         progress=progress),
          {"X": C("array", X), "y": C("array", (Y > 0).astype(float)), "batch_size": C("count", 16, 1),
           "iterations": C("count", 2, 0), "lr": C("positive", 0.01), "gamma": C("positive", 0.1),
-          "seed": C("seed", 0), "train_directions": C("flag", True)}),
+          "seed": C("seed", 0), "train_directions": C("flag", True), "progress": C("flag", False, optional=True)}),
     Call("OrthogonalSVGP", lambda kernel, features, num_orthogonal, likelihood, orthogonal_inputs, whiten, jitter,
          sufficient_statistics:
          sl.OrthogonalSVGP(kernel, features, num_orthogonal, likelihood, orthogonal_inputs=orthogonal_inputs,
@@ -215,12 +218,12 @@ CALLS = [
          sl.features.greedy_variance(kernel, X, count, features, jitter=jitter),
          {"kernel": C("object", K.Matern(1.5), words=("kernel",)), "X": C("array", X), "count": C("count", 3, 0),
           "features": C("object", None, optional=True, words=("features",)), "jitter": C("nonneg", 1e-6)}),
-    Call("OrthogonalSVGP.fit", lambda X, y, optimize, maxiter, seed, init_q, collapsed, max_time:
+    Call("OrthogonalSVGP.fit", lambda X, y, optimize, maxiter, seed, init_q, collapsed, max_time, progress:
          _orth().fit(X, y, optimize=optimize, maxiter=maxiter, seed=seed, init_q=init_q, collapsed=collapsed,
-                     max_time=max_time),
+                     max_time=max_time, progress=progress),
          {"X": C("array", X), "y": C("array", Y), "optimize": C("flag", True), "maxiter": C("count", 2, 0),
           "seed": C("seed", 0), "init_q": C("choice", "optimal"), "collapsed": C("flag", True, optional=True),
-          "max_time": C("positive", 60.0, optional=True)}),
+          "max_time": C("positive", 60.0, optional=True), "progress": C("flag", False, optional=True)}),
     Call("fit_hybrid", lambda kernel, X, y, degree, num_orthogonal, time_budget, likelihood, maxiter,
          max_orthogonal, seed:
          sl.models.fit_hybrid(kernel, X, y, degree=degree, num_orthogonal=num_orthogonal, time_budget=time_budget,
@@ -232,10 +235,12 @@ CALLS = [
           "likelihood": C("object", Gaussian(0.1), optional=True, words=("likelihood",)),
           "maxiter": C("count", 2, 1), "max_orthogonal": C("count", 50, 1),
           "seed": C("seed", 0)}),
-    Call("OrthogonalSVGP.fit_svi", lambda X, y, batch_size, iterations, lr, seed, init_q:
-         _orth().fit_svi(X, y, batch_size=batch_size, iterations=iterations, lr=lr, seed=seed, init_q=init_q),
+    Call("OrthogonalSVGP.fit_svi", lambda X, y, batch_size, iterations, lr, seed, init_q, progress:
+         _orth().fit_svi(X, y, batch_size=batch_size, iterations=iterations, lr=lr, seed=seed, init_q=init_q,
+                         progress=progress),
          {"X": C("array", X), "y": C("array", Y), "batch_size": C("count", 16, 1), "iterations": C("count", 2, 0),
-          "lr": C("positive", 0.01), "seed": C("seed", 0), "init_q": C("choice", "optimal")}),
+          "lr": C("positive", 0.01), "seed": C("seed", 0), "init_q": C("choice", "optimal"),
+          "progress": C("flag", False, optional=True)}),
     Call("HarmonicSVGP", lambda kernel, group, num_inducing_per_block, likelihood, jitter:
          sl.HarmonicSVGP(kernel, group, num_inducing_per_block, likelihood, jitter=jitter),
          {"kernel": C("object", K.Matern(2.5), words=("kernel",)),

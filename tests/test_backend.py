@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import types
+import warnings
 
 import numpy as np
 import pytest
@@ -104,7 +106,7 @@ def test_gpu_device_resolves_only_with_a_complete_table(monkeypatch):
         backend.resolve("gpu")
 
 
-def test_gpu_device_without_a_gpu_says_why(monkeypatch, fresh_probe):
+def test_gpu_device_without_a_gpu_says_why(monkeypatch, fresh_probe, caplog):
     monkeypatch.setitem(sys.modules, "cupy", None)
     with pytest.raises(RuntimeError, match='device="gpu" is not available: no usable GPU'):
         backend.resolve("gpu")
@@ -113,8 +115,12 @@ def test_gpu_device_without_a_gpu_says_why(monkeypatch, fresh_probe):
 
         sl.VISH(sl.kernels.Matern(1.5, 1.0), 3, device="gpu")
     monkeypatch.setattr(backend.ops, "_warned", set())
-    with pytest.warns(RuntimeWarning, match='device="auto" runs on the CPU'):
+    with warnings.catch_warnings(), caplog.at_level(logging.INFO, logger="spherelab"):
+        warnings.simplefilter("error")  # the choice is a log line, not a warning a user did not cause
         assert backend.resolve("auto").device == "cpu"
+        assert backend.resolve("auto").device == "cpu"
+    said = [r.getMessage() for r in caplog.records if 'device="auto" runs on the CPU' in r.getMessage()]
+    assert len(said) == 1 and "no usable GPU" in said[0]  # once per process and reason
     with pytest.raises(ValueError, match="device must be"):
         backend.resolve("tpu")
 

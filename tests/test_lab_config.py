@@ -97,3 +97,26 @@ def test_a_run_notebook_saved_as_text_saves_as_committed(server, path):
     with urllib.request.urlopen(request, timeout=30) as response:
         assert response.status in (200, 201)
     assert (root / path.name).read_bytes() == path.read_bytes()
+
+
+def test_the_server_starts_without_a_word_about_the_hook(server, tmp_path):
+    """The hook is registered once, by the lab's contents manager: setting the ``pre_save_hook``
+    trait printed "Overriding existing pre_save_hook" at every ``make lab``."""
+    port, env = _free_port(), {**os.environ, "JUPYTER_CONFIG_PATH": str(ROOT / ".jupyter"),
+                               "JUPYTER_RUNTIME_DIR": str(tmp_path / ".runtime")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jupyter_server", f"--ServerApp.root_dir={tmp_path}", f"--ServerApp.port={port}",
+         "--ServerApp.ip=127.0.0.1", "--IdentityProvider.token=t", "--ServerApp.open_browser=False", "--allow-root"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    started = False
+    for _ in range(300):
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/api/status?token=t", timeout=1)
+            started = True
+            break
+        except OSError:
+            time.sleep(0.1)
+    proc.terminate()
+    err = proc.communicate(timeout=20)[1].decode()
+    assert started, err[-2000:]
+    assert "Overriding" not in err and "Warning" not in err, err[-2000:]

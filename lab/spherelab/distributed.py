@@ -27,10 +27,12 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ._listing import own_names
 from ._validation import check_data, match_targets
 
 __all__ = ["is_dask", "prepare", "subsample_rows", "take_rows", "block_statistics", "block_sum", "without_data",
            "predict_blocks", "lazy_rows"]
+__dir__ = own_names(__name__)  # dir() and tab completion: the names above, not the imports
 
 
 def is_dask(x: Any) -> bool:

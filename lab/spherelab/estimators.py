@@ -20,12 +20,14 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import kernels as K
+from ._listing import own_names
 from .concurrency import critical, enter_region, leave_region
 from .features import InducingPoints
 from .likelihoods import Bernoulli, Gaussian
 from .models import VISH, OrthogonalSVGP, fit_hybrid
 
 __all__ = ["VISHRegressor", "HybridRegressor", "VISHClassifier", "OrthogonalRegressor"]
+__dir__ = own_names(__name__)  # dir() and tab completion: the names above, not the imports
 
 
 def _kernel(kernel: Any):

@@ -29,12 +29,14 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ._listing import own_names
 from ._state import Saveable
 from ._validation import check_finite_array, check_int
 from .backend.ops import Operations
 from .kernels import Parity, ZonalKernel
 
 __all__ = ["Group", "Reflection", "Rotation", "Product", "Antipodal", "HarmonicComponent", "harmonic_decomposition"]
+__dir__ = own_names(__name__)  # dir() and tab completion: the names above, not the imports
 
 
 class Group(Saveable):

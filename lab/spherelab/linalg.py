@@ -13,6 +13,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.linalg import blas, cho_solve, cholesky, lapack, solve_triangular
 
+from ._listing import own_names
+
 __all__ = [
     "NumericalFailure",
     "JITTERS",
@@ -27,6 +29,7 @@ __all__ = [
     "inverse_factor",
     "forward_solve",
 ]
+__dir__ = own_names(__name__)  # dir() and tab completion: the names above, not the imports
 
 
 class NumericalFailure(np.linalg.LinAlgError):

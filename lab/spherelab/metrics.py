@@ -7,9 +7,11 @@ from typing import Any
 
 import numpy as np
 
+from ._listing import own_names
 from ._validation import check_finite_array
 
 __all__ = ["rmse", "nlpd", "roc_auc"]
+__dir__ = own_names(__name__)  # dir() and tab completion: the names above, not the imports
 
 
 def _pair(y: Any, mean: Any, name: str = "mean") -> tuple[np.ndarray, np.ndarray]:

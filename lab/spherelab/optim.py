@@ -15,18 +15,23 @@ from typing import Any, Callable
 import numpy as np
 from scipy.optimize import OptimizeResult, minimize
 
+from ._listing import own_names
+
 __all__ = ["Adam", "minimize_lbfgsb", "natural_step"]
+__dir__ = own_names(__name__)  # dir() and tab completion: the names above, not the imports
 
 
 def minimize_lbfgsb(fun: Callable, x0: np.ndarray, maxiter: int, args: tuple = (),
                     ftol: float | None = None, max_time: float | None = None,
-                    callback: Callable[[np.ndarray], Any] | None = None) -> OptimizeResult:
+                    callback: Callable[[np.ndarray], Any] | None = None,
+                    progress: Callable[[float], Any] | None = None) -> OptimizeResult:
     """Minimise ``fun(x, *args) -> (value, gradient)`` by L-BFGS-B from ``x0`` for at most
     ``maxiter`` iterations (SciPy's result: ``x``, ``fun``, ``nit``, ``message``, ...); ``ftol``:
     stop when an iteration improves the objective by less than this fraction of its size
     (SciPy's default 2.2e-9 when None); ``max_time``: stop at the first iterate reached after this
     many seconds; ``callback(x)``: called with a copy of each iterate, a true return stops there.
-    Either stop gives ``status`` 99 and a message that says which."""
+    Either stop gives ``status`` 99 and a message that says which. ``progress(value)``: told each
+    iterate's objective (a :class:`~spherelab.progress.FitProgress` shows it)."""
     options = {"maxiter": int(maxiter)}
     if ftol is not None:
         options["ftol"] = float(ftol)
@@ -34,6 +39,8 @@ def minimize_lbfgsb(fun: Callable, x0: np.ndarray, maxiter: int, args: tuple = (
     stopped: list[str] = []
 
     def each(intermediate_result):
+        if progress is not None:
+            progress(float(intermediate_result.fun))
         if callback is not None and callback(np.array(intermediate_result.x)):
             stopped.append("stopped by the callback")
         elif deadline is not None and time.perf_counter() > deadline:
@@ -41,7 +48,7 @@ def minimize_lbfgsb(fun: Callable, x0: np.ndarray, maxiter: int, args: tuple = (
         if stopped:
             raise StopIteration  # SciPy ends the run at this iterate and returns it
 
-    hooked = callback is not None or deadline is not None
+    hooked = callback is not None or deadline is not None or progress is not None
     res = minimize(fun, np.asarray(x0, dtype=np.float64), args=args, jac=True, method="L-BFGS-B",
                    options=options, callback=each if hooked else None)
     if stopped:

@@ -42,9 +42,11 @@ from typing import Any
 
 import numpy as np
 
+from ._listing import own_names
 from ._state import FormatError, Saveable
 
 __all__ = ["save", "load", "FORMAT_VERSION", "FormatError", "REGISTRY"]
+__dir__ = own_names(__name__)  # dir() and tab completion: the names above, not the imports
 
 FORMAT = "spherelab-model"
 FORMAT_VERSION = 2

@@ -50,6 +50,8 @@ from typing import Any, Callable, Iterator
 
 import numba
 
+from ._listing import own_names
+
 try:
     from threadpoolctl import ThreadpoolController
 except ImportError:  # pragma: no cover - threadpoolctl is a dependency
@@ -73,6 +75,7 @@ __all__ = [
     "blas_threads_for",
     "entry_point",
 ]
+__dir__ = own_names(__name__)  # dir() and tab completion: the names above, not the imports
 
 #: Numba kernels use every core from this much work (flops, the caller's estimate): the
 #: harmonics of 660 features at ~3 800 points; measured, see the module docstring

@@ -12,7 +12,10 @@ import os
 from types import SimpleNamespace
 from typing import Any, Iterable
 
+from ._listing import own_names
+
 __all__ = ["BlitManager", "subplots", "figure", "overlapping_text", "notebook_sizes", "interactive"]
+__dir__ = own_names(__name__)  # dir() and tab completion: the names above, not the imports
 
 
 def smoke_run() -> bool:

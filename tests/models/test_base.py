@@ -116,3 +116,14 @@ def test_exact_gp_noise_is_validated_and_refactorises_when_set():
     for a, b in zip(gp.predict_f(X[:4]), fresh.predict_f(X[:4])):
         assert np.array_equal(a, b)
     assert gp.log_marginal_likelihood() == fresh.log_marginal_likelihood()
+
+
+def test_num_inducing_answers_before_fit_or_says_to_fit_first():
+    X = np.zeros((4, 2))
+    assert sl.OrthogonalSVGP(K.Matern(1.5), sl.InducingPoints(X[:3]), 2).num_inducing == 5
+    assert sl.ActivatedSVGP(K.ArcCosine(1), sl.ActivatedFeatures(sl.activations.ReLU(), 2, 3)).num_inducing == 2
+    vish = sl.VISH(K.Matern(1.5), 3)
+    with pytest.raises(RuntimeError, match=r"fit\(X, y\) first"):  # was: 'NoneType' has no attribute
+        vish.num_inducing
+    X, y = sl.datasets.synthetic_regression(50, 2, seed=0)
+    assert vish.fit(X, y, maxiter=3).num_inducing == sl.cumulative_num_harmonics(3, 3)

@@ -35,6 +35,10 @@ __all__ = [
 ]
 
 
+def __dir__() -> list[str]:  # dir() and tab completion: the names above (the table imports nothing of the package)
+    return sorted(__all__)
+
+
 @functools.lru_cache(maxsize=1)
 def _probe() -> tuple[bool, str]:
     """(available, reason): import CuPy and ask the runtime for a device, catching everything

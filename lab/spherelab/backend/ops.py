@@ -18,7 +18,7 @@ for the decoupled models with inducing points, between evaluations
 
 from __future__ import annotations
 
-import warnings
+import logging
 from typing import Callable
 
 __all__ = ["OPERATIONS", "Operations", "register", "set_cuda_loader", "resolve", "as_operations", "implemented",
@@ -155,9 +155,9 @@ def as_operations(ops: "Operations | str") -> Operations:
 def resolve(device: str = "cpu") -> Operations:
     """The operations of ``device``: ``"cpu"``; ``"gpu"`` (a usable GPU and a complete GPU table, or
     a ``RuntimeError`` that says which is missing); ``"auto"`` (the GPU when it is usable and
-    complete, else the CPU — saying why once per process); ``"sim"`` (the CUDA kernels in
-    numba-cuda's simulator on host arrays, the CPU's implementation for operations without a
-    CUDA kernel yet: for tests)."""
+    complete, else the CPU — saying why once per process, an INFO record of the ``spherelab``
+    logger); ``"sim"`` (the CUDA kernels in numba-cuda's simulator on host arrays, the CPU's
+    implementation for operations without a CUDA kernel yet: for tests)."""
     from . import gpu_available, gpu_unavailable_reason
 
     if device not in ("cpu", "gpu", "auto", "sim"):
@@ -184,9 +184,9 @@ def resolve(device: str = "cpu") -> Operations:
             return Operations("gpu", dict(_IMPLEMENTATIONS["gpu"]))
         if device == "gpu":
             raise RuntimeError(f'device="gpu" is not available: {why}')
-        if why not in _warned:
+        if why not in _warned:  # said once per process and reason: a log line, not a warning
             _warned.add(why)
-            warnings.warn(f'device="auto" runs on the CPU: {why}', RuntimeWarning, stacklevel=2)
+            logging.getLogger("spherelab").info('device="auto" runs on the CPU: %s', why)
     implemented("cpu")
     return Operations("cpu", dict(_IMPLEMENTATIONS["cpu"]))
 

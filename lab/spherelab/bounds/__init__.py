@@ -1,6 +1,7 @@
 r"""Evidence lower bounds: value plus :math:`\partial\mathcal L/\partial(\text{matrices}, q)`, no model
 state (GPy's contract), and the one streamed-statistics pass every Gaussian bound is built on."""
 
+from .._listing import own_names
 from .decoupled import (
     TERMS,
     OrthogonalBound,
@@ -60,3 +61,4 @@ __all__ = [
     "block_bound_whitened",
     "kl_whitened",
 ]
+__dir__ = own_names(__name__)  # dir() and tab completion: the names above, not the imports

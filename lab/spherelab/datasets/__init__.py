@@ -14,6 +14,7 @@ Examples
 True
 """
 
+from .._listing import own_names
 from .generators import banana_like, mirror_symmetric, snelson_like, susy_like, synthetic_regression, uci_like
 from .loaders import (
                       UCI_SETS,
@@ -46,3 +47,4 @@ __all__ = [
     "UCI_SHAPES",
     "Standardizer",
 ]
+__dir__ = own_names(__name__)  # dir() and tab completion: the names above, not the imports

@@ -6,10 +6,12 @@ same sources as the CPU's, on CuPy's arrays or, in numba-cuda's simulator, on th
 of :mod:`.transfer`), which the table calls the first time a CUDA device is resolved — importing
 spherelab never imports ``numba.cuda``."""
 
+from .._listing import own_names
 from ..backend import ops
 from . import cpu  # noqa: F401  (registers the CPU implementations)
 
 __all__: list[str] = []
+__dir__ = own_names(__name__)  # dir() and tab completion: the names above, not the imports
 
 
 def _cuda_operations():

@@ -21,6 +21,7 @@ instant) and shows a "computing…" state while a recompute runs. Notebooks call
 * :class:`Precomputer` — the background computation behind the explorers that refit.
 """
 
+from .._listing import own_names
 from .background import Precomputer
 from .decomposition import ComponentSampler, DecompositionExplorer, component_title
 from .depth import DepthExplorer, PhaseViewer
@@ -54,3 +55,4 @@ __all__ = [
     "degree_sweep",
     "plot_sweep",
 ]
+__dir__ = own_names(__name__)  # dir() and tab completion: the names above, not the imports

@@ -2,6 +2,7 @@ r"""Inducing features: one protocol (:class:`Features`: :math:`K_{uu}` (M, M), :
 (M, N), their gradients, parameter access) and its implementations — spherical harmonics,
 phase-truncated harmonics (Eleftheriadis et al.), activated units (Tiao, thesis) and inducing points."""
 
+from .._listing import own_names
 from .activated import ActivatedFeatures
 from .base import Features
 from .harmonic import Evaluation, HarmonicFeatures, SphericalFeatures
@@ -23,3 +24,4 @@ __all__ = [
     "zonal_pair",
     "zonal_pair_gradients",
 ]
+__dir__ = own_names(__name__)  # dir() and tab completion: the names above, not the imports

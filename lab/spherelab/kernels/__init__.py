@@ -5,6 +5,7 @@ and its gradients); the families are the arc-cosine kernels, the Matérn kernels
 sphere, the kernels defined by their spectrum, and wrappers (truncation, parity).
 """
 
+from .._listing import own_names
 from .arccos import NTK, ArcCosine, DeepArcCosine
 from .base import ZonalKernel
 from .matern import Matern
@@ -26,3 +27,4 @@ __all__ = [
     "Truncated",
     "Parity",
 ]
+__dir__ = own_names(__name__)  # dir() and tab completion: the names above, not the imports

@@ -2,6 +2,7 @@ r"""Models, one module each, on one base (:mod:`.base`): VISH (Dutordoir et al. 
 SVGP with inter-domain features and the activated SVGP (Tiao, thesis), and HVGP (Sun et al. 2021);
 :func:`fit_hybrid` sizes and fits harmonics with orthogonal inducing points."""
 
+from .._listing import own_names
 from .decoupled import ActivatedSVGP, OrthogonalSVGP
 from .exact import ExactGP
 from .hvgp import HarmonicSVGP
@@ -9,3 +10,4 @@ from .hybrid import fit_hybrid
 from .vish import VISH
 
 __all__ = ["VISH", "OrthogonalSVGP", "ActivatedSVGP", "HarmonicSVGP", "ExactGP", "fit_hybrid"]
+__dir__ = own_names(__name__)  # dir() and tab completion: the names above, not the imports

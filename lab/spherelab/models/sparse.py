@@ -14,6 +14,7 @@ from ..distributed import is_dask
 from ..likelihoods import Gaussian
 from ..linalg import NumericalFailure
 from ..optim import Adam, minimize_lbfgsb
+from ..progress import FitProgress, check_progress
 from .base import Model, threaded_objective
 from .transaction import transactional
 
@@ -76,7 +77,7 @@ class SparseModel(Model):
     @transactional
     def fit(self, X: Any, y: Any, *, optimize: bool = True, maxiter: int = 1000, seed: int = 0,
             init_q: str = "optimal", collapsed: bool | None = None, max_time: float | None = None,
-            callback: Callable[[np.ndarray], Any] | None = None):
+            callback: Callable[[np.ndarray], Any] | None = None, progress: bool | None = None):
         """Full-batch fit of every parameter by L-BFGS-B (``optimize=False``: initialise only).
 
         A model not yet initialised is initialised first (``seed``), with q at its optimum for
@@ -89,7 +90,8 @@ class SparseModel(Model):
         (:meth:`optimal_q`): L-BFGS-B then works in far fewer dimensions, and no step can leave
         q stale while the hyper-parameters move (far better optima in a fixed budget:
         ``benchmarks/RESULTS.md``, "The collapsed bound"). ``collapsed=False`` optimises q
-        jointly with the rest.
+        jointly with the rest. ``progress``: a bar with the iteration, the bound and the elapsed
+        time (True; None: once the fit has run a few seconds in an interactive session).
 
         Returns
         -------
@@ -99,6 +101,7 @@ class SparseModel(Model):
             optimize=optimize, maxiter=maxiter, seed=seed, collapsed=collapsed, max_time=max_time)
         if callback is not None and not callable(callback):
             raise TypeError(f"callback must be a function of the parameter vector (or None), got {callback!r}")
+        check_progress(progress)
         X, y = self._check_data(X, y)
         gaussian = isinstance(self.likelihood, Gaussian)
         if collapsed is None:
@@ -107,16 +110,18 @@ class SparseModel(Model):
             raise TypeError(f"collapsed=True needs a Gaussian likelihood, got {type(self.likelihood).__name__}")
         self._start(X, y, seed, init_q)
         if optimize:
-            with self._threads(X.shape[0]), self.holding_rows(X, y):
+            bar = FitProgress(progress, f"{type(self).__name__}.fit", total=maxiter, max_time=max_time)
+            told = lambda value: bar(-value)  # noqa: E731  (L-BFGS-B minimises the negated bound)
+            with self._threads(X.shape[0]), self.holding_rows(X, y), contextlib.closing(bar):
                 if collapsed:
                     names = self.collapsed_names
                     res = minimize_lbfgsb(self.collapsed_objective, self.parameter_vector(names), maxiter,
-                                          args=(X, y), max_time=max_time, callback=callback)
+                                          args=(X, y), max_time=max_time, callback=callback, progress=told)
                     self.set_parameter_vector(res.x, names)
                     self.optimal_q(X, y)
                 else:
                     res = minimize_lbfgsb(self.objective, self.parameter_vector(), maxiter, args=(X, y),
-                                          max_time=max_time, callback=callback)
+                                          max_time=max_time, callback=callback, progress=told)
                     self.set_parameter_vector(res.x)
             self.optimizer_result = res
             self._report_fit({"fit": res})
@@ -125,9 +130,9 @@ class SparseModel(Model):
 
     @transactional
     def fit_svi(self, X: Any, y: Any, *, batch_size: int = 256, iterations: int = 1000, lr: float = 0.01,
-                seed: int = 0, init_q: str = "optimal"):
+                seed: int = 0, init_q: str = "optimal", progress: bool | None = None):
         """Minibatch fit of every parameter by Adam on the unbiased ELBO estimate; the ELBO
-        estimate of every step is kept in ``trace``. Initialisation as in :meth:`fit`.
+        estimate of every step is kept in ``trace``. Initialisation and ``progress`` as in :meth:`fit`.
 
         Returns
         -------
@@ -137,6 +142,7 @@ class SparseModel(Model):
             raise TypeError(f"{type(self).__name__}.fit_svi draws minibatches from a NumPy array; for a Dask array "
                             "use fit (its passes run block by block) or compute a sample first")
         B, iterations, lr, seed = fit_options(batch_size=batch_size, iterations=iterations, lr=lr, seed=seed)
+        check_progress(progress)
         X, y = self._check_data(X, y)
         self._start(X, y, seed, init_q)
         rng = np.random.default_rng(seed)
@@ -144,7 +150,8 @@ class SparseModel(Model):
         theta = self.parameter_vector()
         opt = Adam(theta, lr)
         self.trace = []
-        with self._threads(B):
+        bar = FitProgress(progress, f"{type(self).__name__}.fit_svi", total=iterations)
+        with self._threads(B), contextlib.closing(bar):
             for _ in range(iterations):
                 idx = rng.choice(X.shape[0], B, replace=False)
                 value, grad = self.objective(theta, X[idx], y[idx], num_data=X.shape[0])
@@ -152,6 +159,7 @@ class SparseModel(Model):
                     raise NumericalFailure("a minibatch step left the usable range (Cholesky failed); lower lr")
                 theta = opt.step(-grad)  # objective returns the negated ELBO gradient
                 self.trace.append(-value)
+                bar(-value)
         self.set_parameter_vector(theta)
         self._X, self._y = X, y
         return self

@@ -110,11 +110,11 @@ def _moments(precision, theta1):
 
 
 def svi_fit(model, X, y, B: int, iterations: int, lr: float, gamma: float, seed: int,
-            train_directions: bool) -> None:
+            train_directions: bool, progress=None) -> None:
     """The minibatch loop (module docstring): q starts at the prior, each step draws B rows, takes
     the natural step of a Gaussian q, and one Adam step of the registry's entries on
     :meth:`~spherelab.models.base.Model.objective`. The bound's estimate of each step is kept
-    in ``model.trace``."""
+    in ``model.trace`` (and told to ``progress``, a :class:`~spherelab.progress.FitProgress`)."""
     rng = np.random.default_rng(seed)
     feats, kern, n = model.features, model.kernel, X.shape[0]
     lam = feats.Kuu_inverse_diag(kern)
@@ -144,3 +144,5 @@ def svi_fit(model, X, y, B: int, iterations: int, lr: float, gamma: float, seed:
                                    "lower lr or gamma")
         model.set_parameter_vector(opt.step(-grad), names)  # the objective's gradient is the negated ELBO's
         model.trace.append(-value)
+        if progress is not None:
+            progress(-value)

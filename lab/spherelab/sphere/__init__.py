@@ -6,6 +6,7 @@ Conventions: normalised surface measure, :math:`\alpha = (d - 2)/2`,
 :math:`Z_\ell(t) = (\ell + \alpha)/\alpha\, C_\ell^\alpha(t)` (``docs/design.md``).
 """
 
+from .._listing import own_names
 from .analysis import mismatch_report, rkhs_norm_truncated, truncated_shape
 from .funk_hecke import funk_hecke
 from .gegenbauer import (
@@ -56,3 +57,4 @@ __all__ = [
     "rkhs_norm_truncated",
     "mismatch_report",
 ]
+__dir__ = own_names(__name__)  # dir() and tab completion: the names above, not the imports

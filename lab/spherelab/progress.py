@@ -1,0 +1,86 @@
+"""A fit's progress bar: iteration, bound, elapsed time, and the remainder where one is known.
+
+``progress=True`` shows it from the first iteration, ``False`` never; ``None`` (the default) shows it
+once a fit has run a few seconds in an interactive session (an IPython kernel or a terminal, on the
+main thread), so that a long fit talks and a short one, a script's or a background refit's stays
+quiet. The bar is tqdm's (``tqdm.auto``: a
+widget in a notebook, text on a terminal).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from typing import Any
+
+from ._listing import own_names
+from ._validation import check_bool
+
+__all__ = ["FitProgress", "check_progress", "AFTER_SECONDS"]
+__dir__ = own_names(__name__)  # dir() and tab completion: the names above, not the imports
+
+#: seconds a fit runs before ``progress=None`` shows its bar
+AFTER_SECONDS = 5.0
+
+
+def _interactive() -> bool:
+    if threading.current_thread() is not threading.main_thread():
+        return False  # an explorer's background refit: a bar would land in whatever cell is current
+    try:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+        if shell is not None and getattr(shell, "kernel", None) is not None:
+            return True
+    except ImportError:
+        pass
+    return bool(getattr(sys.stderr, "isatty", lambda: False)())
+
+
+def check_progress(progress: Any, name: str = "progress") -> bool | None:
+    """``progress`` as True, False (NumPy's too) or None, else a ``TypeError`` naming it."""
+    if progress is None:
+        return None
+    try:
+        return check_bool(progress, name)
+    except TypeError:
+        raise TypeError(f"{name} must be True, False or None (automatic), got {progress!r}") from None
+
+
+class FitProgress:
+    """Reports a fit: call it with the bound after each iteration (``stage``, when set, names the
+    optimisation running), then :meth:`close`. ``total`` is the iteration limit (the bar's end;
+    L-BFGS-B usually converges before it), ``max_time`` a time limit (the time it leaves is shown)."""
+
+    def __init__(self, progress: bool | None, desc: str, total: int | None = None, max_time: float | None = None):
+        self.mode = check_progress(progress)
+        self.desc, self.total, self.max_time = desc, total, max_time
+        self.start, self.iteration, self.bar, self.stage = time.perf_counter(), 0, None, None
+        self.auto = self.mode is None and _interactive()
+        if self.mode:
+            self._open(0)
+
+    def _open(self, done: int) -> None:
+        from tqdm.auto import tqdm
+
+        self.bar = tqdm(total=self.total, initial=done, desc=self.desc, unit="it", leave=True, dynamic_ncols=True)
+
+    def __call__(self, bound: float) -> None:
+        self.iteration += 1
+        elapsed = time.perf_counter() - self.start
+        if self.bar is None:
+            if not (self.auto and elapsed >= AFTER_SECONDS):
+                return
+            self._open(self.iteration - 1)
+        self.bar.update(1)
+        postfix = {"stage": self.stage} if self.stage else {}
+        postfix["bound"] = f"{bound:.6g}"
+        if self.max_time is not None:
+            postfix["time left"] = f"{max(self.max_time - elapsed, 0.0):.0f} s"
+        self.bar.set_postfix(postfix, refresh=False)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
