@@ -211,7 +211,7 @@ CALLS = [
           "whiten": C("flag", True), "jitter": C("nonneg", 1e-6), "sufficient_statistics": C("flag", True)}),
     Call("OrthogonalSVGP.from_vish", lambda model, num_orthogonal, orthogonal_inputs:
          sl.OrthogonalSVGP.from_vish(model, num_orthogonal, orthogonal_inputs=orthogonal_inputs),
-         {"model": C("object", sl.VISH(K.Matern(1.5), 2).fit(X, Y), words=("model", "VISH")),
+         {"model": C("object", sl.VISH(K.Matern(1.5), 2, prior="kernel").fit(X, Y), words=("model", "VISH")),
           "num_orthogonal": C("count", 3, 0, size=True),
           "orthogonal_inputs": C("custom", "greedy", bad=_ORTHOGONAL_BAD)}),
     Call("greedy_variance", lambda kernel, X, count, features, jitter:

@@ -217,7 +217,7 @@ def test_the_hybrid_started_from_vish_fits_dask_as_memory():
     array: the same inputs chosen, the same collapsed fit as in memory."""
     X, y = _data(2_000)
     Xd, yd = da.from_array(X, chunks=(500, 3)), da.from_array(y, chunks=500)
-    vish = sl.VISH(K.Matern(1.5), 2).fit(X, y)
+    vish = sl.VISH(K.Matern(1.5), 2, prior="kernel").fit(X, y)
     mem = sl.OrthogonalSVGP.from_vish(vish, 6).fit(X, y, optimize=False)
     lazy = sl.OrthogonalSVGP.from_vish(vish, 6).fit(Xd, yd, optimize=False)
     assert np.array_equal(lazy.W, mem.W)

@@ -255,7 +255,7 @@ def test_degree_sweep_rises_towards_the_exact_gp():
     from spherelab.explore import degree_sweep, plot_sweep
 
     X, y = sl.datasets.snelson_like(120, seed=2)
-    sweep = degree_sweep(lambda L: sl.VISH(K.Matern(1.5, 1.0), L), X[:100], y[:100], X[100:], y[100:],
+    sweep = degree_sweep(lambda L: sl.VISH(K.Matern(1.5, 1.0), L, prior="kernel"), X[:100], y[:100], X[100:], y[100:],
                          [2, 6, 12], maxiter=50)
     rows = sweep["rows"]
     assert [r["M"] for r in rows] == [5, 13, 25] and all(r["seconds"] > 0 for r in rows)

@@ -157,6 +157,22 @@ def test_the_frontier_spread_is_computed_from_each_splits_newest_run():
     assert "#### Every split" in record.render() and "splits reached" in record.render()
 
 
+def test_the_prior_change_is_computed_from_the_splits_where_both_priors_ran():
+    import summaries
+
+    def run(file, split, rows):
+        table = "\n".join(f"| {label} | s | 1.0 | {nlpd} | 1.0 |" for label, nlpd in rows)
+        return {"file": file, "claim": "frontier", "body": f"### power, split {split}: N = 1\n\n"
+                "| contender | setting | fit s | test NLPD | test RMSE |\n| --- | --- | --- | --- | --- |\n" + table}
+
+    kernel, features = summaries.PRIORS
+    runs = [run("a.md", 0, [(kernel, 0.5), (features, 0.2)]), run("b.md", 1, [(kernel, 0.1), (features, 0.4)]),
+            run("c.md", 2, [(features, -9.0)])]  # split 2: one prior only, left out
+    line = next(x for x in summaries.prior_change(runs).split("\n") if x.startswith("| power"))
+    assert line == "| power | 0, 1 | 0.3000 | 0.3000 | 1 of 2 |"
+    assert "VISH's default prior" in record.render()
+
+
 def test_results_speak_to_readers():
     """No development words, machine paths or captured warnings: papers by their authors, the
     warnings a run printed counted and left in the log."""

@@ -40,7 +40,7 @@ def test_auto_step_still_catches_a_wrong_gradient():
 def test_a_fitted_model_at_large_hyper_parameters_checks_ok():
     X, y = sl.datasets.synthetic_regression(600, 3, seed=0)
     X, y = (X - X.mean(0)) / X.std(0), (y - y.mean()) / y.std()
-    model = sl.VISH(sl.kernels.Matern(1.5, 1.0), max_degree=5).fit(X, y)
+    model = sl.VISH(sl.kernels.Matern(1.5, 1.0), max_degree=5, prior="kernel").fit(X, y)
     model.set_params(variance=650.0, lengthscale=30.0)
     check = sl.testing.check_model_gradient(model, X[:200], y[:200], directions=5)
     assert check.ok, str(check)

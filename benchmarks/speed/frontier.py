@@ -122,7 +122,7 @@ def _recorded_fit(model, X, y, Xte, budget, timeline, start: float = 0.0) -> lis
 def hybrid_curve(data, budget, timeline, seed, degree, P) -> tuple[list, str]:
     X, y, Xte, yte = data
     timeline.start()
-    vish = sl.VISH(_kernel(X.shape[1]), degree).fit(X, y, seed=seed)
+    vish = sl.VISH(_kernel(X.shape[1]), degree, prior="kernel").fit(X, y, seed=seed)
     t_vish = timeline.now()
     with timeline.paused():
         first = [(t_vish, vish.predict_y(Xte))]
@@ -173,7 +173,7 @@ def contenders(args, name: str):
 def warm_up() -> None:
     """One tiny fit of each spherelab model: the kernels' one-time loading is not timed."""
     X, y = sl.datasets.synthetic_regression(300, 3, seed=0)
-    vish = sl.VISH(_kernel(3), 2).fit(X, y)
+    vish = sl.VISH(_kernel(3), 2, prior="kernel").fit(X, y)
     sl.OrthogonalSVGP.from_vish(vish, 4).fit(X, y, maxiter=3).predict_y(X[:5])
     sl.OrthogonalSVGP(_kernel(3), sl.InducingPoints(X[:5]), 0).fit(X, y, maxiter=3).predict_y(X[:5])
 

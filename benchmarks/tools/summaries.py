@@ -64,4 +64,28 @@ def frontier_spread(entries: list[dict]) -> str:
     return "\n".join(lines)
 
 
-SUMMARIES["frontier"] = frontier_spread
+PRIORS = ("spherelab VISH (kernel prior)", "spherelab VISH (features prior)")
+
+
+def prior_change(entries: list[dict]) -> str:
+    """VISH's default prior, before (the kernel) and after (the features): per set, each prior's test
+    NLPD at the end of its budget, averaged over the splits where both ran, and on how many of
+    them the features prior is the lower."""
+    lines = ["##### VISH's default prior: the kernel before, the features now", "",
+             "Over the splits where both priors ran: each prior's mean test NLPD at the end of its budget, and "
+             "the splits on which the features prior's is lower. VISH's default is `prior=\"features\"`; "
+             "`prior=\"kernel\"` stays an option.", "",
+             "| set | splits | kernel prior (before) | features prior (now) | features lower on |",
+             "| --- | --- | --- | --- | --- |"]
+    for name, splits in frontier_runs(entries).items():
+        both = [s for s in sorted(splits) if all(p in splits[s][1] for p in PRIORS)]
+        if not both:
+            continue
+        final = {p: [splits[s][1][p][-1][1] for s in both] for p in PRIORS}
+        wins = sum(f < k for k, f in zip(*final.values()))
+        lines.append(f"| {name} | {', '.join(map(str, both))} | {statistics.fmean(final[PRIORS[0]]):.4f} | "
+                     f"{statistics.fmean(final[PRIORS[1]]):.4f} | {wins} of {len(both)} |")
+    return "\n".join(lines + [""])
+
+
+SUMMARIES["frontier"] = lambda entries: frontier_spread(entries) + "\n" + prior_change(entries)

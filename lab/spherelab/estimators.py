@@ -123,14 +123,14 @@ class VISHRegressor(_Regressor):
     noise
         Initial noise variance (of the standardised targets).
     prior
-        ``"kernel"`` or ``"features"`` (see :class:`spherelab.VISH`).
+        ``"features"`` (default) or ``"kernel"`` (see :class:`spherelab.VISH`).
     normalize_y
         Standardise the targets before fitting (predictions are returned in their units).
     maxiter, lift_subsample, random_state
         Passed to :meth:`spherelab.VISH.fit` (``random_state`` as ``seed``).
     """
 
-    def __init__(self, kernel=None, max_degree: int = 3, noise: float = 0.1, prior: str = "kernel",
+    def __init__(self, kernel=None, max_degree: int = 3, noise: float = 0.1, prior: str = "features",
                  normalize_y: bool = True, maxiter: int = 500, lift_subsample: int = 20_000,
                  random_state: int = 0):
         self.kernel = kernel
@@ -229,12 +229,13 @@ class OrthogonalRegressor(_Regressor):
 class VISHClassifier(ClassifierMixin, _Standardised):
     """Binary classification with VISH and a probit likelihood, fitted by stochastic variational
     inference (:meth:`spherelab.VISH.fit_svi`). ``predict_proba`` gives the predictive
-    probabilities of ``classes_``."""
+    probabilities of ``classes_``; ``prior`` as in :class:`spherelab.VISH`."""
 
     def __init__(self, kernel=None, max_degree: int = 3, iterations: int = 300, batch_size: int = 256,
-                 lr: float = 0.05, random_state: int = 0):
+                 lr: float = 0.05, random_state: int = 0, prior: str = "features"):
         self.kernel = kernel
         self.max_degree = max_degree
+        self.prior = prior
         self.iterations = iterations
         self.batch_size = batch_size
         self.lr = lr
@@ -249,7 +250,7 @@ class VISHClassifier(ClassifierMixin, _Standardised):
         if self.classes_.size != 2:
             raise ValueError(f"Only binary classification is supported. y has {self.classes_.size} classes "
                              f"({self.classes_[:5]}); use sklearn.multiclass.OneVsRestClassifier(VISHClassifier())")
-        model = VISH(_kernel(self.kernel), self.max_degree, Bernoulli())
+        model = VISH(_kernel(self.kernel), self.max_degree, Bernoulli(), prior=self.prior)
         self.model_ = model.fit_svi(X, labels.astype(np.float64), batch_size=self.batch_size,
                                     iterations=self.iterations, lr=self.lr, seed=int(self.random_state or 0))
         return self

@@ -70,10 +70,11 @@ def test_uncollapsed_gradients(rng):
     assert check.ok, str(check)
 
 
-def test_uncollapsed_equals_collapsed_at_the_optimal_q(rng):
+@pytest.mark.parametrize("prior", ["features", "kernel"])
+def test_uncollapsed_equals_collapsed_at_the_optimal_q(rng, prior):
     X, y = regression_data(rng, n=50)
     kernel = K.Matern(1.5, 0.9, bias=0.8)
-    model = sl.VISH(kernel, 4, sl.likelihoods.Gaussian(0.07)).fit(X, y, optimize=False)
+    model = sl.VISH(kernel, 4, sl.likelihoods.Gaussian(0.07), prior=prior).fit(X, y, optimize=False)
     lam = model.features.Kuu_inverse_diag(kernel)
     Phi = model.features.Kuf(kernel, X).T
     noise = 0.07
@@ -82,7 +83,8 @@ def test_uncollapsed_equals_collapsed_at_the_optimal_q(rng):
     m_opt = (Ainv @ (Phi.T @ y) / noise) / lam  # Lambda^-1 A^-1 c / noise
     S_opt = Ainv / np.outer(lam, lam)  # Lambda^-1 A^-1 Lambda^-1
     r2 = kernel.lift(X)[0] ** 2
-    res = uncollapsed_bound(lam, kernel.at_one(), noise, m_opt, np.linalg.cholesky(S_opt), Phi, y, r2, len(y))
+    res = uncollapsed_bound(lam, kernel.at_one(), noise, m_opt, np.linalg.cholesky(S_opt), Phi, y, r2, len(y),
+                            residual=prior == "kernel")
     assert np.isclose(res.value, model.elbo(), rtol=1e-10)
     assert np.allclose(res.dm, 0.0, atol=1e-6 * np.abs(m_opt).max())
 

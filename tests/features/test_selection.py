@@ -95,7 +95,7 @@ def test_the_choice_survives_saving_a_model_not_yet_fitted(tmp_path):
 
 def test_the_hybrid_starts_from_a_fitted_vish_and_improves_on_it():
     X, y = toy_data(7, 300, 2, inputs="uniform", signal=lambda X: np.sin(3 * X[:, 0]) * X[:, 1])
-    vish = sl.VISH(sl.kernels.Matern(1.5), 3).fit(X, y)
+    vish = sl.VISH(sl.kernels.Matern(1.5), 3, prior="kernel").fit(X, y)
     hybrid = sl.OrthogonalSVGP.from_vish(vish, 12)
     assert hybrid.kernel is not vish.kernel and hybrid.likelihood is not vish.likelihood
     params = {k: np.copy(v) for k, v in vish.kernel.hyperparameters.items()}
@@ -108,3 +108,6 @@ def test_the_hybrid_starts_from_a_fitted_vish_and_improves_on_it():
     assert all(np.array_equal(vish.kernel.hyperparameters[k], v) for k, v in params.items())  # VISH untouched
     with pytest.raises(ValueError, match="fitted with fit"):
         sl.OrthogonalSVGP.from_vish(sl.VISH(sl.kernels.Matern(1.5), 3), 4)
+    features_prior = sl.VISH(sl.kernels.Matern(1.5), 3).fit(X, y, maxiter=5)  # the default prior
+    with pytest.raises(ValueError, match="prior='kernel'"):
+        sl.OrthogonalSVGP.from_vish(features_prior, 4)

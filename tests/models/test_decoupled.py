@@ -137,7 +137,7 @@ def test_harmonic_features_at_the_optimal_q_equal_collapsed_vish(rng):
         S = Kuu @ np.linalg.solve(Kuu + Kuf @ Kuf.T / noise, Kuu)
         model.m_u = S @ np.linalg.solve(Kuu, Kuf @ y) / noise
         model.L_u = np.linalg.cholesky(S)
-        vish = sl.VISH(copy.deepcopy(kern), 5, sl.likelihoods.Gaussian(noise)).fit(X, y, optimize=False)
+        vish = sl.VISH(copy.deepcopy(kern), 5, sl.likelihoods.Gaussian(noise), prior="kernel").fit(X, y, optimize=False)
         assert model.elbo() == pytest.approx(vish.elbo(), rel=1e-10)
         Xs = rng.standard_normal((6, 2))
         for a, b in zip(model.predict_f(Xs), vish.predict_f(Xs)):

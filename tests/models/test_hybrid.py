@@ -19,7 +19,7 @@ def test_an_explicit_pair_gives_that_model_and_a_bound_no_lower_than_its_vish(da
     model = sl.models.fit_hybrid(sl.kernels.Matern(1.5), X, y, degree=3, num_orthogonal=6, maxiter=40, seed=1)
     assert isinstance(model, sl.OrthogonalSVGP)
     assert (model.features.max_degree, model.num_orthogonal) == (3, 6)
-    vish = sl.VISH(sl.kernels.Matern(1.5), 3).fit(X, y, maxiter=40, seed=1)
+    vish = sl.VISH(sl.kernels.Matern(1.5), 3, prior="kernel").fit(X, y, maxiter=40, seed=1)
     # the same features and hyper-parameters plus K more inducing variables, then only ascent
     assert model.elbo(X, y) >= vish.elbo(X, y) - 1e-8 * abs(vish.elbo(X, y))
     mean, var = model.predict_y(X[:5])
@@ -39,7 +39,7 @@ def test_a_time_budget_chooses_a_pair_and_the_fit_ends_within_its_stages(data):
 
 def test_max_time_stops_at_the_first_iterate_after_it_and_says_so(data):
     X, y = data
-    vish = sl.VISH(sl.kernels.Matern(1.5), 2).fit(X, y, maxiter=20)
+    vish = sl.VISH(sl.kernels.Matern(1.5), 2, prior="kernel").fit(X, y, maxiter=20)
     model = sl.OrthogonalSVGP.from_vish(vish, 4).fit(X, y, maxiter=500, max_time=1e-9)
     report = model.fit_report_["fit"]
     assert report["iterations"] == 1 and "time limit" in report["message"]
@@ -48,7 +48,7 @@ def test_max_time_stops_at_the_first_iterate_after_it_and_says_so(data):
 
 def test_a_callback_sees_every_iterate_and_can_end_the_fit(data):
     X, y = data
-    vish = sl.VISH(sl.kernels.Matern(1.5), 2).fit(X, y, maxiter=20)
+    vish = sl.VISH(sl.kernels.Matern(1.5), 2, prior="kernel").fit(X, y, maxiter=20)
     seen = []
     model = sl.OrthogonalSVGP.from_vish(vish, 4)
     model.fit(X, y, maxiter=500, callback=lambda theta: seen.append(theta) or len(seen) == 3)

@@ -127,7 +127,7 @@ def _curve(name, X, y, Xte, yte, budget, inducing, degree, seed) -> list:
         Z = X[greedy_variance(kernel, X[:20_000], min(inducing, X.shape[0]))]
         model = OrthogonalSVGP(kernel, InducingPoints(Z), 0, Gaussian(1.0))
         return _recorded(model, X, y, Xte, yte, budget, time.perf_counter() - t0, seed)
-    vish = VISH(_kernel(X.shape[1]), degree, Gaussian(1.0)).fit(X, y, seed=seed)
+    vish = VISH(_kernel(X.shape[1]), degree, Gaussian(1.0), prior="kernel").fit(X, y, seed=seed)
     first = [(time.perf_counter() - t0, *_scores(yte, *vish.predict_y(Xte)))]
     model = OrthogonalSVGP.from_vish(vish, max(inducing - vish.features.num_features, 1))
     return first + _recorded(model, X, y, Xte, yte, budget, time.perf_counter() - t0, seed)

@@ -149,16 +149,18 @@ class OrthogonalSVGP(DecoupledStatistics, SparseModel):
                   **options: Any) -> "OrthogonalSVGP":
         r"""Spherical features and orthogonal inducing points together (Tiao, thesis §3.4: u the
         features, v K inducing points in the orthogonal complement), started from a fitted
-        :class:`~spherelab.VISH`: a copy of its kernel (lift and spectrum), its noise and its
-        features, with ``num_orthogonal`` inputs chosen by ``orthogonal_inputs`` (default: by greedy
-        conditional variance given the features, where the harmonics leave the most unexplained).
+        :class:`~spherelab.VISH` with ``prior="kernel"`` (the hybrid's bound is that VISH's bound
+        plus v's terms; the features prior's hyper-parameters describe a truncated kernel): a copy
+        of its kernel (lift and spectrum), its noise and its features, with ``num_orthogonal``
+        inputs chosen by ``orthogonal_inputs`` (default: by greedy conditional variance given the
+        features, where the harmonics leave the most unexplained).
         ``options`` go to the constructor. Fit it with :meth:`fit` on the same data.
 
         Examples
         --------
         >>> import spherelab as sl
         >>> X, y = sl.datasets.synthetic_regression(300, 2, seed=0)
-        >>> vish = sl.VISH(sl.kernels.Matern(1.5), 3).fit(X, y)
+        >>> vish = sl.VISH(sl.kernels.Matern(1.5), 3, prior="kernel").fit(X, y)
         >>> hybrid = sl.OrthogonalSVGP.from_vish(vish, 16).fit(X, y, maxiter=30)
         >>> hybrid.features.num_features + hybrid.num_orthogonal      # 16 harmonics on S^2, 16 points
         32
@@ -168,6 +170,10 @@ class OrthogonalSVGP(DecoupledStatistics, SparseModel):
         if not isinstance(model, VISH) or not model._initialised() or model.q_mu is not None:
             raise ValueError("model must be a VISH fitted with fit() (the collapsed bound, Gaussian noise), "
                              f"got {model!r}")
+        if model.prior != "kernel":
+            raise ValueError("model must be a VISH with prior='kernel': the hybrid extends that bound, and the "
+                             "features prior's hyper-parameters weight a truncated kernel; fit "
+                             "VISH(..., prior='kernel') first, or use spherelab.models.fit_hybrid")
         features = copy.deepcopy(model.features)
         if isinstance(features, HarmonicFeatures):  # bound afresh to the copied kernel
             features = HarmonicFeatures(features.max_degree)

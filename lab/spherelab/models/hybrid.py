@@ -79,7 +79,7 @@ def fit_hybrid(kernel: ZonalKernel, X: Any, y: Any, *, degree: int | None = None
     if chosen[0]:
         degree = check_int(degree, "degree", minimum=0)
         num_orthogonal = check_int(num_orthogonal, "num_orthogonal", minimum=1)
-        vish = VISH(kernel, degree, likelihood).fit(X, y, maxiter=maxiter, seed=seed)
+        vish = VISH(kernel, degree, likelihood, prior="kernel").fit(X, y, maxiter=maxiter, seed=seed)
     else:
         fitted = _vish_within(kernel, X, y, likelihood, maxiter, seed, VISH_SHARE * budget)
         P = _affordable(fitted[-1], X, y, budget - (time.perf_counter() - start))
@@ -105,7 +105,7 @@ def _vish_within(kernel, X, y, likelihood, maxiter, seed, seconds) -> list[VISH]
     spent, L, times, models = 0.0, 1, [], []
     while True:
         t = time.perf_counter()
-        models.append(VISH(kernel, L, likelihood).fit(X, y, maxiter=maxiter, seed=seed))
+        models.append(VISH(kernel, L, likelihood, prior="kernel").fit(X, y, maxiter=maxiter, seed=seed))
         times.append(time.perf_counter() - t)
         spent += times[-1]
         a = 3.0
