@@ -34,7 +34,7 @@ from . import (
 )
 from .features import ActivatedFeatures, HarmonicFeatures, InducingPoints, PhaseTruncatedHarmonics
 from .groups import harmonic_decomposition
-from .models import VISH, ActivatedSVGP, HarmonicSVGP, OrthogonalSVGP
+from .models import VISH, ActivatedSVGP, ConvergenceWarning, HarmonicSVGP, OrthogonalSVGP, ScaleWarning
 from .sphere import (
     SphericalHarmonics,
     cumulative_num_harmonics,
@@ -104,6 +104,8 @@ __all__ = [
     "threads",
     "widgets",
     "VISH",
+    "ConvergenceWarning",
+    "ScaleWarning",
     "OrthogonalSVGP",
     "ActivatedSVGP",
     "HarmonicSVGP",

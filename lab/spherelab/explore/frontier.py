@@ -21,6 +21,7 @@ from ..features import InducingPoints, greedy_variance
 from ..kernels import Matern
 from ..likelihoods import Gaussian
 from ..models import VISH, OrthogonalSVGP
+from ..models.report import capped
 from ..sphere import cumulative_num_harmonics
 from ..widgets import BlitManager, subplots
 from .background import Precomputer, Selectable
@@ -112,7 +113,7 @@ def frontier_curves(X, y, Xte, yte, budget: float = 20.0, inducing: int = 64, de
     for i, name in enumerate(contenders):
         if progress is not None:
             progress(i, name)
-        with warnings.catch_warnings():  # a fit's report (fit_report_) is kept, not printed mid-figure
+        with warnings.catch_warnings(), capped():  # a fit's report (fit_report_) is kept, not printed mid-figure
             warnings.simplefilter("ignore", RuntimeWarning)
             curves[name] = _curve(name, X, y, Xte, yte, budget, inducing, degree, seed)
     return curves

@@ -7,7 +7,10 @@ from .decoupled import ActivatedSVGP, OrthogonalSVGP
 from .exact import ExactGP
 from .hvgp import HarmonicSVGP
 from .hybrid import fit_hybrid
+from .report import ConvergenceWarning, capped
+from .scale import ScaleWarning
 from .vish import VISH
 
-__all__ = ["VISH", "OrthogonalSVGP", "ActivatedSVGP", "HarmonicSVGP", "ExactGP", "fit_hybrid"]
+__all__ = ["VISH", "OrthogonalSVGP", "ActivatedSVGP", "HarmonicSVGP", "ExactGP", "fit_hybrid", "ConvergenceWarning",
+           "ScaleWarning", "capped"]
 __dir__ = own_names(__name__)  # dir() and tab completion: the names above, not the imports

@@ -15,6 +15,7 @@ from ..concurrency import reading
 from ..kernels import ZonalKernel
 from ..linalg import cholesky_or_explain
 from ..threads import policy
+from .scale import warn_off_scale
 from .transaction import transactional
 
 __all__ = ["ExactGP"]
@@ -82,6 +83,7 @@ class ExactGP(Saveable):
     def fit(self, X: Any, y: Any) -> "ExactGP":
         r"""Factorise :math:`K + \sigma^2 I` (:math:`O(N^3)`)."""
         X, y = check_data(X, y)
+        warn_off_scale("ExactGP.fit", X, y)
         if X.shape[0] > MAX_ROWS:
             raise ValueError(f"ExactGP is a dense reference for at most {MAX_ROWS:,} rows (the Gram matrix of "
                              f"{X.shape[0]:,} rows would take {8 * X.shape[0] ** 2 / 2**30:.1f} GiB); use VISH or "

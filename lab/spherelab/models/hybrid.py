@@ -18,6 +18,7 @@ from .._validation import check_int, check_positive
 from ..kernels import ZonalKernel
 from ..sphere import cumulative_num_harmonics
 from .decoupled import OrthogonalSVGP
+from .report import capped
 from .vish import VISH
 
 __all__ = ["fit_hybrid"]
@@ -123,7 +124,8 @@ def _affordable(vish: VISH, X, y, seconds: float) -> float:
     variables fit in ``seconds``, scaled as P^2 from a probe's measured time per evaluation."""
     k0 = min(PROBE_POINTS, int(np.shape(X)[0]))
     t = time.perf_counter()
-    probe = OrthogonalSVGP.from_vish(vish, k0, orthogonal_inputs="greedy").fit(X, y, maxiter=PROBE_ITERATIONS)
+    with capped():  # a few iterations to time them, not to converge
+        probe = OrthogonalSVGP.from_vish(vish, k0, orthogonal_inputs="greedy").fit(X, y, maxiter=PROBE_ITERATIONS)
     # initialisation (the greedy choice, q's first solve) counts as two more evaluations
     per_eval = (time.perf_counter() - t) / (probe.fit_report_["fit"]["evaluations"] + 2)
     return (vish.features.num_features + k0) * float(np.sqrt(max(seconds, 0.0) / (EVALUATIONS * per_eval)))

@@ -1,8 +1,12 @@
 """How a fit ended: each optimisation stage's outcome recorded on the model (``fit_report_``)
-and a warning, with what to try, when it ended abnormally or degenerate."""
+and a warning, with what to try, when it ended abnormally or degenerate (``RuntimeWarning``) or
+stopped at its iteration limit before converging (:class:`ConvergenceWarning`)."""
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import inspect
 import os
 import sys
 import warnings
@@ -10,15 +14,42 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["report_fit"]
+__all__ = ["ConvergenceWarning", "caller_level", "capped", "report_fit"]
+
+#: the argument that sets each stage's iteration limit (VISH's lift stage has its own)
+LIMIT_ARGUMENT = {"lift": "lift_maxiter"}
+
+
+class ConvergenceWarning(UserWarning):
+    """A fit stopped at its iteration limit while the objective was still improving: the
+    result is usable but not the optimum. Raise the limit named in the message, or silence it
+    with ``warnings.filterwarnings("ignore", category=spherelab.ConvergenceWarning)`` where a
+    capped fit is meant (a warm start, a demonstration)."""
+
+
+# per thread and task (a context variable, unlike the warnings filters): an explorer's background
+# fits and a probe inside a fit say they are capped without touching anyone else's warnings
+_CAPPED = contextvars.ContextVar("spherelab_capped", default=False)
+
+
+@contextlib.contextmanager
+def capped():
+    """Fits inside stop at their iteration limit by design (a probe, an explorer's quick fit): the
+    limit is recorded in ``fit_report_`` and not warned (:class:`ConvergenceWarning`)."""
+    token = _CAPPED.set(True)
+    try:
+        yield
+    finally:
+        _CAPPED.reset(token)
 
 
 def report_fit(model, results: dict[str, Any]) -> list[str]:
     """Record how each optimisation stage ended in ``fit_report_`` and warn, with what to
     try, when one stopped abnormally early, ended on a rejected point, or left a
     hyper-parameter degenerate (the noise on its floor, a positive parameter beyond
-    1e-8 .. 1e8). Returns the warnings."""
-    problems, report = [], {}
+    1e-8 .. 1e8); a :class:`ConvergenceWarning` when a stage reached its iteration limit (SciPy's
+    status 1). Returns the warnings."""
+    problems, report, limits = [], {}, []
     for stage, res in results.items():
         nit, message = int(getattr(res, "nit", 0)), str(getattr(res, "message", ""))
         report[stage] = {"iterations": nit, "evaluations": int(getattr(res, "nfev", 0)),
@@ -34,6 +65,12 @@ def report_fit(model, results: dict[str, Any]) -> list[str]:
                        if hasattr(getattr(model, "features", None), "Z") else ""))
             problems.append(f"{stage}: L-BFGS-B stopped after {nit} iteration(s) ({why}) far from a "
                             f"stationary point: the fit may not have moved; {advice}")
+        elif report[stage]["status"] == 1:
+            argument = LIMIT_ARGUMENT.get(stage, "maxiter")
+            timed = "max_time" in inspect.signature(type(model).fit).parameters
+            limits.append(f"{stage}: stopped at the iteration limit ({argument} = {nit}) before converging; "
+                          f"the result is usable but not the optimum: raise {argument}"
+                          + (", with max_time=... as the limit if time is what you have" if timed else ""))
     noise = next((p for p in model._registry() if p.name == "noise"), None)
     if noise is not None and noise.get() <= noise.lower * 1.01 and noise.lower > 0:
         problems.append(f"the noise variance ended at its floor {noise.lower:g}: the data look noise-free to "
@@ -44,11 +81,13 @@ def report_fit(model, results: dict[str, Any]) -> list[str]:
             if v.size and (v.max() > 1e8 or v.min() < 1e-8) and not (p.name == "bias" and v.max() <= 1e8):
                 problems.append(f"{p.name} ended degenerate ({v.min():.3g} .. {v.max():.3g}); standardise the "
                                 "inputs or start from other hyper-parameters")
-    report["warnings"] = problems
+    report["warnings"] = problems + limits
     model.fit_report_ = report
     for text in problems:
-        warnings.warn(f"{type(model).__name__}.fit: {text}", RuntimeWarning, stacklevel=_caller_level())
-    return problems
+        warnings.warn(f"{type(model).__name__}.fit: {text}", RuntimeWarning, stacklevel=caller_level())
+    for text in limits if not _CAPPED.get() else ():
+        warnings.warn(f"{type(model).__name__}.fit: {text}", ConvergenceWarning, stacklevel=caller_level())
+    return problems + limits
 
 
 def _stationary(res) -> bool:
@@ -66,7 +105,7 @@ def _stationary(res) -> bool:
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _caller_level() -> int:
+def caller_level() -> int:
     """The ``stacklevel`` of the first frame outside spherelab, so that a warning names the user's
     line (``model.fit(...)``), not a file of the installed package."""
     frame, level = sys._getframe(1), 1

@@ -16,6 +16,7 @@ from ..linalg import NumericalFailure
 from ..optim import Adam, minimize_lbfgsb
 from ..progress import FitProgress, check_progress
 from .base import Model, threaded_objective
+from .scale import warn_off_scale
 from .transaction import transactional
 
 __all__ = ["SparseModel"]
@@ -104,6 +105,7 @@ class SparseModel(Model):
         check_progress(progress)
         X, y = self._check_data(X, y)
         gaussian = isinstance(self.likelihood, Gaussian)
+        warn_off_scale(f"{type(self).__name__}.fit", X, y if gaussian else None)
         if collapsed is None:
             collapsed = gaussian
         if collapsed and not gaussian:
@@ -144,6 +146,7 @@ class SparseModel(Model):
         B, iterations, lr, seed = fit_options(batch_size=batch_size, iterations=iterations, lr=lr, seed=seed)
         check_progress(progress)
         X, y = self._check_data(X, y)
+        warn_off_scale(f"{type(self).__name__}.fit_svi", X, y if isinstance(self.likelihood, Gaussian) else None)
         self._start(X, y, seed, init_q)
         rng = np.random.default_rng(seed)
         B = min(B, X.shape[0])

@@ -47,6 +47,7 @@ from ..threads import chunk_rows
 from . import saved, vish_svi
 from .base import Model, threaded
 from .registry import Param, kernel_params, likelihood_params
+from .scale import warn_off_scale
 from .transaction import transactional
 from .vish_resident import ResidentLift, predict_on_device
 
@@ -314,6 +315,7 @@ class VISH(Model):
             maxiter=maxiter, seed=seed, lift_ftol=lift_ftol)
         check_progress(progress)
         X, y = prepare(X, y) if is_dask(X) else check_data(X, y)
+        warn_off_scale("VISH.fit", X, y)
         self._setup(X)
         self._X, self._y = X, y
         self.q_mu = self.q_sqrt = None
@@ -399,6 +401,7 @@ class VISH(Model):
             raise ValueError(f"gamma must be in (0, 1], got {gamma}")
         check_progress(progress)
         X, y = self._check_data(X, y)
+        warn_off_scale("VISH.fit_svi", X, y if isinstance(self.likelihood, Gaussian) else None)
         self._setup(X)
         self._X, self._y = X, y
         self.stats = None
