@@ -353,3 +353,20 @@ def test_notebook_sizes_pick_one_side_of_each_pair(monkeypatch):
     assert calls == [("matplotlib", "widget")] * 2
     with pytest.raises(TypeError, match="iters must be a pair"):
         sl.widgets.notebook_sizes(iters=100)
+
+
+def test_explorer_figures_are_capped_to_a_laptop_windows_output_area():
+    """A figure wider than MAX_WIDTH_PX keeps its size in inches (its layout) at a lower resolution;
+    a narrow one keeps Matplotlib's resolution; an explicit dpi is a ceiling, never raised."""
+    import matplotlib.pyplot as plt
+
+    wide, _ = sl.widgets.subplots(1, 3, figsize=(10.0, 3.0))
+    narrow = sl.widgets.figure(figsize=(5.0, 5.0))
+    try:
+        assert wide.get_figwidth() == 10.0 and wide.get_figwidth() * wide.dpi == pytest.approx(sl.widgets.MAX_WIDTH_PX)
+        assert narrow.dpi == plt.rcParams["figure.dpi"]
+        assert sl.widgets.capped_dpi(4.0, dpi=50) == 50 and sl.widgets.capped_dpi(16.0, dpi=50) == 50
+        assert sl.widgets.capped_dpi(20.0, dpi=300) == sl.widgets.MAX_WIDTH_PX / 20.0
+    finally:
+        plt.close(wide)
+        plt.close(narrow)

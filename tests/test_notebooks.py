@@ -37,7 +37,10 @@ def test_notebook_runs(path, monkeypatch):
     nb.cells.append(nbformat.v4.new_code_cell(
         "import matplotlib.pyplot as _plt, spherelab as _sl\n"
         "_defects = {n: _sl.widgets.overlapping_text(_plt.figure(n)) for n in _plt.get_fignums()}\n"
-        "assert not any(_defects.values()), {n: d for n, d in _defects.items() if d}"))
+        "assert not any(_defects.values()), {n: d for n, d in _defects.items() if d}\n"
+        # and none wider than a 1 280-px window's output area leaves (the browser check measures it there)
+        "_wide = {n: _plt.figure(n).get_figwidth() * _plt.figure(n).dpi for n in _plt.get_fignums()}\n"
+        "assert all(w <= _sl.widgets.MAX_WIDTH_PX + 0.5 for w in _wide.values()), _wide"))
     client = nbclient.NotebookClient(
         nb, timeout=1800, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
     )

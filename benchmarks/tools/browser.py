@@ -10,9 +10,11 @@ one in that time, in the background).
     python benchmarks/tools/browser.py [--notebooks 01 02 ...] [--chromium /usr/bin/chromium] [--pause 10] [--check]
                                        [--smoke]
 
-``--check`` exits non-zero on an error output, a notebook without live widgets, or a control
-whose move never redraws (what ``make test-browser`` asserts); latencies are only reported
-(targets: median under 150 ms, worst under 300 ms).
+``--check`` exits non-zero on an error output, a notebook without live widgets, a control whose
+move never redraws, or a figure that passes the right edge of its output area in a 1 280 x 900
+window with the file browser open (what ``make test-browser`` asserts); latencies are only
+reported (targets: median under 150 ms, worst under 300 ms). A screenshot of each figure in the
+window goes to ``build/browser/`` (``--screenshots``).
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ sys.path.insert(0, os.path.dirname(__file__))
 from _machine import describe  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
+#: a laptop's browser window (the narrowest a reader is expected to use), in CSS pixels
+WINDOW = (1280, 900)
 
 DONE = """(n) => { const p = [...document.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')].map(e => e.textContent);
   return p.length === n && p.every(t => /\\[\\d+\\]/.test(t)) && document.body.innerText.includes('Idle'); }"""
@@ -82,7 +86,7 @@ def timed_redraw(page, action, timeout_ms: int = 60_000) -> tuple[float, float] 
 
 
 def run_notebook(page, port: int, token: str, name: str, presses: int, pause: float = 0.0,
-                 workdir: str | None = None) -> dict:
+                 workdir: str | None = None, shots: str | None = None) -> dict:
     page.goto(f"http://127.0.0.1:{port}/lab/tree/{name}?reset&token={token}")  # reset: only this notebook open
     page.wait_for_selector(".jp-Notebook", timeout=120_000)
     page.wait_for_function("() => document.body.innerText.includes('Idle')", timeout=120_000, polling=250)
@@ -102,10 +106,16 @@ def run_notebook(page, port: int, token: str, name: str, presses: int, pause: fl
     sliders = page.locator(".noUi-handle")
     dropdowns = page.locator(".widget-dropdown select")
     figures = page.locator(".jupyter-matplotlib-canvas-div").count()
-    # the widest figure against the width its output area offers (the file browser open)
+    # every figure against the output area it sits in (the file browser open): its width, the room
+    # from its left edge to the area's right edge, and how far its right edge passes that one
     widths = page.evaluate("""() => [...document.querySelectorAll('.jupyter-matplotlib-canvas-div canvas:first-child')]
-      .map(c => [c.getBoundingClientRect().width, c.closest('.jp-OutputArea').getBoundingClientRect().width])""")
+      .map(c => { const b = c.getBoundingClientRect(), a = c.closest('.jp-OutputArea').getBoundingClientRect();
+                  return [b.width, a.right - b.left]; })""")
     overflow = max((w - room for w, room in widths), default=0.0)
+    if shots is not None:  # what a reader sees of each figure, in the window, kept for a person to look at
+        for i, canvas in enumerate(page.locator(".jupyter-matplotlib-canvas-div").all()):
+            canvas.scroll_into_view_if_needed()
+            page.screenshot(path=os.path.join(shots, f"{name[:2]}-figure-{i}.png"))
     moves, dead = [], []
     for i in range(sliders.count()):
         handle = sliders.nth(i)
@@ -158,6 +168,8 @@ def main() -> int:
     parser.add_argument("--check", action="store_true")
     parser.add_argument("--smoke", action="store_true", help="the notebooks at the test suite's sizes (CI)")
     parser.add_argument("--pause", type=float, default=10.0, help="seconds between run-all and the first move")
+    parser.add_argument("--screenshots", default="build/browser",
+                        help="where each figure's screenshot in the window goes ('' for none)")
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
@@ -173,15 +185,19 @@ def main() -> int:
     for name in names:
         shutil.copy(ROOT / "notebooks" / name, workdir)
     proc, token, up = start_lab(port, workdir, args.smoke)
-    print(f"JupyterLab up in {up:.1f} s; Chromium {args.chromium}, window 1400 x 900; moves {args.pause:g} s "
+    shots = None
+    if args.screenshots:
+        shots = str((ROOT / args.screenshots).resolve())
+        os.makedirs(shots, exist_ok=True)
+    print(f"JupyterLab up in {up:.1f} s; Chromium {args.chromium}, window {WINDOW[0]} x {WINDOW[1]}; moves {args.pause:g} s "
           "after run-all")
     results = []
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=args.chromium, args=["--no-sandbox"])
-            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page = browser.new_page(viewport={"width": WINDOW[0], "height": WINDOW[1]})
             for name in names:
-                results.append(run_notebook(page, port, token, name, args.presses, args.pause, workdir))
+                results.append(run_notebook(page, port, token, name, args.presses, args.pause, workdir, shots))
                 r = results[-1]
                 print(f"  {name}: run-all {r['run_all']:.1f} s, {len(r['moves'])} moves", flush=True)
             browser.close()
@@ -194,7 +210,7 @@ def main() -> int:
     print("saved after Run All as committed (git status clean): "
           + ", ".join(f"{r['name'][:2]} {'yes' if r['saved_clean'] is True else r['saved_clean']}" for r in results))
     print("\n| notebook | run all (s) | sliders / dropdowns / figures | moves | median (ms) | worst (ms) | "
-          "final figure: median / worst (ms) | errors | controls that never redrew | widest figure / output width (px) |")
+          "final figure: median / worst (ms) | errors | controls that never redrew | widest figure / room (px) |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     failures = []
     for r in results:
@@ -207,6 +223,9 @@ def main() -> int:
               f"{r['widest']:.0f} / {r['room']:.0f}{' (too wide)' if r['overflow'] > 0 else ''} |")
         if r["errors"]:
             failures.append(f"{r['name']}: error output: {r['errors'][0]}")
+        if r["overflow"] > 0:
+            failures.append(f"{r['name']}: a figure passes its output area's right edge by {r['overflow']:.0f} px "
+                            f"in a {WINDOW[0]}-px window")
         if r["figures"] and not r["moves"]:
             failures.append(f"{r['name']}: no control redrew a figure")
         if r["saved_clean"] == "outputs written":

@@ -14,7 +14,8 @@ from typing import Any, Iterable
 
 from ._listing import own_names
 
-__all__ = ["BlitManager", "subplots", "figure", "overlapping_text", "notebook_sizes", "interactive"]
+__all__ = ["BlitManager", "subplots", "figure", "capped_dpi", "MAX_WIDTH_PX", "overlapping_text", "notebook_sizes",
+           "interactive"]
 __dir__ = own_names(__name__)  # dir() and tab completion: the names above, not the imports
 
 
@@ -51,14 +52,37 @@ def interactive(shell) -> None:
         shell.run_line_magic("matplotlib", "widget")
 
 
+#: the widest figure, in pixels: a JupyterLab output area in a 1 280-px window with the file browser
+#: open leaves 844 right of the canvas's left edge (benchmarks/tools/browser.py checks it)
+MAX_WIDTH_PX = 800
+
+
+def capped_dpi(width_inches: float, dpi: float | None = None) -> float:
+    """The resolution at which a figure ``width_inches`` wide is at most :data:`MAX_WIDTH_PX`
+    pixels: ``dpi`` (Matplotlib's ``figure.dpi`` when None) or less. Scaling the resolution, not
+    the size, keeps the layout: every text and line shrinks with the panels."""
+    import matplotlib
+
+    dpi = float(matplotlib.rcParams["figure.dpi"] if dpi is None else dpi)
+    return min(dpi, MAX_WIDTH_PX / float(width_inches))
+
+
+def _capped(kwargs: dict) -> dict:
+    import matplotlib
+
+    width = (kwargs.get("figsize") or matplotlib.rcParams["figure.figsize"])[0]
+    return {**kwargs, "dpi": capped_dpi(width, kwargs.get("dpi"))}
+
+
 def subplots(*args, **kwargs):
     """``plt.subplots`` for an explorer's figure: created with interactive mode off, so that under
     ipympl the canvas is not displayed by the cell that builds the explorer — only where its
-    ``widget()`` (figure with its controls) is displayed, once."""
+    ``widget()`` (figure with its controls) is displayed, once; at most :data:`MAX_WIDTH_PX` wide
+    (:func:`capped_dpi`)."""
     import matplotlib.pyplot as plt
 
     with plt.ioff():
-        return plt.subplots(*args, **kwargs)
+        return plt.subplots(*args, **_capped(kwargs))
 
 
 def overlapping_text(fig, tolerance: float = 1.0) -> list[str]:
@@ -104,11 +128,11 @@ def overlapping_text(fig, tolerance: float = 1.0) -> list[str]:
 
 
 def figure(*args, **kwargs):
-    """``plt.figure`` with interactive mode off (see :func:`subplots`)."""
+    """``plt.figure`` with interactive mode off and its width capped (see :func:`subplots`)."""
     import matplotlib.pyplot as plt
 
     with plt.ioff():
-        return plt.figure(*args, **kwargs)
+        return plt.figure(*args, **_capped(kwargs))
 
 
 class BlitManager:

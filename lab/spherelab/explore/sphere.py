@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..sphere import lonlat_grid, orthographic_grid
+from ..widgets import capped_dpi
 
 __all__ = ["sphere_posterior", "on_sphere"]
 
@@ -94,7 +95,8 @@ def sphere_posterior(model, X, y=None, *, map_size=(45, 180), globe_size: int = 
     r, Xh = model.kernel.lift(X)
     colour = dict(c=y, cmap="coolwarm", s=4, edgecolors="none") if y is not None else dict(c="k", s=3)
 
-    fig, axes = plt.subplots(2, 3, figsize=(9.5, 5.4), gridspec_kw={"width_ratios": [1.0, 1.6, 0.9]})
+    fig, axes = plt.subplots(2, 3, figsize=(9.5, 5.4), dpi=capped_dpi(9.5),
+                             gridspec_kw={"width_ratios": [1.0, 1.6, 0.9]})
     names = ("mean", "standard deviation")
     for row, (name, cmap) in enumerate(zip(names, ("RdBu_r", "viridis"))):
         d, h, gl = data[row], hemisphere[row], globe[row]

@@ -15,6 +15,7 @@ import numpy as np
 from ..metrics import nlpd
 from ..models import ExactGP
 from ..models.report import capped
+from ..widgets import capped_dpi
 
 __all__ = ["degree_sweep", "plot_sweep"]
 
@@ -63,7 +64,7 @@ def plot_sweep(sweep: dict, title: str = ""):
 
     rows, ref = sweep["rows"], sweep["exact"]
     M = [r["M"] for r in rows]
-    fig, (a, b, c) = plt.subplots(1, 3, figsize=(9.5, 3.0))
+    fig, (a, b, c) = plt.subplots(1, 3, figsize=(9.5, 3.0), dpi=capped_dpi(9.5))
     a.plot(M, [r["nlpd"] for r in rows], "o-", color="C0")
     b.plot([r["seconds"] for r in rows], [r["nlpd"] for r in rows], "o-", color="C0")
     c.plot(M, [r["elbo"] for r in rows], "o-", color="C2", label="ELBO")
