@@ -17,3 +17,5 @@ def check(g):
     depth.beta.value = round(depth.beta_star, 2)
     g["viewer"].round.value = 0
     g["viewer"].round.value = g["ROUNDS"]
+    # the text's counts: 2 phases per degree to 8 on S^2 are 17 of the 81 harmonics
+    assert g["phases"].num_features == 17 and g["sl"].cumulative_num_harmonics(8, 3) == 81

@@ -29,6 +29,10 @@ __all__ = ["OrthogonalExplorer", "TERM_STYLE"]
 #: colour and line style of each variance term (keys of ``OrthogonalSVGP.variance_terms``)
 TERM_STYLE = {"Kff": ("C0", "-"), "-Qff": ("C0", "--"), "+QCuQ": ("#6baed6", "-"),
               "-SfvSvv^-1Svf": ("C1", "--"), "+SfvSvv^-1CvSvv^-1Svf": ("#fdae6b", "-")}
+#: each term typeset (Matplotlib's mathtext) for the figure's legend
+TERM_LABEL = {"Kff": r"$K_{ff}$", "-Qff": r"$-Q_{ff}$", "+QCuQ": r"$+Q\,C_u Q$",
+              "-SfvSvv^-1Svf": r"$-S_{fv}S_{vv}^{-1}S_{vf}$",
+              "+SfvSvv^-1CvSvv^-1Svf": r"$+S_{fv}S_{vv}^{-1}C_v S_{vv}^{-1}S_{vf}$"}
 
 
 class OrthogonalExplorer(Selectable):
@@ -84,7 +88,7 @@ class OrthogonalExplorer(Selectable):
         self.ax_fit.set_xlabel("x")
         self.ax_fit.set_ylabel("y")
         self.ax_fit.legend(loc="lower left", fontsize=8)
-        self.term_lines = {k: self.ax_var.plot(g, 0 * g, color=c, ls=ls, lw=1.5, label=k)[0]
+        self.term_lines = {k: self.ax_var.plot(g, 0 * g, color=c, ls=ls, lw=1.5, label=TERM_LABEL[k])[0]
                            for k, (c, ls) in TERM_STYLE.items()}
         (self.total,) = self.ax_var.plot(g, 0 * g, "k-", lw=2.5, label="predictive variance of f")
         self.ax_var.axhline(0, color="gray", lw=0.5)
