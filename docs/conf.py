@@ -2,8 +2,9 @@
 
 The API reference is generated from the docstrings (autodoc + napoleon, NumPy style); the seven
 notebooks are copied from ``../notebooks`` at each build and executed by MyST-NB (``make docs``
-sets SPHERELAB_SMOKE=1: smoke size, a few minutes on two cores); the reproduced paper results are
-``../benchmarks/RESULTS.md``, included as generated."""
+sets SPHERELAB_SMOKE=1: smoke size, a few minutes on two cores), as are the getting-started page
+and the task pages (``tasks/``, text notebooks); the results page is generated with RESULTS.md by
+``benchmarks/tools/record.py render`` (each claim's headline table, no notes)."""
 
 from __future__ import annotations
 
@@ -25,8 +26,11 @@ release = version = spherelab.__version__
 
 # MathJax from the site itself (sphinx-mathjax-offline copies it into _static): the pages render
 # without reaching any server but the one that serves them
-extensions = ["sphinx.ext.autodoc", "sphinx.ext.napoleon", "sphinx.ext.mathjax", "sphinx-mathjax-offline",
-              "sphinx.ext.viewcode", "myst_nb"]
+extensions = ["sphinx.ext.autodoc", "sphinx.ext.autosummary", "sphinx.ext.napoleon", "sphinx.ext.mathjax",
+              "sphinx-mathjax-offline", "sphinx.ext.viewcode", "myst_nb"]
+# the API pages open with a table of their classes and functions (one line each), linking to the
+# entries below it; no stub pages are generated
+autosummary_generate = False
 source_suffix = {".rst": "restructuredtext", ".md": "myst-nb", ".ipynb": "myst-nb"}
 exclude_patterns = ["_build", "README.md"]
 myst_enable_extensions = ["dollarmath", "amsmath"]
@@ -49,6 +53,9 @@ nb_execution_mode = "force"
 nb_execution_timeout = 600
 nb_execution_raise_on_error = True
 nb_merge_streams = True
+# anything a page prints on stderr (a warning, a log line, a worker's complaint) is a build warning,
+# so an error under -W: readers see no output they did not cause
+nb_output_stderr = "warn"
 nb_render_image_options = {"width": "100%"}
 
 # the widgets' views are static in a documentation page: no widget manager from a CDN

@@ -56,3 +56,16 @@ def test_kernels_features_and_models_have_parameters_and_examples(path):
         obj = getattr(obj, part)
     doc = inspect.getdoc(obj) or ""
     assert "Parameters\n----------" in doc and "Examples\n--------" in doc, path
+
+
+def test_each_api_page_opens_with_a_table_of_its_modules_classes_and_functions():
+    """docs/api/<module>.rst: an autosummary of exactly the callables of the module's __all__, in order."""
+    from pathlib import Path
+
+    for rst in sorted((Path(__file__).resolve().parents[1] / "docs" / "api").glob("*.rst")):
+        text = rst.read_text(encoding="utf-8")
+        name = text.split(".. automodule:: ")[1].split()[0]
+        module = importlib.import_module(name)
+        listed = text.split(".. autosummary::")[1].split(".. automodule::")[0].split()[1:]
+        assert listed == [n for n in module.__all__ if callable(getattr(module, n))
+                          and not inspect.ismodule(getattr(module, n))], rst.name

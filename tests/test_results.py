@@ -18,6 +18,9 @@ spec.loader.exec_module(record)
 
 def test_results_md_is_the_render_of_the_log():
     assert (ROOT / "benchmarks" / "RESULTS.md").read_text(encoding="utf-8") == record.render()
+    page = (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
+    assert page == record.digest()  # the docs' results page: the headline tables, no notes
+    assert len(page) < 0.4 * len(record.render()) and "log: `benchmarks/log/" not in page
 
 
 def test_every_claim_is_measured_and_names_a_command_that_exists():

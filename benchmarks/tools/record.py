@@ -28,12 +28,14 @@ from summaries import SUMMARIES  # noqa: E402
 BENCHMARKS = HERE.parent
 LOG = BENCHMARKS / "log"
 RESULTS = BENCHMARKS / "RESULTS.md"
+#: the documentation site's results page: each claim's headline table, no notes (generated too)
+DIGEST = BENCHMARKS.parent / "docs" / "results.md"
 
 #: claim -> (group, what it measures); RESULTS.md shows the groups and claims in this order
 CLAIMS = {
     "accuracy": ("Paper reproductions and identities", "Gegenbauer, addition theorem and orthonormality against references"),
     "vish-table1": ("Paper reproductions and identities", "VISH, Dutordoir et al. 2020 Table 1 (features prior)"),
-    "vish-uci": ("Paper reproductions and identities", "VISH on five UCI sets with the default (kernel) prior"),
+    "vish-uci": ("Paper reproductions and identities", "VISH on five UCI sets with the kernel prior (the default before the features prior)"),
     "vish-degrees": ("Paper reproductions and identities", "VISH against M and wall time on kin8nm, power, protein"),
     "decoupled-uci": ("Paper reproductions and identities", "Activated features and the orthogonal basis on UCI (Tiao, thesis)"),
     "decoupled-snelson": ("Paper reproductions and identities", "The orthogonal basis on Snelson (Tiao, thesis Fig. 3.9)"),
@@ -219,6 +221,56 @@ def render() -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
+def _headline(body: str) -> list[str]:
+    """The first Markdown table of a run's body, under the heading it sits below; without a table,
+    the first output block (at most 24 lines)."""
+    lines, fenced, heading, block = for_readers(body).split("\n"), False, None, None
+    for i, line in enumerate(lines):
+        if line.startswith("```"):
+            fenced = not fenced
+            if fenced and block is None:
+                block = i
+            continue
+        if fenced:
+            continue
+        if re.match(r"#{1,6} ", line):
+            heading = line.lstrip("#").strip()
+        elif line.startswith("|"):
+            end = next((j for j in range(i, len(lines)) if not lines[j].startswith("|")), len(lines))
+            return ([f"**{heading}**", ""] if heading else []) + lines[i:end]
+    if block is None:
+        return []
+    end = next(j for j in range(block + 1, len(lines)) if lines[j].startswith("```"))
+    return ["```text", *lines[block + 1:min(end, block + 25)], "```"]
+
+
+def digest() -> str:
+    """The documentation site's results page: per claim, what was run, when and where, its headline
+    table and figure, and the summary over runs where the claim has one; the notes, the full
+    output and the earlier runs stay in RESULTS.md and the log."""
+    every, latest = entries(), current()
+    lines = ["# Results", "",
+             "The current measurement of each claim: the newest run's headline table, with its date and the "
+             "machine it ran on. Generated from the repository's benchmark log, never edited by hand; every "
+             "table of each run, how it was made and the command that repeats it are in "
+             "`benchmarks/RESULTS.md`.", ""]
+    group = None
+    for claim, (claim_group, what) in CLAIMS.items():
+        if claim not in latest:
+            continue
+        if claim_group != group:
+            group = claim_group
+            lines += [f"## {group}", ""]
+        e = latest[claim]
+        lines += [f"### {what}", "", for_readers(f"*{e['title']}* · {e['date']} · {e['machine']}"), "",
+                  *_headline(e["body"]), ""]
+        if claim in SUMMARIES:
+            lines += [_under_claim(SUMMARIES[claim]([x for x in every if x["claim"] == claim])), ""]
+        if claim in FIGURES:
+            lines += [f"![{what}](../benchmarks/figures/{claim}.svg)", ""]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
 def stale_figures() -> list[str]:
     """The claims whose figure is missing or was drawn from an older log entry."""
     latest = current()
@@ -265,10 +317,10 @@ def main() -> int:
         if args.claim in FIGURES:
             runs = [e for e in entries() if e["claim"] == args.claim]
             print(f"drew {draw(args.claim, runs).relative_to(BENCHMARKS.parent)}")
-    text = render()
+    text, page = render(), digest()
     if getattr(args, "check", False):
-        if RESULTS.read_text(encoding="utf-8") != text:
-            print("RESULTS.md is not what benchmarks/log gives: run benchmarks/tools/record.py render")
+        if RESULTS.read_text(encoding="utf-8") != text or DIGEST.read_text(encoding="utf-8") != page:
+            print("RESULTS.md or docs/results.md is not what benchmarks/log gives: run benchmarks/tools/record.py render")
             return 1
         stale = stale_figures()
         if stale:
@@ -277,7 +329,9 @@ def main() -> int:
         print("RESULTS.md matches the log")
         return 0
     RESULTS.write_text(text, encoding="utf-8")
-    print(f"wrote {RESULTS.relative_to(BENCHMARKS.parent)}: {len(current())} claims")
+    DIGEST.write_text(page, encoding="utf-8")
+    print(f"wrote {RESULTS.relative_to(BENCHMARKS.parent)} and {DIGEST.relative_to(BENCHMARKS.parent)}: "
+          f"{len(current())} claims")
     return 0
 
 
