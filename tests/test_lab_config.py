@@ -69,6 +69,7 @@ def test_a_run_notebook_saves_as_committed(server, path):
     base, token, root = server
     nb = json.loads(path.read_text(encoding="utf-8"))
     for i, cell in enumerate(nb["cells"]):  # what a Run All leaves in the document
+        cell["source"] = "".join(cell["source"])  # JupyterLab sends each source as one string
         cell["metadata"]["execution"] = {"iopub.status.busy": "2026-11-26T00:00:00Z"}
         if cell["cell_type"] == "code":
             cell["execution_count"] = i + 1

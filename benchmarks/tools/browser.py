@@ -10,7 +10,7 @@ one in that time, in the background).
     python benchmarks/tools/browser.py [--notebooks 01 02 ...] [--chromium /usr/bin/chromium] [--pause 10] [--check]
                                        [--smoke]
 
-``--check`` exits non-zero on an error output, a notebook without live widgets, a control whose
+``--check`` exits non-zero on an error output or any output on stderr, a notebook without live widgets, a control whose
 move never redraws, or a figure that passes the right edge of its output area in a 1 280 x 900
 window with the file browser open (what ``make test-browser`` asserts); latencies are only
 reported (targets: median under 150 ms, worst under 300 ms). A screenshot of each figure in the
@@ -103,6 +103,8 @@ def run_notebook(page, port: int, token: str, name: str, presses: int, pause: fl
     time.sleep(1.0 + pause)  # widgets and figures render after the last reply; then a reader's pause
     outputs = page.locator(".jp-OutputArea-output").all_inner_texts()
     errors = [t[:300] for t in outputs if "Traceback" in t or re.search(r"^\w+Error\b", t, re.M)]
+    # anything on stderr (a warning, a log line, a worker's complaint): a reader did not cause it
+    stderr = [t[:300] for t in page.locator('[data-mime-type="application/vnd.jupyter.stderr"]').all_inner_texts()]
     sliders = page.locator(".noUi-handle")
     dropdowns = page.locator(".widget-dropdown select")
     figures = page.locator(".jupyter-matplotlib-canvas-div").count()
@@ -155,7 +157,7 @@ def run_notebook(page, port: int, token: str, name: str, presses: int, pause: fl
             saved_clean = True if clean else "outputs written"
     page.locator(".lm-MenuBar-itemLabel", has_text="Kernel").first.click()
     page.locator(".lm-Menu-itemLabel", has_text="Shut Down Kernel").first.click()
-    return dict(saved_clean=saved_clean, name=name, run_all=run_all, errors=errors, sliders=sliders.count(), dropdowns=dropdowns.count(),
+    return dict(saved_clean=saved_clean, name=name, run_all=run_all, errors=errors, stderr=stderr, sliders=sliders.count(), dropdowns=dropdowns.count(),
                 figures=figures, moves=moves, dead=sorted(set(dead)), overflow=overflow,
                 widest=max((w for w, _ in widths), default=0.0), room=min((r for _, r in widths), default=0.0))
 
@@ -223,6 +225,8 @@ def main() -> int:
               f"{r['widest']:.0f} / {r['room']:.0f}{' (too wide)' if r['overflow'] > 0 else ''} |")
         if r["errors"]:
             failures.append(f"{r['name']}: error output: {r['errors'][0]}")
+        if r["stderr"]:
+            failures.append(f"{r['name']}: {len(r['stderr'])} output(s) on stderr, the first: {r['stderr'][0]}")
         if r["overflow"] > 0:
             failures.append(f"{r['name']}: a figure passes its output area's right edge by {r['overflow']:.0f} px "
                             f"in a {WINDOW[0]}-px window")

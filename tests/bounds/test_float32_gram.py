@@ -29,7 +29,7 @@ def test_float32_statistics_are_close_and_the_rest_is_double(rng, prior):
     m32 = sl.VISH(K.Matern(1.5, 1.0), 4, sl.likelihoods.Gaussian(0.1), gram_dtype="float32", prior=prior)
     m32.fit(X, y, optimize=False)
     # the error sits in the data-fit term, whose scale is y'y / noise (both priors share it)
-    assert abs(m32.elbo() - m64.elbo()) <= 1e-6 * float(y @ y) / 0.1
+    assert abs(m32.elbo() - m64.elbo()) <= 7e-7 * float(y @ y) / 0.1  # 1e-5 of the kernel prior's |ELBO| here
     assert np.allclose(m32.predict_f(X[:50])[0], m64.predict_f(X[:50])[0], atol=1e-4)
 
 
