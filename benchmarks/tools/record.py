@@ -190,6 +190,17 @@ def for_readers(text: str) -> str:
     return "\n".join(out)
 
 
+def _measured(latest: dict[str, dict]):
+    """``(heading lines, claim, what, newest entry)`` for each measured claim in CLAIMS' order; the
+    heading lines open a group at its first claim and are empty after it."""
+    group = None
+    for claim, (claim_group, what) in CLAIMS.items():
+        if claim in latest:
+            heading = [f"## {claim_group}", ""] if claim_group != group else []
+            group = claim_group
+            yield heading, claim, what, latest[claim]
+
+
 def render() -> str:
     every = entries()
     latest = current()
@@ -199,14 +210,8 @@ def render() -> str:
              "`benchmarks/tools/record.py render` from the dated log in `benchmarks/log/` (every run, oldest",
              "first); never edited by hand. Paper reproductions are in `benchmarks/paper/`, timings against",
              "peers and limits in `benchmarks/speed/`, helpers in `benchmarks/tools/`.", ""]
-    group = None
-    for claim, (claim_group, what) in CLAIMS.items():
-        if claim not in latest:
-            continue
-        if claim_group != group:
-            group = claim_group
-            lines += [f"## {group}", ""]
-        e = latest[claim]
+    for heading, claim, what, e in _measured(latest):
+        lines += heading
         lines += [f"### {what}", "", for_readers(f"*{e['title']}* — `{e['command']}` · {e['date']} · "
                                                  f"{e['machine']} · log: `benchmarks/log/{e['file']}`"),
                   "", _under_claim(for_readers(e["body"])), ""]
@@ -254,14 +259,8 @@ def digest() -> str:
              "machine it ran on. Generated from the repository's benchmark log, never edited by hand; every "
              "table of each run, how it was made and the command that repeats it are in "
              "`benchmarks/RESULTS.md`.", ""]
-    group = None
-    for claim, (claim_group, what) in CLAIMS.items():
-        if claim not in latest:
-            continue
-        if claim_group != group:
-            group = claim_group
-            lines += [f"## {group}", ""]
-        e = latest[claim]
+    for heading, claim, what, e in _measured(latest):
+        lines += heading
         lines += [f"### {what}", "", for_readers(f"*{e['title']}* · {e['date']} · {e['machine']}"), "",
                   *_headline(e["body"]), ""]
         if claim in SUMMARIES:
