@@ -137,6 +137,58 @@ def test_orthogonal_explorer_terms_sum_to_the_variance_and_fits_are_cached():
     assert ex.current["model"] is first
 
 
+def test_the_fit_bar_follows_only_the_fit_of_the_configuration_shown():
+    """The explorers' refits report to a progress bar (not a bare "fitting…"): the fit of the
+    configuration on screen, never the fits computed ahead."""
+    from spherelab.explore import OrthogonalExplorer
+
+    X, y = sl.datasets.snelson_like(40, seed=3)
+    ex = OrthogonalExplorer(X, y, {"Matérn-5/2": lambda: K.Matern(2.5, 1.0)}, {"ReLU": A.ReLU()}, units=4,
+                            maxiter=8, levels=2, orthogonal=1)
+    assert ex.fitbar.box.layout.visibility == "hidden" and ex.fitbar.box in ex.widget().children
+    assert ex.fits.wait(120)
+    seen = []
+    ex.fitbar.step = lambda *report: seen.append(report)
+    key = ("Matérn-5/2", "ReLU", 6, 1)
+    ex._want = ("Matérn-5/2", "ReLU", 2, 1)  # another configuration on screen: this fit runs ahead, silent
+    ex._fit(key)
+    assert seen == [] and ex.fitbar.box.layout.visibility == "hidden"
+    ex._want = key
+    ex._fit(key)
+    assert [r[0] for r in seen] == list(range(1, len(seen) + 1)) and 1 <= len(seen) <= 8
+    assert ex.fitbar.box.layout.visibility == "hidden"  # closed with its fit
+
+
+def test_the_fit_bar_reports_iterations_and_time_left_and_draws_in_its_loop():
+    import asyncio
+    import threading
+
+    from spherelab.explore import FitBar
+
+    bar = FitBar(every=0.0)
+    bar.start("OrthogonalSVGP.fit", 100, 30.0)
+    assert bar.report(10, -12.5, 2.0, None) == (
+        10, 100, "OrthogonalSVGP.fit · iteration 10 of at most 100 · bound -12.5 · 2.0 s · at most 18 s left")
+    bar.step(10, -12.5, 2.0, None)
+    assert (bar.bar.value, bar.bar.max, bar.box.layout.visibility) == (10, 100, "visible")
+    bar.start("VISH.fit", None, None)
+    assert bar.report(3, 1.0, 0.5, "lift") == (3, 20, "VISH.fit · lift · iteration 3 · bound 1 · 0.5 s")
+    bar.close()
+    assert bar.box.layout.visibility == "hidden" and bar.text.value == ""
+
+    async def in_a_kernel():  # a worker thread's report waits for the loop's thread (widgets' messages)
+        bar = FitBar(every=0.0)
+        bar.start("x", 10, None)
+        worker = threading.Thread(target=bar.step, args=(3, 1.0, 0.3, None))
+        worker.start()
+        worker.join()
+        before = bar.bar.value
+        await asyncio.sleep(0)
+        return before, bar.bar.value
+
+    assert asyncio.run(in_a_kernel()) == (0, 3)
+
+
 def test_depth_explorer_and_phase_viewer():
     from spherelab.explore import DepthExplorer, PhaseViewer
 
@@ -306,6 +358,23 @@ def test_overlapping_text_finds_a_label_over_a_panel():
     a.set_ylabel("a long label that spills")
     b.set_ylabel("a label drawn over the left panel " * 3)
     assert sl.widgets.overlapping_text(fig)
+    plt.close(fig)
+
+
+def test_overlapping_text_finds_text_and_legends_cut_at_the_canvas_edge():
+    """A figure shown as it is (ipympl) loses whatever reaches past its canvas: a colour bar's tick
+    labels, a legend pushed right."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(4, 2))
+    fig.subplots_adjust(left=0.2, right=0.8, bottom=0.25, top=0.85)
+    ax.plot([0, 1], [0, 1], label="a line")
+    assert sl.widgets.overlapping_text(fig) == []
+    ax.set_title("a title far too long for a figure four inches wide " * 2)
+    assert any("cut at the canvas's left and right edge" in d for d in sl.widgets.overlapping_text(fig))
+    ax.set_title("")
+    ax.legend(loc="center left", bbox_to_anchor=(1.1, 0.5))
+    assert sl.widgets.overlapping_text(fig) == ["a legend is cut at the canvas's right edge"]
     plt.close(fig)
 
 

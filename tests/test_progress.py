@@ -64,3 +64,55 @@ def test_progress_is_true_false_or_none(data, bad):
         sl.VISH(sl.kernels.Matern(1.5), 2).fit(X, y, progress=bad)
     with pytest.raises(TypeError, match="progress must be True, False or None"):
         sl.OrthogonalSVGP(sl.kernels.Matern(1.5), sl.InducingPoints(X[:6]), 3).fit(X, y, progress=bad)
+
+
+class Spy(P.Reporter):
+    """A reporter that keeps what it is told."""
+
+    def __init__(self):
+        self.calls = []
+
+    def start(self, desc, total, max_time):
+        self.calls.append(("start", desc, total, max_time))
+
+    def step(self, iteration, bound, elapsed, stage):
+        self.calls.append(("step", iteration, bound, stage))
+
+    def close(self):
+        self.calls.append(("close",))
+
+
+def test_a_reporter_is_told_each_fit_from_start_to_close_on_its_thread(data, capsys):
+    X, y = data
+    spy = Spy()
+    model = sl.OrthogonalSVGP(sl.kernels.Matern(1.5), sl.InducingPoints(X[:6]), 3)
+    model.fit(X, y, maxiter=7, max_time=60, progress=spy)
+    assert spy.calls[0] == ("start", "OrthogonalSVGP.fit", 7, 60)
+    steps = [c for c in spy.calls if c[0] == "step"]
+    assert [c[1] for c in steps] == list(range(1, len(steps) + 1)) and 1 <= len(steps) <= 7
+    assert steps[-1][2] == pytest.approx(model.elbo(), rel=1e-6)  # the bound, not the negated objective
+    assert spy.calls[-1] == ("close",) and capsys.readouterr().err == ""  # no tqdm bar besides
+    spy = Spy()
+    sl.VISH(sl.kernels.Matern(1.5), 2).fit(X, y, progress=spy)
+    assert spy.calls[0][:3] == ("start", "VISH.fit", None)
+    assert {c[3] for c in spy.calls if c[0] == "step"} >= {"lift", "spectrum"}
+    assert spy.calls[-1] == ("close",)
+
+
+def test_a_reporter_is_closed_when_its_fit_fails(data):
+    X, y = data
+
+    class Failing(Spy):
+        def step(self, *args):
+            raise RuntimeError("the reporter's own failure")
+
+    spy = Failing()
+    model = sl.OrthogonalSVGP(sl.kernels.Matern(1.5), sl.InducingPoints(X[:6]), 3)
+    with pytest.raises(RuntimeError, match="the reporter's own failure"):
+        model.fit(X, y, maxiter=5, progress=spy)
+    assert spy.calls[-1] == ("close",)
+
+
+def test_a_reporter_must_implement_step():
+    with pytest.raises(NotImplementedError, match="Bare must implement step"):
+        type("Bare", (P.Reporter,), {})().step(1, 0.0, 0.0, None)

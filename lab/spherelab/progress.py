@@ -4,7 +4,9 @@
 once a fit has run a few seconds in an interactive session (an IPython kernel or a terminal, on the
 main thread), so that a long fit talks and a short one, a script's or a background refit's stays
 quiet. The bar is tqdm's (``tqdm.auto``: a
-widget in a notebook, text on a terminal).
+widget in a notebook, text on a terminal). ``progress=`` also takes a :class:`Reporter`, which
+receives the same reports on the fitting thread (the explorers' bar,
+:class:`spherelab.widgets.FitBar`, is one).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 from ._listing import own_names
 from ._validation import check_bool
 
-__all__ = ["FitProgress", "check_progress", "AFTER_SECONDS"]
+__all__ = ["FitProgress", "Reporter", "check_progress", "AFTER_SECONDS"]
 __dir__ = own_names(__name__)  # dir() and tab completion: the names above, not the imports
 
 #: seconds a fit runs before ``progress=None`` shows its bar
@@ -38,14 +40,35 @@ def _interactive() -> bool:
     return bool(getattr(sys.stderr, "isatty", lambda: False)())
 
 
-def check_progress(progress: Any, name: str = "progress") -> bool | None:
-    """``progress`` as True, False (NumPy's too) or None, else a ``TypeError`` naming it."""
-    if progress is None:
-        return None
+class Reporter:
+    """Where a fit's progress goes instead of a tqdm bar: pass an instance as ``progress=``. A fit
+    calls :meth:`start` once, :meth:`step` after each iteration and :meth:`close` at its end, all
+    on the thread that fits (an explorer's background thread: a reporter that draws widgets hands
+    the drawing to its event loop). Subclasses implement :meth:`step`."""
+
+    def start(self, desc: str, total: int | None, max_time: float | None) -> None:
+        """A fit named ``desc`` begins: at most ``total`` iterations, ``max_time`` seconds (None:
+        no such limit)."""
+
+    def step(self, iteration: int, bound: float, elapsed: float, stage: str | None) -> None:
+        """Iteration ``iteration`` (from 1) has ended with ``bound``, ``elapsed`` seconds into
+        the fit; ``stage`` names the optimisation running, when a fit has several."""
+        raise NotImplementedError(f"{type(self).__name__} must implement step()")
+
+    def close(self) -> None:
+        """The fit has ended (finished, stopped or failed)."""
+
+
+def check_progress(progress: Any, name: str = "progress") -> bool | Reporter | None:
+    """``progress`` as True, False (NumPy's too), None or a :class:`Reporter`, else a
+    ``TypeError`` naming it."""
+    if progress is None or isinstance(progress, Reporter):
+        return progress
     try:
         return check_bool(progress, name)
     except TypeError:
-        raise TypeError(f"{name} must be True, False or None (automatic), got {progress!r}") from None
+        raise TypeError(f"{name} must be True, False or None (automatic), or a spherelab.progress.Reporter, "
+                        f"got {progress!r}") from None
 
 
 class FitProgress:
@@ -53,12 +76,16 @@ class FitProgress:
     optimisation running), then :meth:`close`. ``total`` is the iteration limit (the bar's end;
     L-BFGS-B usually converges before it), ``max_time`` a time limit (the time it leaves is shown)."""
 
-    def __init__(self, progress: bool | None, desc: str, total: int | None = None, max_time: float | None = None):
+    def __init__(self, progress: bool | Reporter | None, desc: str, total: int | None = None,
+                 max_time: float | None = None):
         self.mode = check_progress(progress)
         self.desc, self.total, self.max_time = desc, total, max_time
         self.start, self.iteration, self.bar, self.stage = time.perf_counter(), 0, None, None
+        self.reporter = self.mode if isinstance(self.mode, Reporter) else None
         self.auto = self.mode is None and _interactive()
-        if self.mode:
+        if self.reporter is not None:
+            self.reporter.start(desc, total, max_time)
+        elif self.mode:
             self._open(0)
 
     def _open(self, done: int) -> None:
@@ -69,6 +96,9 @@ class FitProgress:
     def __call__(self, bound: float) -> None:
         self.iteration += 1
         elapsed = time.perf_counter() - self.start
+        if self.reporter is not None:
+            self.reporter.step(self.iteration, float(bound), elapsed, self.stage)
+            return
         if self.bar is None:
             if not (self.auto and elapsed >= AFTER_SECONDS):
                 return
@@ -81,6 +111,9 @@ class FitProgress:
         self.bar.set_postfix(postfix, refresh=False)
 
     def close(self) -> None:
+        if self.reporter is not None:
+            reporter, self.reporter = self.reporter, None
+            reporter.close()
         if self.bar is not None:
             self.bar.close()
             self.bar = None

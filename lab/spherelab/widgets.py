@@ -87,20 +87,27 @@ def subplots(*args, **kwargs):
 
 def overlapping_text(fig, tolerance: float = 1.0) -> list[str]:
     """Layout defects of a drawn figure: every pair of visible texts (titles, axis and tick labels,
-    colour-bar labels, figure titles) whose boxes overlap, and every text that overlaps the panel
-    of an axes it does not belong to (a colour-bar label under a neighbouring globe). Returns one
-    line per defect, empty when the layout is clean; the notebook tests assert it on every figure.
+    colour-bar labels, figure titles) whose boxes overlap, every text that overlaps the panel
+    of an axes it does not belong to (a colour-bar label under a neighbouring globe), and every
+    text or legend that reaches past the canvas's edge (cut off where the canvas is shown as it
+    is, as ipympl shows it). Returns one line per defect, empty when the layout is clean; the
+    notebook tests assert it on every figure.
 
     ``tolerance`` (pixels) shrinks each box first, so texts that merely touch pass.
     """
+    import numpy as np
+
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
 
-    def tick_labels(axis):
-        lo, hi = sorted(axis.get_view_interval())
-        slack = 1e-9 * max(abs(lo), abs(hi), 1.0)
-        return [label for tick in axis.get_major_ticks() if lo - slack <= tick.get_loc() <= hi + slack
-                for label in (tick.label1, tick.label2)]
+    def tick_labels(axis):  # the drawn ones: within the view, compared on the axis's scale (log too)
+        scale = axis.get_transform()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lo, hi = sorted(scale.transform(np.asarray(axis.get_view_interval(), dtype=float)))
+            slack = 1e-9 * max(abs(lo), abs(hi), 1.0)
+            return [label for tick in axis.get_major_ticks()
+                    if lo - slack <= scale.transform(np.array([float(tick.get_loc())]))[0] <= hi + slack
+                    for label in (tick.label1, tick.label2)]
 
     owned = [(t, None) for t in fig.texts]
     for ax in fig.axes:
@@ -117,6 +124,15 @@ def overlapping_text(fig, tolerance: float = 1.0) -> list[str]:
             texts.append((t, owner, box.padded(-tolerance)))
     panels = [(ax, ax.get_window_extent(renderer).padded(-tolerance)) for ax in fig.axes if ax.get_visible()]
     defects = []
+    canvas = fig.bbox.padded(tolerance)
+    legends = [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_visible())]
+    for item, what in [*((t, repr(t.get_text())) for t, _, _ in texts),
+                       *((leg, "a legend") for leg in legends if leg is not None and leg.get_visible())]:
+        box = item.get_window_extent(renderer)
+        cut = [side for side, out in (("left", box.x0 < canvas.x0), ("right", box.x1 > canvas.x1),
+                                      ("bottom", box.y0 < canvas.y0), ("top", box.y1 > canvas.y1)) if out]
+        if cut:
+            defects.append(f"{what} is cut at the canvas's {' and '.join(cut)} edge")
     for i, (a, owner, box_a) in enumerate(texts):
         for b, _, box_b in texts[i + 1:]:
             if box_a.overlaps(box_b):

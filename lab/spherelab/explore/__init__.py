@@ -1,6 +1,7 @@
 """Interactive explorers behind the notebooks: each builds its widgets and figure once, updates
 artists in place on every change, keeps results it has computed (moving back to a value is
-instant) and shows a "computing…" state while a recompute runs. Notebooks call them in one line.
+instant) and shows a progress bar (a fit) or a "computing…" state while a recompute runs.
+Notebooks call them in one line.
 
 * :class:`HarmonicsGallery`, :class:`AdditionTheorem` — the harmonics of S² and the addition
   theorem (notebook 01);
@@ -18,13 +19,15 @@ instant) and shows a "computing…" state while a recompute runs. Notebooks call
 * :class:`FrontierExplorer`, :func:`frontier_curves` — test NLPD against fit time for VISH, the
   hybrid and inducing points on a chosen data set and budget; :func:`recorded_figure` — the
   benchmark's recorded frontier (notebook 05);
-* :class:`Precomputer` — the background computation behind the explorers that refit.
+* :class:`Precomputer` — the background computation behind the explorers that refit;
+  :class:`FitBar` — their progress bar, following the fit of the configuration shown.
 """
 
 from .._listing import own_names
 from .background import Precomputer
 from .decomposition import ComponentSampler, DecompositionExplorer, component_title
 from .depth import DepthExplorer, PhaseViewer
+from .fitbar import FitBar
 from .frontier import FrontierExplorer, frontier_curves, recorded_figure
 from .harmonics import AdditionTheorem, HarmonicsGallery
 from .mismatch import MismatchExplorer
@@ -50,6 +53,7 @@ __all__ = [
     "ComponentSampler",
     "component_title",
     "Precomputer",
+    "FitBar",
     "sphere_posterior",
     "on_sphere",
     "degree_sweep",

@@ -25,6 +25,7 @@ from ..models.report import capped
 from ..sphere import cumulative_num_harmonics
 from ..widgets import BlitManager, subplots
 from .background import Precomputer, Selectable
+from .fitbar import FitBar
 
 __all__ = ["frontier_curves", "FrontierExplorer", "recorded_figure", "CONTENDERS"]
 
@@ -159,6 +160,7 @@ class FrontierExplorer(Selectable):
         self.seconds = widgets.FloatLogSlider(value=self.budget, base=10, min=-1, max=np.log10(self.budget),
                                               description="time budget s", readout_format=".2g", **opts)
         self.status = widgets.Label()
+        self.fitbar = FitBar()
         self.fig, self.ax = subplots(figsize=(8.5, 3.6))
         self.lines = {c: self.ax.plot([], [], "o-", ms=3, lw=1.5, label=c)[0] for c in CONTENDERS}
         self.ax.set_xscale("log")
@@ -171,14 +173,14 @@ class FrontierExplorer(Selectable):
         self.data.observe(self.show, names="value")
         self.seconds.observe(self.show, names="value")
         # the first set's fits take up to 4 x budget: computed on a worker thread in a kernel (the
-        # status line says which fit runs), so the cell returns at once; wait() blocks for them
+        # progress bar says which fit runs), so the cell returns at once; wait() blocks for them
         self.show()
 
     def widget(self):
-        """The controls and the status line, for ``display``."""
+        """The controls, the status line and the progress bar, for ``display``."""
         import ipywidgets as widgets
 
-        return widgets.VBox([widgets.HBox([self.data, self.seconds]), self.status])
+        return widgets.VBox([widgets.HBox([self.data, self.seconds]), self.status, self.fitbar.box])
 
     def wait(self) -> dict:
         """Block until the selected set's curves are computed and drawn; returns them (for scripts
@@ -190,8 +192,8 @@ class FrontierExplorer(Selectable):
     def _compute(self, name: str) -> dict:
         def progress(i, contender):
             if self.data.value == name:
-                self.status.value = (f"fitting… {contender} on {name} ({i + 1} of {len(CONTENDERS)}, "
-                                     f"up to {self.budget:g} s each)")
+                self.fitbar.count(i, len(CONTENDERS), f"fitting {contender} on {name} "
+                                  f"({i + 1} of {len(CONTENDERS)}, up to {self.budget:g} s each)")
 
         return frontier_curves(*self.sets[name], budget=self.budget, inducing=self.inducing, degree=self.degree,
                                progress=progress)
@@ -205,15 +207,17 @@ class FrontierExplorer(Selectable):
         worker thread in a kernel, when the set is new)."""
         name = self._want = self.data.value
         if not self.curves.ready(name):
-            self.status.value = f"fitting… every contender on {name} (up to {self.budget:g} s each)"
+            self.fitbar.count(0, len(CONTENDERS), f"fitting every contender on {name} (up to {self.budget:g} s each)")
         self.curves.when_ready(name, lambda c: self._show(name, c), self._failed, wait=self._wait)
 
     def _failed(self, err: BaseException) -> None:
+        self.fitbar.close()
         self.status.value = f"a fit failed: {type(err).__name__}: {err}"
 
     def _show(self, name: str, curves: dict) -> None:
         if name != self._want:
             return
+        self.fitbar.close()
         self.curves.ahead([s for s in self.sets if s != name])
         limit = self.seconds.value
         for c, line in self.lines.items():

@@ -6,7 +6,7 @@ Each configuration is a full L-BFGS-B fit (about a second): sliders act on relea
 configuration is fitted once (moving back to one is instant), and the configurations one move
 away from the shown one are fitted ahead on a background thread
 (:class:`~spherelab.explore.background.Precomputer`), so that a move usually finds its fit
-ready; otherwise "fitting…" shows while it runs.
+ready; otherwise a progress bar (:class:`~spherelab.explore.fitbar.FitBar`) follows its fit.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from ..models import OrthogonalSVGP
 from ..models.report import capped
 from ..widgets import BlitManager, subplots
 from .background import Precomputer, Selectable
+from .fitbar import FitBar
 
 __all__ = ["OrthogonalExplorer", "TERM_STYLE"]
 
@@ -77,6 +78,7 @@ class OrthogonalExplorer(Selectable):
         self.L = widgets.IntSlider(value=levels, min=1, max=16, description="levels L", **opts)
         self.K = widgets.IntSlider(value=orthogonal, min=0, max=16, description="orthogonal K", **opts)
         self.status = widgets.Label()
+        self.fitbar = FitBar()
         g = self.grid[:, 0] * self.xs + self.xm
         self.fig, (self.ax_fit, self.ax_var) = subplots(1, 2, figsize=(9, 3.6))
         self.ax_fit.plot(X[:, 0], y, "k.", ms=3)
@@ -96,8 +98,7 @@ class OrthogonalExplorer(Selectable):
         self.ax_var.set_ylabel("variance term")
         self.ax_var.legend(loc="upper right", fontsize=7, ncol=2)
         self.fig.subplots_adjust(left=0.08, right=0.98, bottom=0.14, top=0.9, wspace=0.25)
-        self.ax_var.set_title("variance terms of f (standardised units; log beyond the variance's scale)",
-                              fontsize=8)
+        self.ax_var.set_title("variance terms of f (standardised; log scale beyond the variance's)", fontsize=8)
         # the curves, markers and the left title change on a move; axes, legends and labels are
         # redrawn only when the variance panel's range must change (blitting)
         self.blit = BlitManager(self.fig, [self.mean, self.lo, self.hi, self.wmarks, self.total, self.ax_fit.title,
@@ -109,10 +110,11 @@ class OrthogonalExplorer(Selectable):
         self._wait = False
 
     def widget(self):
-        """The controls and the status line, for ``display``."""
+        """The controls, the status line and the progress bar, for ``display``."""
         import ipywidgets as widgets
 
-        return widgets.VBox([widgets.HBox([self.kernel, self.act]), widgets.HBox([self.L, self.K]), self.status])
+        return widgets.VBox([widgets.HBox([self.kernel, self.act]), widgets.HBox([self.L, self.K]), self.status,
+                             self.fitbar.box])
 
     def fit(self, kernel: str, activation: str, L: int, K: int) -> dict:
         """The fitted model of one configuration and what the figure shows (fitted once)."""
@@ -126,7 +128,8 @@ class OrthogonalExplorer(Selectable):
         model = OrthogonalSVGP(self.kernels[kernel](), feats, K, Gaussian(1.0))
         t0 = time.perf_counter()
         with capped():  # the explorer's maxiter is a cap by design; the figure shows the iterations run
-            model.fit(self.X, self.y, maxiter=self.maxiter, seed=0)
+            model.fit(self.X, self.y, maxiter=self.maxiter, seed=0,
+                      progress=self.fitbar.follow(lambda: self._want == key))
         seconds = time.perf_counter() - t0
         mean, var = model.predict_y(self.grid)
         return dict(model=model, mean=mean, sd=np.sqrt(var), terms=model.variance_terms(self.grid),
@@ -147,10 +150,11 @@ class OrthogonalExplorer(Selectable):
 
     def refit(self, change=None) -> None:
         """Show the selected configuration: at once when fitted, else after its fit (the previous
-        fit stays on screen, titled "fitting…", while a worker thread fits in a kernel)."""
+        fit stays on screen, its title and the progress bar saying so, while a worker thread fits in
+        a kernel)."""
         key = self._want = (self.kernel.value, self.act.value, self.L.value, self.K.value)
         if not self.fits.ready(key):
-            self.status.value = "fitting…"
+            self.fitbar.count(0, 1, f"fitting {self._title(key)}")
             self.ax_fit.set_title(f"{self._title(key)}: fitting… (the previous fit shown)", fontsize=9)
             self.blit.update()
         self.fits.when_ready(key, lambda r: self._show(key, r), self._failed, wait=self._wait)
@@ -160,12 +164,14 @@ class OrthogonalExplorer(Selectable):
         return f"{key[0]}, {key[1]}, L = {key[2]}, K = {key[3]}"
 
     def _failed(self, err: BaseException) -> None:
+        self.fitbar.close()
         self.status.value = f"the fit failed: {type(err).__name__}: {err}"
 
     def _show(self, key, r: dict) -> None:
         if key != self._want:  # the selection moved on while this one was fitted
             return
         self.current = r
+        self.fitbar.close()
         self.fits.ahead(self.neighbours(key))
         mu, sd = r["mean"] * self.ys + self.ym, r["sd"] * self.ys
         self.mean.set_ydata(mu)
