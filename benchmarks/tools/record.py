@@ -68,6 +68,7 @@ CLAIMS = {
     "device-vish": ("The GPU device check", "VISH's fit on a card with its lift stage kept on the device"),
     "robustness-census": ("Robustness and analyses", "Robustness census: bad input against clear errors"),
     "matern-ridge": ("Robustness and analyses", "Why a default VISH fit can run away to a huge variance"),
+    "hybrid-bound": ("Robustness and analyses", "What spherical harmonics add to inducing points (the hybrid's bound)"),
 }
 FIELDS = ("claim", "title", "command", "date", "machine")
 

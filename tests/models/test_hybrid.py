@@ -67,3 +67,42 @@ def test_a_half_pair_or_no_budget_is_refused_by_name(data, kwargs, words):
     X, y = data
     with pytest.raises(ValueError, match=words):
         sl.models.fit_hybrid(sl.kernels.Matern(1.5), X, y, **kwargs)
+
+
+def _titsias(Kww, Kwf, kdiag, y, noise):
+    """Titsias's collapsed bound over the inducing set W, dense (N x N), independent of the library."""
+    from scipy.linalg import cholesky
+
+    A = np.linalg.solve(cholesky(Kww, lower=True), Kwf)
+    Q = A.T @ A
+    C = cholesky(Q + noise * np.eye(len(y)), lower=True)
+    a = np.linalg.solve(C, y)
+    return (-0.5 * a @ a - np.log(np.diag(C)).sum() - 0.5 * len(y) * np.log(2 * np.pi)
+            - 0.5 * (kdiag.sum() - np.trace(Q)) / noise)
+
+
+@pytest.mark.parametrize("D, L", [(2, 2), (3, 3)])
+def test_the_collapsed_hybrid_bound_is_titsias_over_u_and_v_less_the_mean_field_gap(D, L):
+    r"""The decoupled posterior keeps q(u) and q(v_perp) independent (Tiao, thesis §3.4; Shi, Titsias
+    & Mnih 2020): its collapsed bound is Titsias's over u and v together less the information the
+    optimal joint q would share between the two blocks, 1/2 [log|P_uu| + log|P_vv| - log|P|] with
+    P the optimal joint precision (Fischer's inequality: >= 0). Checked against dense matrices."""
+    rng = np.random.default_rng(D)
+    X = rng.normal(size=(150, D))
+    y = np.sin(X.sum(axis=1)) + 0.1 * rng.normal(size=150)
+    kernel = sl.kernels.Matern(1.5, 0.8, bias=1.0, input_scale=np.full(D, np.sqrt(D)))
+    Z = X[:6] + 0.01
+    model = sl.OrthogonalSVGP(kernel, sl.HarmonicFeatures(L), 6, sl.likelihoods.Gaussian(0.1), orthogonal_inputs=Z,
+                              jitter=0.0).fit(X, y, optimize=False)
+    Kuu, Kvv = model.features.Kuu(kernel), kernel.K(Z)
+    Kvu, Kuf, Kvf = model.features.Kuf(kernel, Z).T, model.features.Kuf(kernel, X), kernel.K(Z, X)
+    joint = _titsias(np.block([[Kuu, Kvu.T], [Kvu, Kvv]]), np.vstack([Kuf, Kvf]), kernel.diag(X), y, 0.1)
+    # the optimal q's precision over (u, v_perp): v_perp = v - K_vu K_uu^-1 u, prior S_vv
+    Kuu_inv = np.linalg.inv(Kuu)
+    Svv = Kvv - Kvu @ Kuu_inv @ Kvu.T
+    F = np.hstack([Kuf.T @ Kuu_inv, (Kvf.T - Kuf.T @ Kuu_inv @ Kvu.T) @ np.linalg.inv(Svv)])
+    M = Kuu.shape[0]
+    P = np.block([[Kuu_inv, np.zeros((M, 6))], [np.zeros((6, M)), np.linalg.inv(Svv)]]) + F.T @ F / 0.1
+    gap = 0.5 * (np.linalg.slogdet(P[:M, :M])[1] + np.linalg.slogdet(P[M:, M:])[1] - np.linalg.slogdet(P)[1])
+    assert gap > 0.5  # a real gap, not round-off: the two blocks share information about y
+    assert abs(model.elbo() - (joint - gap)) <= 1e-10 * abs(joint), (model.elbo(), joint - gap)

@@ -60,6 +60,15 @@ def fit_hybrid(kernel: ZonalKernel, X: Any, y: Any, *, degree: int | None = None
     maxiter, seed
         L-BFGS-B's limit for each stage; the seed of the VISH stage's lift subsample.
 
+    Notes
+    -----
+    The decoupled posterior keeps q(u) and q(v⊥) independent (Shi, Titsias & Mnih 2020), so its
+    collapsed bound is Titsias's over u and v together less the information the optimal joint q
+    would share between the two blocks. On kin8nm, power and protein that loss was larger than all
+    the harmonics add, and the same number of inducing points added more than the harmonics with
+    a joint q (``benchmarks/RESULTS.md``, "What spherical harmonics add to inducing points"): there
+    the hybrid trails inducing points alone.
+
     Examples
     --------
     >>> import spherelab as sl
