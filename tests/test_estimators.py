@@ -14,11 +14,18 @@ from sklearn.model_selection import cross_val_score  # noqa: E402
 from sklearn.pipeline import make_pipeline  # noqa: E402
 from sklearn.preprocessing import StandardScaler  # noqa: E402
 from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
-from spherelab.estimators import HybridRegressor, OrthogonalRegressor, VISHClassifier, VISHRegressor  # noqa: E402
+from spherelab.estimators import (  # noqa: E402
+    HybridRegressor,
+    InducingPointRegressor,
+    OrthogonalRegressor,
+    VISHClassifier,
+    VISHRegressor,
+)
 
 
 @parametrize_with_checks([VISHRegressor(max_degree=2, maxiter=30),
                           OrthogonalRegressor(num_inducing=4, num_orthogonal=4, maxiter=20),
+                          InducingPointRegressor(num_inducing=6, maxiter=20),
                           HybridRegressor(degree=2, num_orthogonal=4, maxiter=20),
                           VISHClassifier(max_degree=2, iterations=30)])
 def test_scikit_learn_checks(estimator, check):
@@ -42,6 +49,16 @@ def test_regressor_in_a_pipeline_and_cross_validation():
 def test_orthogonal_regressor_learns():
     X, y = sl.datasets.synthetic_regression(400, num_inputs=2, noise=0.05, seed=1)
     assert OrthogonalRegressor(num_inducing=16, num_orthogonal=16).fit(X[:300], y[:300]).score(X[300:], y[300:]) > 0.8
+
+
+def test_inducing_point_regressor_learns_from_greedy_inputs():
+    X, y = sl.datasets.synthetic_regression(400, 2, seed=4)
+    est = InducingPointRegressor(num_inducing=24, maxiter=200).fit(X[:300], 5.0 + 3.0 * y[:300])
+    assert est.score(X[300:], 5.0 + 3.0 * y[300:]) > 0.8
+    Z = est.model_.features.Z
+    assert Z.shape == (24, 2) and len(np.unique(Z.round(12), axis=0)) == 24
+    capped = InducingPointRegressor(num_inducing=24, max_time=1e-9).fit(X[:300], y[:300])
+    assert "max_time" in capped.model_.optimizer_result.message  # stopped at the first iterate past the limit
 
 
 def test_hybrid_regressor_learns_and_reports_the_pair_its_budget_chose():
