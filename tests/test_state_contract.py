@@ -131,6 +131,7 @@ def _same_state(est, state) -> bool:
 ESTIMATORS = {
     "VISHRegressor": lambda: sl.estimators.VISHRegressor(max_degree=2, maxiter=5),
     "OrthogonalRegressor": lambda: sl.estimators.OrthogonalRegressor(num_inducing=4, num_orthogonal=3, maxiter=3),
+    "InducingPointRegressor": lambda: sl.estimators.InducingPointRegressor(num_inducing=4, maxiter=3),
 }
 
 
