@@ -191,7 +191,8 @@ CALLS = [
                      lift_maxiter=lift_maxiter, maxiter=maxiter, seed=seed, lift_ftol=lift_ftol, progress=progress),
          {"X": C("array", X), "y": C("array", Y), "optimize": C("flag", True), "train_lift": C("flag", True),
           "lift_subsample": C("count", 30, 1), "lift_maxiter": C("count", 2, 0), "maxiter": C("count", 2, 0),
-          "seed": C("seed", 0), "lift_ftol": C("nonneg", 1e-4), "progress": C("flag", False, optional=True)}),
+          "seed": C("seed", 0), "lift_ftol": C("nonneg", 1e-4, optional=True),
+          "progress": C("flag", False, optional=True)}),
     Call("VISH.fit_svi", lambda X, y, batch_size, iterations, lr, gamma, seed, train_directions, progress:
          sl.VISH(K.Matern(1.5), 2, Bernoulli()).fit_svi(X, y, batch_size=batch_size, iterations=iterations, lr=lr,
                                                          gamma=gamma, seed=seed, train_directions=train_directions,

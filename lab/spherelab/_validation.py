@@ -115,7 +115,7 @@ def fit_options(**values: Any) -> tuple:
     model): flags ``optimize``, ``train_lift``, ``train_directions``, ``collapsed`` (or None);
     counts ``maxiter``, ``lift_maxiter``, ``iterations`` (>= 0), ``lift_subsample``, ``batch_size``
     (>= 1); ``seed``; ``lr``, ``gamma`` (> 0), ``max_time`` (> 0 seconds, or None) and ``lift_ftol``
-    (>= 0). Returned in the order given."""
+    (>= 0, or None). Returned in the order given."""
     checks = {"optimize": check_bool, "train_lift": check_bool, "train_directions": check_bool,
               "collapsed": lambda v, n: None if v is None else check_bool(v, n),
               "maxiter": lambda v, n: check_int(v, n, minimum=0),
@@ -123,7 +123,7 @@ def fit_options(**values: Any) -> tuple:
               "iterations": lambda v, n: check_int(v, n, minimum=0),
               "lift_subsample": lambda v, n: check_int(v, n, minimum=1),
               "batch_size": lambda v, n: check_int(v, n, minimum=1), "seed": check_seed, "lr": check_positive,
-              "gamma": check_positive, "lift_ftol": check_nonnegative,
+              "gamma": check_positive, "lift_ftol": lambda v, n: None if v is None else check_nonnegative(v, n),
               "max_time": lambda v, n: None if v is None else check_positive(v, n)}
     return tuple(checks[name](value, name) for name, value in values.items())
 

@@ -184,3 +184,45 @@ def test_fit_svi_trains_the_directions(lik, rng):
     sl.VISH(K.Matern(1.5, 1.0), None, likelihood, features=F2).fit_svi(
         X, y, batch_size=64, iterations=5, seed=0, train_directions=False)
     assert np.array_equal(F2.get_params(), start)
+
+
+def test_statistics_without_a_subset_are_the_other_rows_statistics(rng):
+    X, y = _data(rng, n=120)
+    kernel, F = K.Matern(1.5, 1.0), sl.PhaseTruncatedHarmonics(3, 5, 3, seed=1)
+    F.initialise(3)
+    F.bind(kernel)
+    part = np.arange(120) % 3 == 0
+    whole, some, rest = (harmonic_statistics(kernel, F, X[m], y[m]) for m in (slice(None), part, ~part))
+    other = whole.without(some)
+    assert other.n == rest.n and np.isclose(other.yy, rest.yy, rtol=1e-13)
+    assert np.allclose(other.G, rest.G, rtol=0, atol=1e-12 * np.abs(whole.G).max())
+    assert np.allclose(other.c, rest.c, rtol=0, atol=1e-12 * np.abs(whole.c).max())
+    with pytest.raises(ValueError, match="strict subset"):
+        some.without(whole)
+
+
+def test_trained_directions_leave_the_spectrum_and_noise_to_the_rows_they_did_not_see(rng):
+    """Directions are hyper-parameters of the prior that fit their subsample's noise: the spectrum
+    and noise are fitted on the other rows (an optimum there, not on every row), the posterior on all."""
+    import copy
+
+    from spherelab.distributed import subsample_rows
+
+    X, y = _data(rng, n=200)
+    model = sl.VISH(K.Matern(1.5, 1.0), None, sl.likelihoods.Gaussian(0.1),
+                    features=sl.PhaseTruncatedHarmonics(3, 6, 3, seed=0))
+    with sl.models.capped():
+        model.fit(X, y, lift_maxiter=40, seed=3)
+    Xs, _ = subsample_rows(X, y, 100, 3)  # at most half the rows train the directions
+    seen = (X[:, None, :] == Xs[None, :, :]).all(axis=2).any(axis=1)
+    assert seen.sum() == 100
+
+    def refit(rows):  # the spectrum and noise alone, from the fitted model's values, on these rows
+        again = sl.VISH(copy.deepcopy(model.kernel), None, copy.deepcopy(model.likelihood),
+                        features=copy.deepcopy(model.features))
+        return again.fit(X[rows], y[rows], train_lift=False).likelihood.variance
+
+    noise = model.likelihood.variance
+    assert refit(~seen) == pytest.approx(noise, rel=1e-4)  # already the optimum on the unseen rows
+    assert abs(refit(np.ones(200, bool)) - noise) > 1e-3 * noise  # not the optimum on every row
+    assert model.stats.n == 200  # the posterior conditions on every row

@@ -52,6 +52,14 @@ class Statistics(Saveable):
         return Statistics(self.G + other.G, self.c + other.c, self.yy + other.yy, self.sum_diag + other.sum_diag,
                           self.n + other.n, rounding=max(self.rounding, other.rounding))
 
+    def without(self, part: "Statistics") -> "Statistics":
+        """The statistics of these rows less a subset ``part`` of them (the rows held out from a
+        fit's subsample): a difference of sums, accurate while ``part`` is at most about half."""
+        if part.n >= self.n:
+            raise ValueError(f"part must be a strict subset of the rows ({part.n} of {self.n} given)")
+        return Statistics(self.G - part.G, self.c - part.c, max(self.yy - part.yy, 0.0),
+                          self.sum_diag - part.sum_diag, self.n - part.n, rounding=max(self.rounding, part.rounding))
+
     def _save_state(self) -> dict:
         return {"G": self.G, "c": self.c, "yy": self.yy, "sum_diag": self.sum_diag, "n": self.n,
                 "rounding": self.rounding}

@@ -287,7 +287,7 @@ class VISH(Model):
 
     @transactional
     def fit(self, X: Any, y: Any, *, optimize: bool = True, train_lift: bool = True, lift_subsample: int = 20_000,
-            lift_maxiter: int = 200, maxiter: int = 500, seed: int = 0, lift_ftol: float = 1e-4,
+            lift_maxiter: int = 200, maxiter: int = 500, seed: int = 0, lift_ftol: float | None = None,
             progress: bool | None = None) -> "VISH":
         """Fit the model (module docstring): with ``optimize`` and ``train_lift``, (1) every
         hyper-parameter on a subsample of at most ``lift_subsample`` rows (at most
@@ -296,11 +296,19 @@ class VISH(Model):
         (2) the statistics of all rows in one pass, then the spectrum and noise (``maxiter``).
         ``optimize=False`` keeps the hyper-parameters and only computes the statistics.
 
+        Trainable phase directions (:class:`~spherelab.PhaseTruncatedHarmonics`) are trained on
+        at most half the rows, and stage (2) fits the spectrum and noise on the rows they were not
+        trained on (the posterior conditions on every row): the directions are hundreds of
+        hyper-parameters of the prior and fit their subsample's noise, so a noise variance fitted
+        on the same rows collapses (``benchmarks/RESULTS.md``, phases on synthetic data).
+
         Stage (1) stops once an iteration improves the bound by less than ``lift_ftol`` of its
-        size: each of its steps costs a pass over the subsample, and stage (2) refines the
+        size (None: 1e-4, or SciPy's default 2.2e-9 for trainable directions). 1e-4 suits the lift's
+        few parameters: each step costs a pass over the subsample, and stage (2) refines the
         spectrum and noise on all rows anyway (measured, ``benchmarks/RESULTS.md``: at
-        N = 2e4, M = 210 the fit takes 3.3 s against 6.4 s at SciPy's default 2.2e-9, with the
-        same test NLPD; on four UCI sets the same MSE and NLPD within 0.004). ``progress``: a bar with
+        N = 2e4, M = 210 the fit takes 3.3 s against 6.4 s at SciPy's default, with the
+        same test NLPD; on four UCI sets the same MSE and NLPD within 0.004). Trainable directions
+        stop there after a few steps, before they have moved. ``progress``: a bar with
         the stage, iteration, bound and elapsed time (True; None: once the fit has run a few seconds
         in an interactive session).
 
@@ -321,14 +329,22 @@ class VISH(Model):
         self.q_mu = self.q_sqrt = None
         self.passes = 0
         bar = FitProgress(progress, "VISH.fit")
+        # trainable directions are hundreds of hyper-parameters that fit their subsample's noise:
+        # they are trained on at most half the rows, the spectrum and noise on the others
+        held_out = optimize and train_lift and self.features.trainable and X.shape[0] >= 4
+        if held_out:
+            lift_subsample = min(lift_subsample, X.shape[0] // 2)
+        if lift_ftol is None:
+            lift_ftol = 2.2e-9 if self.features.trainable else 1e-4
         with self._threads(X.shape[0]), contextlib.closing(bar):
+            Xs = ys = None
             if optimize and train_lift:
                 Xs, ys = subsample_rows(X, y, lift_subsample, seed)
                 self._fit_lift(Xs, ys, maxiter, lift_maxiter, lift_ftol, every_row=Xs is X, bar=bar)
             self.stats = self._statistics(X, y, final=True)
             self.passes += 1
             if optimize:
-                self._fit_spectrum(X, y, maxiter, train_lift, bar)
+                self._fit_spectrum(X, y, maxiter, train_lift, bar, held=(Xs, ys) if held_out else None)
         return self
 
     def _pass_work(self, rows: int) -> float:
@@ -358,19 +374,27 @@ class VISH(Model):
         if every_row:
             self.passes += (1 if cached else 2) * self.lift_result.nfev
 
-    def _fit_spectrum(self, X, y, maxiter: int, train_lift: bool, bar) -> None:
+    def _fit_spectrum(self, X, y, maxiter: int, train_lift: bool, bar, held: tuple | None = None) -> None:
         """Stage (2) of :meth:`fit`: the spectrum and noise on the statistics of every row (float64
-        ones again, from the same start, where float32 ones prove too coarse)."""
+        ones again, from the same start, where float32 ones prove too coarse); with ``held`` =
+        (Xs, ys), the lift's subsample, on the other rows only (their statistics: all rows' less
+        the subsample's), the posterior still on every row."""
         names, fallback = self._spectral_names(), None
         start = self.parameter_vector(names)
         bar.stage = "spectrum"
+
+        def fitted_on():
+            return self.stats if held is None else self.stats.without(self._statistics(*held))
+
         try:
-            self.optimizer_result = self._minimize(names, lambda: self._bound(self.stats), maxiter, progress=bar)
+            stats = fitted_on()
+            self.optimizer_result = self._minimize(names, lambda: self._bound(stats), maxiter, progress=bar)
         except InsufficientPrecision as why:
             self.set_parameter_vector(start, names)
             self.stats, fallback = self._statistics(X, y), f"float32 statistics replaced by float64: {why}"
             self.passes += 1  # (from start itself: its values' round trip could move it by an ulp)
-            self.optimizer_result = self._minimize(names, lambda: self._bound(self.stats), maxiter, x0=start,
+            stats = fitted_on()
+            self.optimizer_result = self._minimize(names, lambda: self._bound(stats), maxiter, x0=start,
                                                    progress=bar)
         stages = {"lift": self.lift_result} if train_lift else {}
         self._report_fit({**stages, "spectrum": self.optimizer_result})
