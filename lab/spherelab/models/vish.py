@@ -296,11 +296,13 @@ class VISH(Model):
         (2) the statistics of all rows in one pass, then the spectrum and noise (``maxiter``).
         ``optimize=False`` keeps the hyper-parameters and only computes the statistics.
 
-        Trainable phase directions (:class:`~spherelab.PhaseTruncatedHarmonics`) are trained on
-        at most half the rows, and stage (2) fits the spectrum and noise on the rows they were not
-        trained on (the posterior conditions on every row): the directions are hundreds of
-        hyper-parameters of the prior and fit their subsample's noise, so a noise variance fitted
-        on the same rows collapses (``benchmarks/RESULTS.md``, phases on synthetic data).
+        With the features prior, trainable phase directions
+        (:class:`~spherelab.PhaseTruncatedHarmonics`) are trained on at most half the rows, and
+        stage (2) fits the spectrum and noise on the rows they were not trained on (the posterior
+        conditions on every row): there the directions are hundreds of hyper-parameters of the
+        prior and fit their subsample's noise, so a noise variance fitted on the same rows
+        collapses (``benchmarks/RESULTS.md``, phases on synthetic data). With the kernel prior
+        they are variational parameters, which the bound keeps from fitting noise.
 
         Stage (1) stops once an iteration improves the bound by less than ``lift_ftol`` of its
         size (None: 1e-4, or SciPy's default 2.2e-9 for trainable directions). 1e-4 suits the lift's
@@ -329,9 +331,11 @@ class VISH(Model):
         self.q_mu = self.q_sqrt = None
         self.passes = 0
         bar = FitProgress(progress, "VISH.fit")
-        # trainable directions are hundreds of hyper-parameters that fit their subsample's noise:
-        # they are trained on at most half the rows, the spectrum and noise on the others
-        held_out = optimize and train_lift and self.features.trainable and X.shape[0] >= 4
+        # under the features prior trainable directions are hundreds of hyper-parameters of the prior
+        # that fit their subsample's noise: trained on at most half the rows, the spectrum and noise on
+        # the others (under the kernel prior they are variational parameters: the bound guards them)
+        held_out = (optimize and train_lift and self.features.trainable and self.prior == "features"
+                    and X.shape[0] >= 4)
         if held_out:
             lift_subsample = min(lift_subsample, X.shape[0] // 2)
         if lift_ftol is None:
