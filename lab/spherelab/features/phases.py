@@ -117,6 +117,16 @@ class PhaseTruncatedHarmonics(SphericalFeatures):
     phases : list of int
         :math:`P_\ell`.
 
+    Notes
+    -----
+    Where they help (Eleftheriadis et al.: many inputs, few directions that matter, high
+    frequency along them), trained directions need the features prior and a fit that trains them
+    for many steps; :meth:`spherelab.VISH.fit` then fits the spectrum and noise on rows the
+    directions were not trained on, since under that prior the directions are hyper-parameters
+    that fit their rows' noise (``benchmarks/RESULTS.md``, "Phase-truncated harmonics where
+    Eleftheriadis et al. say they help"). Under the kernel prior the trace term charges every
+    dropped phase's prior mass, which at high degree is nearly all of it.
+
     Examples
     --------
     >>> import numpy as np, spherelab
