@@ -206,6 +206,23 @@ def example_fits():
     }
 
 
+def evaluation_in_a_fit() -> list[dict]:
+    """The walk of one bound-and-gradient evaluation of the decoupled model inside a fit: the
+    decoupled statistics path (the fit's pass chosen on entering ``holding_rows``, as
+    ``SparseModel.fit`` enters it, outside the walk)."""
+    import spherelab as sl
+
+    X, _ = example_fits()
+    y = np.sin(2 * X[:, 0])
+    model = sl.OrthogonalSVGP(sl.kernels.Matern(1.5, 1.0), sl.InducingPoints(X[:8] + 0.01), 4,
+                              sl.likelihoods.Gaussian(0.1))
+    with sl.models.capped():
+        model.fit(X, y, maxiter=3)
+    theta = model.parameter_vector()
+    with model.holding_rows(X, y):
+        return walk(lambda: model.objective(theta, X, y), X)
+
+
 def main() -> None:
     X, fits = example_fits()
     for c in cycles():
@@ -217,6 +234,10 @@ def main() -> None:
         walks[name] = walk(fit, X)
         s = summary(walks[name])
         print(f"| {name} | {s['stops']} | {s['modules']} | {s['climbs']} | {s['returns']} |")
+    name = "OrthogonalSVGP, one evaluation in a fit"
+    walks[name] = evaluation_in_a_fit()
+    s = summary(walks[name])
+    print(f"| {name} | {s['stops']} | {s['modules']} | {s['climbs']} | {s['returns']} |")
     lay = layers()
     for name, stops in walks.items():
         print(f"\n{name}:")

@@ -20,6 +20,7 @@ __all__ = [
     "check_dim",
     "check_degree",
     "check_finite_array",
+    "check_cosines",
     "check_points_on_sphere",
     "match_targets",
     "check_nonnegative",
@@ -277,6 +278,15 @@ def check_finite_array(x: Any, name: str, ndim: int | None = None) -> np.ndarray
         raise ValueError(f"{name} contains {bad} NaN or infinite value(s)")
     return arr
 
+
+
+def check_cosines(t: Any, name: str = "t") -> np.ndarray:
+    """``t`` as the cosines a zonal kernel takes: finite and in [-1, 1] (1e-9 of rounding allowed)."""
+    t = check_finite_array(t, name)
+    if t.size and np.max(np.abs(t)) > 1.0 + 1e-9:
+        raise ValueError(f"{name} must lie in [-1, 1] (the cosine of the angle between two unit vectors), got "
+                         f"values up to {float(np.max(np.abs(t))):.6g} in magnitude")
+    return t
 
 def _all_finite(arr: np.ndarray, rows: int = 65536) -> bool:
     if arr.size >= _COMPILED_FROM and arr.flags.c_contiguous:

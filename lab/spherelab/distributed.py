@@ -16,12 +16,19 @@ lift stage's subsample is taken block by block (the same rows as in memory, so t
 hyper-parameters agree), never loading the data. ``predict_f``/``predict_y`` of every model map
 over the blocks and return Dask arrays, lazily.
 
+Models reach both kinds of array through one adapter, :func:`rows`: :class:`InMemory` and
+:class:`InBlocks` answer the same questions (check these rows, gather or subsample some of them,
+are they at hand), and a model's pass over them is looked up by the adapter's kind in a table
+(a :class:`BlockwisePass` runs the in-memory pass on every block), so no model tests which kind
+of array it was given.
+
 Dask is optional (``pip install spherelab[dask]``); nothing here is imported without it.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 from typing import Any, Callable
 
@@ -31,7 +38,8 @@ from ._listing import own_names
 from ._validation import check_data, match_targets
 
 __all__ = ["is_dask", "prepare", "subsample_rows", "take_rows", "block_statistics", "block_sum", "without_data",
-           "predict_blocks", "lazy_rows"]
+           "predict_blocks", "lazy_rows", "rows", "InMemory", "InBlocks",
+           "BlockwisePass"]
 __dir__ = own_names(__name__)  # dir() and tab completion: the names above, not the imports
 
 
@@ -183,7 +191,7 @@ def without_data(model: Any) -> Any:
     """A shallow copy of ``model`` without its training data (``_X``, ``_y``): what a Dask task
     needs of it (the posterior, the parameters), so that no task carries the rows."""
     light = copy.copy(model)
-    for name in ("_X", "_y", "_device_rows"):  # the last: a fit's rows on its device
+    for name in ("_X", "_y", "_held"):  # the last: a fit's pass over its rows
         if name in light.__dict__:
             light.__dict__[name] = None
     return light
@@ -220,3 +228,94 @@ def lazy_rows(func: Callable) -> Callable:
         return func(self, X, *args, **kwargs)
 
     return wrapper
+
+
+def rows(X: Any, y: Any = None) -> "InMemory":
+    """The adapter models read training rows through: :class:`InBlocks` for a Dask ``X``,
+    :class:`InMemory` for anything else (checked when :meth:`InMemory.checked` is called)."""
+    return InBlocks(X, y) if is_dask(X) else InMemory(X, y)
+
+
+@dataclasses.dataclass(frozen=True)
+class InMemory:
+    """Rows in memory: at hand, read at random, checked at once."""
+
+    X: Any
+    y: Any = None
+
+    def checked(self, likelihood: Any = None) -> tuple[Any, Any]:
+        """(X, y) validated (values, shapes, dtype; the targets as ``likelihood`` reads them)."""
+        if likelihood is None:
+            return check_data(self.X, self.y)
+        X, y = check_data(self.X, likelihood.prepare_targets(self.y))
+        likelihood.check_targets(y)
+        return X, y
+
+    def require(self, why: str | None) -> "InMemory":
+        """These rows; blocks raise ``TypeError(why)`` unless ``why`` is None (what a method
+        cannot do with rows it cannot read at random)."""
+        return self
+
+    def at_hand(self) -> tuple[Any, Any] | None:
+        """(X, y) as given when they are in memory; None for blocks (their values are read, and
+        checked, only when a pass computes them)."""
+        return self.X, self.y
+
+    def gather(self, index: np.ndarray) -> np.ndarray:
+        """Rows ``index`` of X, in that order, as a new NumPy array."""
+        return self.X[index].copy()
+
+    def subsample(self, size: int, seed: int) -> tuple[Any, Any]:
+        """:func:`subsample_rows`."""
+        return subsample_rows(self.X, self.y, size, seed)
+
+
+class InBlocks(InMemory):
+    """Rows of a Dask array: checked for shape now and for values block by block; read through
+    passes over the blocks (:class:`BlockwisePass`)."""
+
+    def checked(self, likelihood: Any = None) -> tuple[Any, Any]:
+        return prepare(self.X, self.y)
+
+    def require(self, why: str | None) -> "InMemory":
+        if why is not None:
+            raise TypeError(why)
+        return self
+
+    def at_hand(self) -> None:
+        return None
+
+    def gather(self, index: np.ndarray) -> np.ndarray:
+        if not len(index):
+            return np.zeros((0, self.X.shape[1]), dtype=self.X.dtype)
+        order = np.argsort(index)  # gathered block by block in sorted order, then put back in index's
+        X = take_rows(self.X, self.X[:, 0], index[order])[0]
+        out = np.empty_like(X)
+        out[order] = X
+        return out
+
+
+class BlockwisePass:
+    """A pass over Dask blocks: calling a method runs it on ``make(owner, X_block, y_block)`` for
+    every block (the owner without its training data, so no task carries the rows) and returns
+    the sum of the blocks' results (:func:`block_sum`: Statistics, or tuples, lists and dicts of
+    arrays)."""
+
+    def __init__(self, owner: Any, make: Callable, X: Any, y: Any) -> None:
+        self._owner, self._make = owner, make
+        self._X, self._y = prepare(X, y)
+
+    def __getattr__(self, name: str) -> Callable:
+        if name.startswith("_"):
+            raise AttributeError(name)
+
+        def summed(*args):
+            light = without_data(self._owner)  # at the owner's parameters of this call
+            return block_sum(functools.partial(_on_block, self._make, light, name, args), self._X, self._y)
+
+        return summed
+
+
+def _on_block(make: Callable, owner: Any, name: str, args: tuple, Xb, yb):
+    # module level, so that a task pickles the pass's maker and the light owner, not the pass
+    return getattr(make(owner, Xb, yb), name)(*args)

@@ -18,7 +18,7 @@ import numpy as np
 from ..kernels import matern_jit
 from ..linalg import NumericalFailure
 from ..sphere import gegenbauer_src
-from ..sphere.gegenbauer import clenshaw_cpu
+from ..sphere.gegenbauer_jit import clenshaw_cpu
 from ..sphere.series_columns import series_columns_backward_cpu, series_columns_cpu
 from . import cuda_kernels as kernels
 from .transfer import CupyArrays, HostArrays, double_buffered_pass

@@ -16,6 +16,7 @@ from ..sphere.gegenbauer import zonal_series, zonal_series_vjp
 from ..sphere.lift import lifted_row_gradients
 from ..sphere.series_columns import normalized_zonal
 from .base import Features
+from .device_columns import UnitColumns
 from .zonal import norms_and_directions, zonal_pair, zonal_pair_gradients
 
 __all__ = ["ActivatedFeatures"]
@@ -165,6 +166,12 @@ class ActivatedFeatures(Features):
 
     def param_gradient(self, grads: dict[str, Any]) -> np.ndarray:
         return np.asarray(grads.get("weights", np.zeros_like(self.weights))).ravel()
+
+    def has_device_columns(self, kernel) -> bool:
+        return True
+
+    def device_columns(self, kernel, ops) -> UnitColumns:
+        return UnitColumns(self, kernel, ops)
 
     def __repr__(self) -> str:
         return f"ActivatedFeatures({self.activation!r}, num_units={self.num_units}, truncation={self.truncation})"

@@ -79,3 +79,13 @@ class Features(Saveable):
     def param_gradient(self, grads: dict[str, Any]) -> np.ndarray:
         """The own parameters' part of a gradient dict, flat like :meth:`get_params`."""
         return np.zeros(0)
+
+    def has_device_columns(self, kernel) -> bool:
+        """Whether :meth:`device_columns` gives a block for ``kernel`` (default: no; the rows of a
+        decoupled model then stay on the host)."""
+        return False
+
+    def device_columns(self, kernel, ops) -> Any:
+        """This feature set's columns of :math:`K_{fu}` as a block computed on ``ops``' device from
+        the rows' lift (:mod:`spherelab.features.device_columns`), or None."""
+        return None

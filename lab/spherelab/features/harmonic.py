@@ -26,6 +26,7 @@ from ..backend.ops import Operations
 from ..kernels import ZonalKernel
 from ..sphere.harmonics import SphericalHarmonics
 from .base import Features
+from .device_columns import HarmonicColumns
 
 __all__ = ["SphericalFeatures", "Evaluation", "HarmonicFeatures"]
 
@@ -256,6 +257,12 @@ class HarmonicFeatures(SphericalFeatures):
     def unit_values(self, Xh: np.ndarray, out: np.ndarray | None = None, *,
                     ops: Operations | str = "cpu") -> np.ndarray:
         return self._ready()(Xh, out=out, ops=ops)
+
+    def has_device_columns(self, kernel) -> bool:
+        return True
+
+    def device_columns(self, kernel, ops) -> HarmonicColumns:
+        return HarmonicColumns(self)
 
     def device_Kuf(self, ops, Xh: Any, r: Any) -> Any:
         A = ops.harmonic_columns(Xh, self._ready().plan, r)

@@ -10,6 +10,7 @@ from .._validation import MAX_MAGNITUDE, check_finite_array
 from ..backend.ops import Operations
 from ..kernels import ZonalKernel
 from .base import Features
+from .device_columns import KernelColumns
 
 __all__ = ["InducingPoints"]
 
@@ -81,6 +82,12 @@ class InducingPoints(Features):
 
     def param_gradient(self, grads: dict[str, Any]) -> np.ndarray:
         return np.asarray(grads.get("Z", np.zeros_like(self.Z))).ravel()
+
+    def has_device_columns(self, kernel: ZonalKernel) -> bool:
+        return kernel.fused_code() is not None  # the kernel's columns compiled for the device
+
+    def device_columns(self, kernel: ZonalKernel, ops) -> KernelColumns | None:
+        return KernelColumns(kernel, ops, self.Z, self.Z.shape[0]) if self.has_device_columns(kernel) else None
 
     def __repr__(self) -> str:
         return f"InducingPoints(M={self.Z.shape[0]}, D={self.Z.shape[1]})"

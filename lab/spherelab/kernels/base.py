@@ -37,6 +37,7 @@ from .._validation import (
     MAX_MAGNITUDE,
     Hyper,
     check_allocation,
+    check_cosines,
     check_degree,
     check_dim,
     check_finite_array,
@@ -49,15 +50,6 @@ from ..sphere.lift import lift_backward_rows, lift_extent, lift_rows, lifted_row
 from ..threads import entry_point
 
 __all__ = ["ZonalKernel"]
-
-
-def _cosines(t: Any) -> np.ndarray:
-    """``t`` as the cosines a zonal kernel takes: finite and in [-1, 1] (1e-9 of rounding allowed)."""
-    t = check_finite_array(t, "t")
-    if t.size and np.max(np.abs(t)) > 1.0 + 1e-9:
-        raise ValueError(f"t must lie in [-1, 1] (the cosine of the angle between two unit vectors), got values up "
-                         f"to {float(np.max(np.abs(t))):.6g} in magnitude")
-    return t
 
 
 def _gram_work(kernel, *args, **kwargs) -> float:
@@ -135,15 +127,15 @@ class ZonalKernel(Saveable):
     def shape(self, t: Any, *, ops: Operations | str = "cpu") -> np.ndarray:
         r""":math:`\kappa(t)` (includes ``variance``), same shape as ``t`` (cosines in [-1, 1]);
         ``ops``: the operations (or the device's name) that evaluate the series shapes."""
-        return self.variance * self._shape(_cosines(t), ops)
+        return self.variance * self._shape(check_cosines(t), ops)
 
     def shape_dt(self, t: Any, *, ops: Operations | str = "cpu") -> np.ndarray:
         r""":math:`d\kappa/dt`."""
-        return self.variance * self._shape_dt(_cosines(t), ops)
+        return self.variance * self._shape_dt(check_cosines(t), ops)
 
     def shape_gradients(self, t: Any, *, ops: Operations | str = "cpu") -> dict[str, np.ndarray]:
         r""":math:`\partial\kappa(t)/\partial\theta` for ``variance`` and the shape parameters."""
-        t = _cosines(t)
+        t = check_cosines(t)
         grads = {k: self.variance * v for k, v in self._shape_grads(t, ops).items()}
         grads["variance"] = self._shape(t, ops)
         return grads

@@ -30,6 +30,7 @@ from ..linalg import NumericalFailure, add_jitter, jitter_backward
 from ..optim import minimize_lbfgsb
 from ..threads import entry_point, policy
 from .registry import Param
+from .transaction import transactional
 
 __all__ = ["Model", "threaded", "threaded_objective"]
 
@@ -56,6 +57,38 @@ def threaded_objective(method):
     return entry_point(lambda model, theta, X, *args, **kwargs: _work(model, X), _dim)(method)
 
 
+_GUARDS = {None: None, "read": reading, "predict": reading, "write": writing, "fit": transactional}
+_POLICIES = {None: None, "rows": threaded, "theta": threaded_objective}
+
+
+def entry(kind: str | None = None, *, threads: str | None = None) -> Callable:
+    """The one decorator of a model's public method, naming its kind. From the outside in it
+    applies, always in this order:
+
+    1. ``kind="predict"``: Dask rows mapped over their blocks, the outputs lazy Dask arrays
+       (:func:`spherelab.distributed.lazy_rows`);
+    2. the model's locks (:mod:`spherelab.concurrency`): the read side for ``"read"`` and
+       ``"predict"``, the write side for ``"write"``; ``"fit"``: the transaction
+       (:func:`~spherelab.models.transaction.transactional`: the write side, and the model put
+       back as it was if the method raises);
+    3. the thread policy for the size of the work (:mod:`spherelab.threads`): ``threads="rows"``
+       for a method of ``(X, ...)``, ``"theta"`` for one of ``(theta, X, ...)``; None: the
+       method sets its own (fits) or has no rows.
+    """
+    if kind not in _GUARDS or threads not in _POLICIES:
+        raise ValueError(f"entry: kind must be one of {list(_GUARDS)} and threads one of {list(_POLICIES)}, "
+                         f"got {kind!r}, {threads!r}")
+
+    def decorate(method: Callable) -> Callable:
+        wrapped = method
+        for layer in (_POLICIES[threads], _GUARDS[kind], lazy_rows if kind == "predict" else None):
+            wrapped = layer(wrapped) if layer is not None else wrapped
+        wrapped.entry_kind = (kind, threads)
+        return wrapped
+
+    return decorate
+
+
 @critical
 def _write_all(entries: list[Param], values: list, old: list) -> None:
     """Write ``values`` to ``entries`` as one step: a Ctrl-C meanwhile is raised once all are
@@ -80,8 +113,8 @@ def _write_all(entries: list[Param], values: list, old: list) -> None:
 class Model(Saveable):
     """Base of the models: the registry and the objective (module docstring).
 
-    Every subclass's ``predict_f``/``predict_y`` accepts a Dask array and returns Dask arrays
-    (:func:`spherelab.distributed.lazy_rows`, applied here once for all models).
+    Public methods carry one decorator naming their kind, :func:`entry` (``predict_f`` and
+    ``predict_y``: ``@entry("predict")``, so they accept a Dask array and return Dask arrays).
 
     Subclasses provide ``_registry()`` (a list of :class:`Param`), ``elbo_and_gradient``,
     ``initialise(X, seed)``, ``_initialised()``, ``_num_inducing()`` and ``_check_data``.
@@ -98,12 +131,6 @@ class Model(Saveable):
     #: the training data: saved only with ``include_data=True``
     _transient_data = ("_X", "_y")
     _data_entries = ("X", "y")
-
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        for name in ("predict_f", "predict_y"):
-            if name in cls.__dict__:
-                setattr(cls, name, lazy_rows(reading(cls.__dict__[name])))
 
     def save(self, path, *, include_data: bool = False) -> None:
         """Save the model to ``path`` (``.npz`` + JSON metadata, no pickle; see
@@ -169,7 +196,7 @@ class Model(Saveable):
         """Names of the trainable parameters, in the order of the flat vector."""
         return [p.name for p in self._entries(None)]
 
-    @reading
+    @entry("read")
     def get_params(self) -> dict[str, Any]:
         """Every trainable parameter's current value by name (copies)."""
         def copy(v):
@@ -179,7 +206,7 @@ class Model(Saveable):
 
         return {p.name: copy(p.get()) for p in self._entries(None)}
 
-    @writing
+    @entry("write")
     def set_params(self, **values: Any) -> "Model":
         """Set parameters by name; shapes must match, positive ones must be finite and > 0.
 
@@ -199,7 +226,7 @@ class Model(Saveable):
         entries = self._entries(names)
         return np.concatenate([p.pack() for p in entries]) if entries else np.zeros(0)
 
-    @writing
+    @entry("write")
     def set_parameter_vector(self, theta: np.ndarray, names: Sequence[str] | None = None) -> None:
         """Inverse of :meth:`parameter_vector`: every value is computed and validated first, then
         all are written — or, if one is refused, none (the ones written are put back)."""
@@ -253,7 +280,7 @@ class Model(Saveable):
             return 1e300, np.zeros(size)
         return -value, -grad
 
-    @threaded_objective
+    @entry(threads="theta")
     def objective(self, theta: np.ndarray, X: Any, y: Any, *, names: Sequence[str] | None = None,
                   num_data: int | None = None) -> tuple[float, np.ndarray]:
         """The negated ELBO and its gradient over the flat vector ``theta`` of ``names``
@@ -340,8 +367,7 @@ class Model(Saveable):
         self.likelihood.check_targets(y)
         return X, y
 
-    @lazy_rows
-    @reading
+    @entry("predict")
     def predict_y(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
         """Predictive mean and variance of y (for Bernoulli: the probability of 1 and its
         Bernoulli variance); a Dask ``X`` gives Dask arrays, lazily."""

@@ -23,19 +23,17 @@ from ..bounds.decoupled import (
     orthogonal_bound_whitened,
     whitened_optimum,
 )
-from ..concurrency import reading
-from ..distributed import is_dask, prepare, subsample_rows, take_rows
+from ..distributed import rows, subsample_rows
 from ..features import Features, HarmonicFeatures, greedy_variance
 from ..kernels import ZonalKernel
 from ..likelihoods import Gaussian
 from ..linalg import cholesky_or_explain
 from . import saved
-from .base import threaded
+from .base import entry
 from .decoupled_gradients import DecoupledGradients
 from .decoupled_stats import DecoupledStatistics
 from .registry import Param, kernel_params, likelihood_params
 from .sparse import SparseModel
-from .transaction import transactional
 
 __all__ = ["OrthogonalSVGP", "ActivatedSVGP"]
 
@@ -205,13 +203,8 @@ class OrthogonalSVGP(DecoupledStatistics, SparseModel):
             index = rng.choice(X.shape[0], K, replace=False) if K else np.zeros(0, dtype=int)
             if self.orthogonal_init == "greedy" and K:
                 self.W = self._greedy_inputs(X, K, int(rng.integers(2**31)))
-            elif is_dask(X) and K:  # gathered block by block, in the order drawn (as in memory)
-                order = np.argsort(index)
-                rows = take_rows(X, X[:, 0], index[order])[0]
-                self.W = np.empty_like(rows)
-                self.W[order] = rows
-            else:
-                self.W = X[index].copy() if K else np.zeros((0, X.shape[1]))
+            else:  # in the order drawn (Dask: gathered block by block)
+                self.W = rows(X).gather(index) if K else np.zeros((0, X.shape[1]))
         elif self.W.shape[1] != X.shape[1]:
             raise ValueError(f"orthogonal_inputs have {self.W.shape[1]} columns but X has {X.shape[1]}")
         M = self.features.num_features
@@ -250,26 +243,24 @@ class OrthogonalSVGP(DecoupledStatistics, SparseModel):
         return fn(Kuu, Kuf, kff, self.m_u, self.L_u, Kvv, Kvu, Kvf, self.m_v, self.L_v,
                                 y, self.likelihood, X.shape[0] if num_data is None else num_data)
 
-    @threaded
+    @entry(threads="rows")
     def elbo_and_gradient(self, X, y, num_data: int | None = None) -> tuple[float, dict[str, Any]]:
         """The ELBO (minibatch estimate if ``num_data`` > len(y)) and its gradient with respect to
         every parameter, as a dict. Gaussian likelihood, whitened: from the batch's sufficient
         statistics streamed over row chunks (:func:`gaussian_stats_bound_whitened`); a Dask ``X``
         in two passes over its blocks (the statistics, then the gradient's sums over the rows)."""
-        if is_dask(X):
-            self._check_dask_path()
-            return self._elbo_and_gradient_stats(X, y, X.shape[0] if num_data is None else num_data)
-        X = self._check_inputs(X)
-        if self._use_stats(X.shape[0]):
-            return self._elbo_and_gradient_stats(X, y, X.shape[0] if num_data is None else num_data)
+        rowpass = self._pass(X, y)
+        if not rowpass.per_row:
+            n = X.shape[0]
+            return self._elbo_and_gradient_stats(rowpass, n, n if num_data is None else num_data)
+        X = rowpass.X
         res = self.bound(X, y, num_data)
         grads = DecoupledGradients(self)
         grads.inducing(res.dKuu, res.dKvv, res.dKvu)
         grads.rows(X, res.dKuf, res.dKvf, res.dkff)
         return res.value, grads.result(res.dm_u, res.dL_u, res.dm_v, res.dL_v, res.dnoise)
 
-    @transactional
-    @threaded
+    @entry("fit", threads="rows")
     def optimal_q(self, X: Any, y: Any) -> "OrthogonalSVGP":
         r"""Set q to the maximiser of the ELBO for a Gaussian likelihood at the current kernel,
         noise, features and orthogonal inputs (Titsias' optimum for the decoupled family).
@@ -301,10 +292,7 @@ class OrthogonalSVGP(DecoupledStatistics, SparseModel):
         return self
 
     def _check_data(self, X, y):
-        if is_dask(X):
-            self._check_dask_path()
-            return prepare(X, y)
-        return super()._check_data(X, y)
+        return rows(X, y).require(self._blocks_refused()).checked(self.likelihood)
 
     def _inducing_matrices(self):
         Kuu = self._with_jitter(self.features.Kuu(self.kernel, ops=self.ops))
@@ -333,8 +321,7 @@ class OrthogonalSVGP(DecoupledStatistics, SparseModel):
     def _initialised(self) -> bool:
         return self.m_u is not None
 
-    @reading
-    @threaded
+    @entry("read", threads="rows")
     def elbo(self, X: Any = None, y: Any = None) -> float:
         """The ELBO on all of (X, y) (default: the training data)."""
         self._check_fitted()
@@ -350,7 +337,7 @@ class OrthogonalSVGP(DecoupledStatistics, SparseModel):
         return decoupled_predictive(Kuu, Kuf, kff, self.m_u, self.L_u, Kvv, Kvu, Kvf, self.m_v, self.L_v,
                                     whiten=self.whiten)
 
-    @threaded
+    @entry(threads="rows")
     def variance_terms(self, X: Any) -> dict[str, np.ndarray]:
         r"""The five terms of the predictive variance (Tiao, thesis eq. 3.12, Fig. 3.8), each ``(N,)``:
         ``Kff``, ``-Qff``, ``+QCuQ``, ``-SfvSvv^-1Svf``, ``+SfvSvv^-1CvSvv^-1Svf``; they sum to
@@ -358,7 +345,7 @@ class OrthogonalSVGP(DecoupledStatistics, SparseModel):
         self._check_fitted()
         return self._predictive(self._check_inputs(X)).terms
 
-    @threaded
+    @entry("predict", threads="rows")
     def predict_f(self, X: Any, chunk_size: int = 4096) -> tuple[np.ndarray, np.ndarray]:
         """Predictive mean and variance of f, ``(N,)`` each (chunked over rows)."""
         self._check_fitted()

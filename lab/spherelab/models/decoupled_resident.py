@@ -1,15 +1,11 @@
 r"""The decoupled models' rows kept on a device between evaluations.
 
 For :class:`~spherelab.OrthogonalSVGP` and :class:`~spherelab.ActivatedSVGP`, :math:`K_{pf} = [K_{uf}; K_{vf}]`
-is built from column blocks, each an operation of the device table on the rows' lift:
-
-* the kernel's own :math:`k(S, X)` at host inputs S (inducing points Z and orthogonal inputs W,
-  stacked), for a kernel with a compiled shape (:meth:`~spherelab.kernels.ZonalKernel.fused_code`):
-  ``zonal_columns`` and its backward pass;
-* the activated units' :math:`[K_{uf}]_{mn} = \|w_m\|\,r_n\,g_L(\hat w_m^\top\hat x_n)` (Tiao, thesis
-  eq. 3.6): ``series_columns``, one Clenshaw pass per entry, and its backward pass;
-* spherical harmonics :math:`r_n\psi_m(\hat x_n)` (VISH's features, Dutordoir et al. 2020):
-  ``harmonic_columns`` and, backwards, the solid harmonics' VJP ``device_harmonics_vjp``.
+is built from column blocks, each an operation of the device table on the rows' lift: the
+feature set's own (:meth:`~spherelab.features.Features.device_columns`: inducing points, activated
+units, spherical harmonics) and the kernel's at the orthogonal inputs
+(:class:`~spherelab.features.device_columns.KernelColumns`, stacked with inducing points' in one
+block).
 
 On a device other than the CPU the training rows are copied there once; each
 evaluation of the whitened Gaussian bound (:func:`~spherelab.bounds.gaussian_stats_bound_whitened`)
@@ -27,81 +23,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..bounds.statistics import Statistics, row_chunks
-from ..features.activated import ActivatedFeatures
-from ..features.harmonic import HarmonicFeatures
-from ..features.points import InducingPoints
-from ..features.zonal import norms_and_directions
-from ..sphere.lift import lift_backward_rows, lift_rows_kept, lifted_row_gradients
-from ..sphere.series_columns import normalized_zonal
+from ..features.device_columns import KernelColumns
+from ..sphere.lift import lift_backward_rows, lift_rows_kept
 
 if TYPE_CHECKING:
     from .decoupled import OrthogonalSVGP
 
 __all__ = ["ResidentRows"]
-
-
-class _KernelBlock:
-    """Columns :math:`k(x_n, s_j)` of the model's kernel at host inputs ``S`` ``(P, D)``."""
-
-    def __init__(self, model: "OrthogonalSVGP", S: np.ndarray) -> None:
-        kernel, ops = model.kernel, model.ops
-        self.S = S
-        r, U = kernel.lift(S, "Z")
-        self.r, self.U = ops.to_device(r), ops.to_device(U)
-        self.args = (kernel.fused_code(), kernel.lengthscale, kernel.variance)
-        self.width, self.source_shape = U.shape[0], U.shape
-
-    def columns(self, ops, r, Xh):
-        T = Xh @ self.U.T
-        return T, ops.zonal_columns(T, r, self.r, *self.args)
-
-    def backward(self, ops, T, dK, r, Xh):
-        """The rows' and the sources' :math:`\\partial L/\\partial\\tilde x` and the variance's and
-        lengthscale's sums."""
-        A, B, dvar, dlen = ops.zonal_columns_backward(T, dK, r, self.r, *self.args)
-        return (*lifted_row_gradients(A, B, r, Xh, self.r, self.U), dvar, dlen)
-
-    def source_gradients(self, dS: np.ndarray, scale) -> dict[str, Any]:
-        return lift_backward_rows(self.S, dS, scale)
-
-
-class _UnitBlock:
-    """Columns :math:`\\|w_m\\|\\,r_n\\,g_L(\\hat w_m^\\top\\hat x_n)` of activated units."""
-
-    def __init__(self, model: "OrthogonalSVGP") -> None:
-        feats, ops = model.features, model.ops
-        rw, Wh = norms_and_directions(feats.weights, "weights")
-        self.coeffs, self.alpha = normalized_zonal(feats.cross_series(model.kernel), feats.weights.shape[1])
-        self.r, self.U = ops.to_device(rw), ops.to_device(Wh)
-        self.width, self.source_shape = Wh.shape[0], Wh.shape
-
-    def columns(self, ops, r, Xh):
-        T = Xh @ self.U.T
-        return T, ops.series_columns(T, r, self.r, self.coeffs, self.alpha)
-
-    def backward(self, ops, T, dK, r, Xh):
-        A, B = ops.series_columns_backward(T, dK, self.coeffs, self.alpha)
-        return (*lifted_row_gradients(A, B, r, Xh, self.r, self.U), 0.0, 0.0)
-
-    def source_gradients(self, dW: np.ndarray, scale) -> dict[str, Any]:
-        return {"weights": dW, "bias": 0.0, "input_scale": 0.0}  # the weights live on the sphere's side
-
-
-class _HarmonicBlock:
-    r"""Columns :math:`r_n\psi_m(\hat x_n)` of spherical harmonics (nothing to train: no sources)."""
-
-    def __init__(self, model: "OrthogonalSVGP") -> None:
-        self.features = model.features
-        self.width, self.source_shape = model.features.num_features, None
-
-    def columns(self, ops, r, Xh):
-        return None, self.features.device_Kuf(ops, Xh, r).T
-
-    def backward(self, ops, state, dK, r, Xh):
-        return self.features.device_Kuf_vjp(ops, Xh, dK), None, 0.0, 0.0
-
-    def source_gradients(self, dS, scale) -> dict[str, Any]:
-        return {"bias": 0.0, "input_scale": 0.0}
 
 
 class ResidentRows:
@@ -133,13 +61,12 @@ class ResidentRows:
     @staticmethod
     def applies(model: "OrthogonalSVGP") -> bool:
         """Whether ``model`` keeps its rows on its device: a device other than the CPU (where host
-        arrays are the device's), inducing points, activated units or spherical harmonics (not
-        phase-truncated ones, whose directions train), and a kernel with a compiled shape wherever
-        its own columns are needed (inducing points, orthogonal inputs)."""
-        feats, fused = model.features, model.kernel.fused_code() is not None
-        return model.ops.device != "cpu" and (
-            (isinstance(feats, InducingPoints) and fused)
-            or (type(feats) in (ActivatedFeatures, HarmonicFeatures) and (fused or not model.num_orthogonal)))
+        arrays are the device's), features with device columns
+        (:meth:`~spherelab.features.Features.has_device_columns`: inducing points with a compiled
+        kernel, activated units, spherical harmonics; not phase-truncated ones, whose directions
+        train), and a kernel with a compiled shape wherever its own columns are needed."""
+        return model.ops.device != "cpu" and model.features.has_device_columns(model.kernel) and (
+            model.kernel.fused_code() is not None or not model.num_orthogonal)
 
     def matches(self, X: Any, y: Any) -> bool:
         return X is self.X and y is self.y
@@ -147,11 +74,11 @@ class ResidentRows:
     @staticmethod
     def _blocks(model: "OrthogonalSVGP") -> list:
         """The column blocks of :math:`K_{fp}`, in the order of p = [u; v]."""
-        K = model.num_orthogonal
-        if isinstance(model.features, InducingPoints):
-            return [_KernelBlock(model, np.vstack([model.features.Z, model.W]) if K else model.features.Z)]
-        first = _UnitBlock(model) if isinstance(model.features, ActivatedFeatures) else _HarmonicBlock(model)
-        return [first] + ([_KernelBlock(model, model.W)] if K else [])
+        first = model.features.device_columns(model.kernel, model.ops)
+        if not model.num_orthogonal:
+            return [first]
+        both = first.stacked(model.W)
+        return [both] if both is not None else [first, KernelColumns(model.kernel, model.ops, model.W, 0)]
 
     def _chunk(self, kernel, blocks, scale, a: int, b: int, LJd):
         """One chunk's lift (radii, unit rows), each block's T = X_hat S_hat^T, A = L_J^-1 K_pf
@@ -230,8 +157,9 @@ class ResidentRows:
         g_scale = ops.to_host(g_scale)
         d["input_scale"] = (float(g_scale) if scale_h.ndim == 0 else g_scale) + sum(g["input_scale"] for g in sources)
         sums = {k: np.asarray(d.get(k, 0.0), dtype=np.float64) for k in kernel.parameter_names}
-        M, feats = model.features.num_features, model.features
-        if isinstance(feats, InducingPoints):  # one block: S = [Z; W]
-            return sums, feats.param_gradient({"Z": sources[0]["X"][:M]}), sources[0]["X"][M:]
-        dW = sources[1]["X"] if len(sources) > 1 else np.zeros((0, self.X.shape[1]))
-        return sums, feats.param_gradient({k: v for k, v in sources[0].items() if k == "weights"}), dW
+        own, dW = {}, np.zeros((0, self.X.shape[1]))
+        for block, g in zip(blocks, sources):
+            params, rows = block.split(g)
+            own.update(params)
+            dW = rows if rows is not None and len(rows) else dW
+        return sums, model.features.param_gradient(own), dW

@@ -1,8 +1,12 @@
 r"""The Gaussian whitened statistics path of the decoupled models (:class:`~spherelab.OrthogonalSVGP`):
 the bound from :math:`\Phi = AA^\top` and :math:`\beta = Ay`, :math:`A = L_J^{-1}K_{pf}`
-(:func:`~spherelab.bounds.gaussian_stats_bound_whitened`), and its backward pass through the rows —
-in memory (the rows split over the cores), on Dask (two passes over the blocks), or resident on a
-device (:class:`~.decoupled_resident.ResidentRows`)."""
+(:func:`~spherelab.bounds.gaussian_stats_bound_whitened`), and its backward pass through the rows.
+
+The pass over the rows is an object chosen from the kind of rows the data adapter
+(:func:`spherelab.distributed.rows`) finds, in :data:`PASSES`: a :class:`RowPass` over rows in
+memory (split over the cores, or resident on a device: :class:`~.decoupled_resident.ResidentRows`),
+or a :class:`BlockPass`, the same pass on every Dask block, summed. A fit chooses it once
+(:meth:`DecoupledStatistics.holding_rows`); an evaluation outside a fit chooses its own."""
 
 from __future__ import annotations
 
@@ -14,14 +18,85 @@ from scipy.linalg import solve_triangular
 
 from ..bounds.decoupled import gaussian_stats_bound_whitened, joint_cholesky, whitened_optimum
 from ..bounds.statistics import Statistics, row_chunks, run_shares, stopping, streamed_statistics
-from ..distributed import block_statistics, block_sum, is_dask, without_data
+from ..distributed import BlockwisePass, InBlocks, InMemory, rows
 from ..likelihoods import Gaussian
 from ..linalg import forward_solve
 from ..threads import pass_workers
 from .decoupled_gradients import DecoupledGradients
 from .decoupled_resident import ResidentRows
 
-__all__ = ["DecoupledStatistics"]
+__all__ = ["DecoupledStatistics", "RowPass", "BlockPass", "PASSES"]
+
+
+class RowPass:
+    r"""The pass over rows in memory, for any number of evaluations at changing parameters: the
+    statistics (forward), then the rows' gradient sums (backward) over the same chunks — on the
+    device when the model keeps its rows there, else split across the cores; the chunking is
+    decided once per evaluation, at its forward pass. ``per_row``: the model's per-row bound
+    applies to these rows instead (few rows, or no statistics path: :meth:`~DecoupledStatistics._use_stats`)."""
+
+    def __init__(self, model, X, y) -> None:
+        self.model, self.X, self.y = model, model._check_inputs(X), y
+        n = self.X.shape[0]
+        self.per_row = not model._use_stats(n)
+        self.device = None if self.per_row else model._rows_on_device(self.X, y)
+        # with keep the forward chunks' A serve the backward pass instead of being recomputed
+        self.keep = self.device is None and n * model._num_inducing() <= model.keep_entries
+        self.size = self.kept = None
+
+    def statistics(self, LJ) -> Statistics:
+        r""":math:`\Phi`, :math:`\beta`, :math:`y^\top y` and :math:`\sum_n k(x_n, x_n)`."""
+        m = self.model
+        if self.device is not None:
+            return self.device.statistics(m, LJ)
+        # the chunking depends on the machine's load (pass_workers): decided here, for both passes
+        self.size = m._chunk_rows(self.X.shape[0])
+        st = streamed_statistics(lambda Xc: (forward_solve(LJ, m._features_at(Xc)), m.kernel.diag(Xc)),
+                                 self.X, self.y, chunk_size=self.size, keep=self.keep, ops=m.ops)
+        self.kept = st.chunks if self.keep else None
+        return st
+
+    def row_sums(self, LJ, Q, qb, dkff) -> tuple:
+        """The rows' gradient sums (:meth:`DecoupledGradients.sums`) given the bound's ``Q``,
+        ``qb``, ``dkff`` (:meth:`DecoupledStatistics._elbo_and_gradient_stats`), after
+        :meth:`statistics` at the same parameters (a pass on its own: chunked now)."""
+        m, X, y = self.model, self.X, self.y
+        if self.device is not None:  # the rows' sums on the device, P-sized results back
+            return self.device.row_sums(m, LJ, Q, qb, dkff)
+        kept, self.kept = self.kept, None
+        pieces = list(row_chunks(X.shape[0], self.size or m._chunk_rows(X.shape[0])))
+
+        def share(k, shares):  # the chunks k, k + shares, ... into gradients of its own
+            part = DecoupledGradients(m)
+            for i in range(k, len(pieces), shares):
+                if stopping():
+                    break
+                a, b = pieces[i]
+                A = kept[i] if kept is not None else forward_solve(LJ, m._features_at(X[a:b]))
+                part.chunk(X[a:b], y[a:b], A, Q, qb, dkff)
+            return part
+
+        total = DecoupledGradients(m)
+        for part in run_shares(share, len(pieces), m.ops):  # the cores split the rows, as in the pass
+            total.merge(part)
+        return total.sums()
+
+
+class BlockPass(BlockwisePass):
+    """The pass over a Dask array's blocks: :class:`RowPass`'s methods run on every block (each
+    single-threaded, on the active scheduler) and summed; the statistics path only."""
+
+    per_row = False
+
+    def __init__(self, model, X, y) -> None:
+        why = model._blocks_refused()
+        if why is not None:
+            raise TypeError(why)
+        super().__init__(model, RowPass, X, y)
+
+
+#: the pass for each kind of rows (:func:`spherelab.distributed.rows`): ``PASSES[kind](model, X, y)``
+PASSES = {InMemory: RowPass, InBlocks: BlockPass}
 
 
 class DecoupledStatistics:
@@ -36,21 +111,25 @@ class DecoupledStatistics:
 
     @contextlib.contextmanager
     def holding_rows(self, X, y) -> Iterator[None]:
-        """One fit's training rows on the device (:class:`ResidentRows`), copied there once."""
-        held = not is_dask(X) and ResidentRows.applies(self) and self._use_stats(X.shape[0])
-        self._device_rows = ResidentRows(self, X, y) if held else None
+        """One fit's pass over its rows (:data:`PASSES`), chosen once: rows a model keeps on its
+        device (:class:`ResidentRows`) are copied there once, on entry."""
+        self._held = (X, y, self._pass(X, y))
         try:
             yield
         finally:
-            self._device_rows = None
+            self._held = None
+
+    def _pass(self, X, y):
+        """The pass over (X, y): the fit's when these are its rows, else chosen now."""
+        held = getattr(self, "_held", None)
+        if held is not None and held[0] is X and held[1] is y:
+            return held[2]
+        return PASSES[type(rows(X, y))](self, X, y)
 
     def _rows_on_device(self, X, y) -> ResidentRows | None:
-        """The rows of this evaluation on the device (the fit's, else copied now), or None: the
+        """These rows in memory on the model's device (:class:`ResidentRows`), or None: the
         host's streamed pass."""
-        if is_dask(X) or not ResidentRows.applies(self):
-            return None
-        held = getattr(self, "_device_rows", None)
-        return held if held is not None and held.matches(X, y) else ResidentRows(self, X, y)
+        return ResidentRows(self, X, y) if ResidentRows.applies(self) else None
 
     def _chunk_rows(self, n: int | None = None) -> int:
         """Rows per chunk: at most ``chunk_entries`` entries of :math:`K_{pf}`, and for ``n`` rows
@@ -66,80 +145,40 @@ class DecoupledStatistics:
         Kuf = self.features.Kuf(self.kernel, X, ops=self.ops)
         return np.vstack([Kuf, self.kernel.K(self.W, X, ops=self.ops)]) if self.num_orthogonal else Kuf
 
-    def _statistics(self, X, y, LJ, keep: bool = False, rows: ResidentRows | None = None,
-                    chunk_size: int | None = None) -> Statistics:
+    def _statistics(self, X, y, LJ) -> Statistics:
         r""":math:`\Phi = AA^\top`, :math:`\beta = Ay` (:math:`A = L_J^{-1}K_{pf}`) and
-        :math:`\sum_n k(x_n, x_n)` in one streamed pass (:func:`~spherelab.bounds.streamed_statistics`)
-        in chunks of ``chunk_size`` rows (default: :meth:`_chunk_rows`, decided now); with ``keep``,
-        the chunks' A are kept for the backward pass, which must use the same chunks. A Dask ``X`` is
-        summed block by block on the active scheduler (:func:`~spherelab.distributed.block_statistics`)."""
-        if is_dask(X):
-            light = without_data(self)  # a task would carry the rows otherwise
-            return block_statistics(lambda Xb, yb: light._statistics(Xb, yb, LJ), X, y)
-        rows = rows if rows is not None else self._rows_on_device(X, y)
-        if rows is not None:
-            return rows.statistics(self, LJ)
-        return streamed_statistics(lambda Xc: (forward_solve(LJ, self._features_at(Xc)), self.kernel.diag(Xc)),
-                                   X, y, chunk_size=chunk_size or self._chunk_rows(X.shape[0]), keep=keep, ops=self.ops)
+        :math:`\sum_n k(x_n, x_n)` in one pass (:data:`PASSES`)."""
+        return self._pass(X, y).statistics(LJ)
 
-    def _elbo_and_gradient_stats(self, X, y, num_data: int, collapsed: bool = False):
-        dask = is_dask(X)
-        keep = not dask and X.shape[0] * self._num_inducing() <= self.keep_entries  # else the backward recomputes A
+    def _elbo_and_gradient_stats(self, rowpass, n: int, num_data: int, collapsed: bool = False):
+        """The bound on the rows of ``rowpass`` (``n`` of them; ``num_data`` the data's size) and
+        its gradient: the statistics, the bound, then the rows' sums."""
         M = self.features.num_features
         LJ = joint_cholesky(*self._inducing_matrices())
-        rows = self._rows_on_device(X, y)
-        # the chunking depends on the machine's load (pass_workers): decided once, for both passes
-        size = None if dask or rows is not None else self._chunk_rows(X.shape[0])
-        st = self._statistics(X, y, LJ, keep, rows, size)
+        st = rowpass.statistics(LJ)
         q = (self.m_u, self.L_u, self.m_v, self.L_v)
         if collapsed:
             m, L_u, L_v = whitened_optimum(st.G, st.c, self.likelihood.variance, M)
             q = (m[:M], L_u, m[M:], L_v)
-        res = gaussian_stats_bound_whitened(LJ, M, st.G, st.c, st.sum_diag, st.yy, X.shape[0],
+        res = gaussian_stats_bound_whitened(LJ, M, st.G, st.c, st.sum_diag, st.yy, n,
                                             *q, self.likelihood.variance, num_data)
         grads = DecoupledGradients(self)
         grads.inducing(res.dKuu, res.dKvv, res.dKvu)
         # dK_pf = L_J^-T (2 dPhi A + dbeta y^T): the P x P solve once, then one product per chunk
         Q = 2.0 * solve_triangular(LJ, res.dPhi, lower=True, trans=1)
         qb = solve_triangular(LJ, res.dbeta, lower=True, trans=1)
-        if rows is not None:  # the rows' sums on the device, P-sized results back
-            grads.add_sums(rows.row_sums(self, LJ, Q, qb, res.dkff))
-            return res.value, grads.result(res.dm_u, res.dL_u, res.dm_v, res.dL_v, res.dnoise)
-        if dask:  # the second pass: each block's sums on the scheduler, added pairwise
-            light = without_data(self)  # a task would carry the rows otherwise
-            grads.add_sums(block_sum(lambda Xb, yb: light._row_sums(Xb, yb, LJ, Q, qb, res.dkff), X, y))
-            return res.value, grads.result(res.dm_u, res.dL_u, res.dm_v, res.dL_v, res.dnoise)
-        pieces = list(row_chunks(X.shape[0], size))  # the forward pass's chunks
-
-        def share(k, shares):  # the chunks k, k + shares, ... into gradients of its own
-            part = DecoupledGradients(self)
-            for i in range(k, len(pieces), shares):
-                if stopping():
-                    break
-                a, b = pieces[i]
-                A = st.chunks[i] if keep else forward_solve(LJ, self._features_at(X[a:b]))
-                part.chunk(X[a:b], y[a:b], A, Q, qb, res.dkff)
-            return part
-
-        for part in run_shares(share, len(pieces), self.ops):  # the cores split the rows, as in the pass
-            grads.merge(part)
+        grads.add_sums(rowpass.row_sums(LJ, Q, qb, res.dkff))
         return res.value, grads.result(res.dm_u, res.dL_u, res.dm_v, res.dL_v, res.dnoise)
 
-    def _row_sums(self, X, y, LJ, Q, qb, dkff) -> tuple:
-        """The rows' gradient sums of (X, y) in chunks, on this thread (one Dask block)."""
-        part = DecoupledGradients(self)
-        for a, b in row_chunks(X.shape[0], self._chunk_rows()):
-            part.chunk(X[a:b], y[a:b], forward_solve(LJ, self._features_at(X[a:b])), Q, qb, dkff)
-        return part.sums()
-
-    def _check_dask_path(self) -> None:
-        if not (isinstance(self.likelihood, Gaussian) and self.whiten and self.sufficient_statistics):
-            raise TypeError(
-                f"{type(self).__name__} fits a Dask array through its whitened sufficient statistics only: "
-                "a Gaussian likelihood, whiten=True and sufficient_statistics=True (pass a NumPy array otherwise)")
+    def _blocks_refused(self) -> str | None:
+        """Why this model cannot fit Dask blocks (None: it can)."""
+        if isinstance(self.likelihood, Gaussian) and self.whiten and self.sufficient_statistics:
+            return None
+        return (f"{type(self).__name__} fits a Dask array through its whitened sufficient statistics only: a "
+                "Gaussian likelihood, whiten=True and sufficient_statistics=True (pass a NumPy array otherwise)")
 
     def _collapsed_elbo_and_gradient(self, X, y):
         # the whitened optimum in the bound itself: one streamed pass, and the value (hence, by
         # the envelope theorem, the gradient in every other parameter) does not depend on
         # whether the model stores q whitened
-        return self._elbo_and_gradient_stats(X, y, X.shape[0], collapsed=True)
+        return self._elbo_and_gradient_stats(self._pass(X, y), X.shape[0], X.shape[0], collapsed=True)

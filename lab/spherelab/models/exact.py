@@ -11,12 +11,11 @@ from scipy.linalg import cho_solve, solve_triangular
 
 from .._state import Saveable
 from .._validation import check_data, check_finite_array, check_positive
-from ..concurrency import reading
 from ..kernels import ZonalKernel
 from ..linalg import cholesky_or_explain
 from ..threads import policy
+from .base import entry
 from .scale import warn_off_scale
-from .transaction import transactional
 
 __all__ = ["ExactGP"]
 
@@ -63,7 +62,7 @@ class ExactGP(Saveable):
         else:
             self._refit_with(noise)
 
-    @transactional
+    @entry("fit")
     def _refit_with(self, noise: float) -> None:
         self._noise = noise
         self.fit(self._X, self._y)
@@ -79,7 +78,7 @@ class ExactGP(Saveable):
 
         return load_exact(cls, state)
 
-    @transactional
+    @entry("fit")
     def fit(self, X: Any, y: Any) -> "ExactGP":
         r"""Factorise :math:`K + \sigma^2 I` (:math:`O(N^3)`)."""
         X, y = check_data(X, y)
@@ -107,7 +106,7 @@ class ExactGP(Saveable):
         n = self._y.size
         return float(-0.5 * self._y @ self._alpha - np.log(np.diag(self._L)).sum() - 0.5 * n * np.log(2 * np.pi))
 
-    @reading
+    @entry("read")  # (the dense reference: memory only)
     def predict_f(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
         """Posterior mean and variance of f at ``X``, ``(N*,)`` each."""
         self._check_fitted()
@@ -118,7 +117,7 @@ class ExactGP(Saveable):
         V = solve_triangular(self._L, Ksx.T, lower=True)
         return Ksx @ self._alpha, np.maximum(self.kernel.diag(X) - np.einsum("ij,ij->j", V, V), 0.0)
 
-    @reading
+    @entry("read")  # (the dense reference: memory only)
     def predict_y(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
         """Predictive mean and variance of y (noise added)."""
         mean, var = self.predict_f(X)

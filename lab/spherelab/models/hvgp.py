@@ -34,16 +34,14 @@ from .._validation import check_allocation, check_finite_array, check_int, check
 from ..bounds.hvgp import HINT_BLOCK, BlockBound, block_bound_whitened, block_predictive
 from ..bounds.statistics import streamed_statistics
 from ..bounds.sums import GradientSums
-from ..concurrency import reading
 from ..groups import Antipodal, Group, harmonic_decomposition
 from ..kernels import ZonalKernel
 from ..likelihoods import Gaussian
 from ..linalg import cholesky_or_explain, inverse_factor
 from . import saved
-from .base import threaded
+from .base import entry
 from .registry import Param, kernel_params, likelihood_params
 from .sparse import SparseModel
-from .transaction import transactional
 
 __all__ = ["HarmonicSVGP"]
 
@@ -218,8 +216,7 @@ class HarmonicSVGP(SparseModel):
         self.Ls = [np.eye(m) for m in self.sizes]
         return self
 
-    @transactional
-    @threaded
+    @entry("fit", threads="rows")
     def optimal_q(self, X: Any, y: Any, chunk_size: int = 4096) -> "HarmonicSVGP":
         r"""Set q to the optimum of the ELBO for a Gaussian likelihood at the current kernel,
         noise and inducing inputs, among block-independent posteriors.
@@ -269,7 +266,7 @@ class HarmonicSVGP(SparseModel):
         return block_bound_whitened(Kuus, Kufs, kff, self.ms, self.Ls, y, self.likelihood,
                                     X.shape[0] if num_data is None else num_data)
 
-    @threaded
+    @entry(threads="rows")
     def elbo_and_gradient(self, X, y, num_data: int | None = None) -> tuple[float, dict[str, Any]]:
         """The ELBO (minibatch estimate if ``num_data`` > len(y)) and its gradient with respect to
         every parameter: ``ms``, ``Ls``, ``Z`` (lists per block), the kernel's hyper-parameters
@@ -310,8 +307,7 @@ class HarmonicSVGP(SparseModel):
     def _initialised(self) -> bool:
         return self.ms is not None
 
-    @reading
-    @threaded
+    @entry("read", threads="rows")
     def elbo(self, X: Any = None, y: Any = None) -> float:
         """The ELBO on all of (X, y) (default: the training data)."""
         self._check_fitted()
@@ -324,7 +320,7 @@ class HarmonicSVGP(SparseModel):
                                     HINT_BLOCK.format(c=c))
                 for c, (comp, Z) in enumerate(zip(self.components, self.Z))]
 
-    @threaded
+    @entry("predict", threads="rows")
     def predict_components(self, X: Any, chunk_size: int = 4096) -> tuple[np.ndarray, np.ndarray]:
         r"""Per-block predictive means and variances of :math:`f_c`, ``(C, N)`` each: the
         additive parts of Sun et al. 2021 Fig. 9 (their sum is :meth:`predict_f`)."""
@@ -342,7 +338,7 @@ class HarmonicSVGP(SparseModel):
             varis[:, s : s + chunk_size] = [comp.diag(Xc) for comp in self.components] + pred.reductions
         return means, np.maximum(varis, 0.0)
 
-    @threaded
+    @entry("predict", threads="rows")
     def predict_f(self, X: Any, chunk_size: int = 4096) -> tuple[np.ndarray, np.ndarray]:
         """Predictive mean and variance of f, ``(N,)`` each (chunked over rows)."""
         means, varis = self.predict_components(X, chunk_size)

@@ -10,14 +10,13 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from .._validation import fit_options
-from ..distributed import is_dask
+from ..distributed import rows
 from ..likelihoods import Gaussian
 from ..linalg import NumericalFailure
 from ..optim import Adam, minimize_lbfgsb
 from ..progress import FitProgress, check_progress
-from .base import Model, threaded_objective
+from .base import Model, entry
 from .scale import warn_off_scale
-from .transaction import transactional
 
 __all__ = ["SparseModel"]
 
@@ -39,7 +38,7 @@ class SparseModel(Model):
         self.optimal_q(X, y)
         return self.elbo_and_gradient(X, y)
 
-    @threaded_objective
+    @entry(threads="theta")
     def collapsed_objective(self, theta: np.ndarray, X: Any, y: Any) -> tuple[float, np.ndarray]:
         """The negated collapsed bound :math:`\\max_q` ELBO and its gradient over every
         parameter except q (flat, registry order), with q re-solved in closed form."""
@@ -75,7 +74,7 @@ class SparseModel(Model):
         if init_q == "optimal" and isinstance(self.likelihood, Gaussian):
             self.optimal_q(X, y)
 
-    @transactional
+    @entry("fit")
     def fit(self, X: Any, y: Any, *, optimize: bool = True, maxiter: int = 1000, seed: int = 0,
             init_q: str = "optimal", collapsed: bool | None = None, max_time: float | None = None,
             callback: Callable[[np.ndarray], Any] | None = None, progress: bool | None = None):
@@ -130,7 +129,7 @@ class SparseModel(Model):
         self._X, self._y = X, y
         return self
 
-    @transactional
+    @entry("fit")
     def fit_svi(self, X: Any, y: Any, *, batch_size: int = 256, iterations: int = 1000, lr: float = 0.01,
                 seed: int = 0, init_q: str = "optimal", progress: bool | None = None):
         """Minibatch fit of every parameter by Adam on the unbiased ELBO estimate; the ELBO
@@ -140,9 +139,8 @@ class SparseModel(Model):
         -------
         self
         """
-        if is_dask(X):
-            raise TypeError(f"{type(self).__name__}.fit_svi draws minibatches from a NumPy array; for a Dask array "
-                            "use fit (its passes run block by block) or compute a sample first")
+        rows(X, y).require(f"{type(self).__name__}.fit_svi draws minibatches from a NumPy array; for a Dask "
+                           "array use fit (its passes run block by block) or compute a sample first")
         B, iterations, lr, seed = fit_options(batch_size=batch_size, iterations=iterations, lr=lr, seed=seed)
         check_progress(progress)
         X, y = self._check_data(X, y)

@@ -13,8 +13,8 @@ costs :math:`O(M^3)` whatever N.
 (spectrum, noise, ``bias``, ``input_scale``, trainable phase directions) on a random subsample of
 at most ``lift_subsample`` rows — the lift changes the features, so its gradient needs a pass
 over the rows — then, with the lift frozen and the statistics of all rows computed once, the
-spectrum and noise at :math:`O(M^3)` per step. ``passes`` counts the full passes over the data.
-Minibatch and Bernoulli fits: :meth:`VISH.fit_svi` (:mod:`.vish_svi`).
+spectrum and noise at :math:`O(M^3)` per step (the bound and the stages: :mod:`.vish_collapsed`).
+``passes`` counts the full passes over the data. Minibatch and Bernoulli fits: :meth:`VISH.fit_svi` (:mod:`.vish_svi`).
 """
 
 from __future__ import annotations
@@ -25,30 +25,22 @@ from typing import Any
 import numpy as np
 
 from .._validation import check_allocation, check_data, check_finite_array, check_int, fit_options
-from ..bounds.precision import InsufficientPrecision, check_precision
+from ..bounds.precision import InsufficientPrecision
 from ..bounds.statistics import Statistics
 from ..bounds.vish import (
-    clamp_spectrum,
-    collapsed_bound,
-    harmonic_statistics,
-    lift_gradient,
-    lift_statistics,
     predict_rows,
     predictive_weights,
 )
-from ..concurrency import reading
-from ..distributed import is_dask, prepare, subsample_rows
+from ..distributed import rows
 from ..features.harmonic import HarmonicFeatures, SphericalFeatures
 from ..kernels import ZonalKernel
 from ..likelihoods import Gaussian
-from ..linalg import NumericalFailure
 from ..progress import FitProgress, check_progress
 from ..threads import chunk_rows
-from . import saved, vish_svi
-from .base import Model, threaded
+from . import saved, vish_collapsed, vish_svi
+from .base import Model, entry
 from .registry import Param, kernel_params, likelihood_params
 from .scale import warn_off_scale
-from .transaction import transactional
 from .vish_resident import ResidentLift, predict_on_device
 
 __all__ = ["VISH"]
@@ -170,52 +162,19 @@ class VISH(Model):
         return self.features.num_features
 
     def _setup(self, X: np.ndarray) -> None:
-        if not is_dask(X):  # (Dask: each block is checked when its statistics are computed)
-            self.kernel.check_lift(X)  # clear errors (rows vanishing after the lift, wrong input_scale, overflow)
+        # clear errors (rows vanishing after the lift, wrong input_scale, overflow); Dask: each
+        # block is checked when its statistics are computed
+        if rows(X).at_hand() is not None:
+            self.kernel.check_lift(X)
         feats = self._given_features if self._given_features is not None else HarmonicFeatures(self.max_degree)
         feats.initialise(X.shape[1] + 1, None)
         feats.bind(self.kernel)
         self.features = feats
 
-    # ---- the collapsed bound --------------------------------------------------------------
-    def _lam(self) -> tuple[np.ndarray, np.ndarray]:
-        """The features' prior variances, clamped (:func:`~spherelab.bounds.vish.clamp_spectrum`)."""
-        return clamp_spectrum(self.features.Kuu_inverse_diag(self.kernel))
-
+    # ---- the collapsed bound (vish_collapsed) ---------------------------------------------
     def _bound(self, stats: Statistics, lift: tuple | None = None, gradients: bool = True):
-        r"""The collapsed bound on ``stats`` and its gradient dict (spectrum, noise; with
-        ``lift = (X, y, evaluation or None)`` also ``bias``, ``input_scale`` and the features'
-        directions, through :math:`\partial L/\partial K_{uf} = 2\,\partial_G K_{uf} +
-        \partial_c\,y^\top` and one more pass over those rows)."""
-        if not isinstance(self.likelihood, Gaussian):
-            raise TypeError("the collapsed bound needs a Gaussian likelihood; use fit_svi() / elbo() for Bernoulli")
-        lam, clamped = self._lam()
-        noise, v = self.likelihood.variance, self.kernel.at_one()
-        if not (np.isfinite(noise) and noise > 0 and np.isfinite(v) and np.all(np.isfinite(lam)) and np.all(lam > 0)):
-            # an optimiser's trial point under/overflowed a hyper-parameter: step back
-            raise NumericalFailure(f"the spectrum or the noise variance ({noise!r}) left the floating-point range")
-        full = gradients or bool(stats.rounding)  # float32 statistics: their error is judged first
-        try:
-            res = collapsed_bound(lam, v, noise, stats, gradients=full, residual=self._residual)
-        except NumericalFailure as err:
-            if stats.rounding:  # B from float32 statistics that float32's rounding left indefinite
-                raise InsufficientPrecision(f"float32 statistics: {err}") from None
-            raise
-        check_precision(res, stats) if stats.rounding else None
-        if not gradients:
-            return (res.value if full else res), None
-        dim, L, deg = self.features.dim, self.max_degree, self.features.degrees
-        dlam = np.where(clamped, 0.0, res.dlam)
-        g: dict[str, Any] = self.kernel.spectrum_vjp(dim, L, np.bincount(deg, weights=dlam, minlength=L + 1),
-                                                      res.dv)
-        g["noise"] = res.dnoise
-        if isinstance(lift, ResidentLift):
-            g.update(lift.gradient(self, res))
-        elif lift is not None:
-            ev = lift[2] if len(lift) > 2 else None  # kept columns come with an evaluation
-            g.update(lift_gradient(self.features, self.kernel, res, *lift, chunk_size=self._rows(), ops=self.ops,
-                                   chunks=stats.chunks if ev is not None else None))
-        return res.value, g
+        """:func:`.vish_collapsed.bound`."""
+        return vish_collapsed.bound(self, stats, lift, gradients)
 
     def _rows(self) -> int:
         """Rows per chunk of the host's passes (the lift stage, predictions): ``chunk_size``, else
@@ -224,13 +183,8 @@ class VISH(Model):
         return self.chunk_size or chunk_rows(self.features.num_features)
 
     def _statistics(self, X, y, ev=None, final: bool = False) -> Statistics:
-        # gram_dtype applies to the pass over all rows only: the lift stage's subsample steers an
-        # optimiser, where single-precision statistics were measured to lead it astray
-        if ev is None:
-            dtype = getattr(self, "gram_dtype", "float64") if final else "float64"
-            return harmonic_statistics(self.kernel, self.features, X, y, chunk_size=self.chunk_size, ops=self.ops,
-                                       gram_dtype=dtype)
-        return lift_statistics(self.features, ev, y, chunk_size=self._rows(), ops=self.ops)
+        """:func:`.vish_collapsed.statistics`."""
+        return vish_collapsed.statistics(self, X, y, ev, final)
 
     def elbo_and_gradient(self, X: Any, y: Any, num_data: int | None = None) -> tuple[float, dict[str, Any]]:
         """The bound on (X, y) and its gradient with respect to every parameter: after
@@ -239,7 +193,7 @@ class VISH(Model):
         it has no minibatch estimate)."""
         return self._objective_terms(X, y, num_data, None)
 
-    @threaded
+    @entry(threads="rows")
     def _objective_terms(self, X, y, num_data, names):
         if self.q_mu is not None:
             X, y = self._check_data(X, y)
@@ -247,13 +201,12 @@ class VISH(Model):
         if num_data is not None and num_data != np.shape(y)[0]:
             raise ValueError("VISH's collapsed bound has no minibatch estimate; use fit_svi()")
         X, y = check_data(X, y)
-        if ResidentLift.applies(self) and not is_dask(X):
-            rows = ResidentLift(self, X, y)
-            return self._bound(rows.statistics(self), lift=rows)
+        if ResidentLift.applies(self):
+            held = ResidentLift(self, X, y)
+            return self._bound(held.statistics(self), lift=held)
         return self._bound(self._statistics(X, y), lift=(X, y))
 
-    @reading
-    @threaded
+    @entry("read", threads="rows")
     def elbo(self, X: Any = None, y: Any = None) -> float:
         """The bound at the current parameters: after :meth:`fit`, the collapsed bound on the
         training data (or on (X, y)); after :meth:`fit_svi`, the uncollapsed bound of the
@@ -285,7 +238,7 @@ class VISH(Model):
     #: larger ones are streamed twice per step
     lift_cache_elements = 20_000_000
 
-    @transactional
+    @entry("fit")
     def fit(self, X: Any, y: Any, *, optimize: bool = True, train_lift: bool = True, lift_subsample: int = 20_000,
             lift_maxiter: int = 200, maxiter: int = 500, seed: int = 0, lift_ftol: float | None = None,
             progress: bool | None = None) -> "VISH":
@@ -324,7 +277,7 @@ class VISH(Model):
             optimize=optimize, train_lift=train_lift, lift_subsample=lift_subsample, lift_maxiter=lift_maxiter,
             maxiter=maxiter, seed=seed, lift_ftol=lift_ftol)
         check_progress(progress)
-        X, y = prepare(X, y) if is_dask(X) else check_data(X, y)
+        X, y = rows(X, y).checked()
         warn_off_scale("VISH.fit", X, y)
         self._setup(X)
         self._X, self._y = X, y
@@ -343,69 +296,19 @@ class VISH(Model):
         with self._threads(X.shape[0]), contextlib.closing(bar):
             Xs = ys = None
             if optimize and train_lift:
-                Xs, ys = subsample_rows(X, y, lift_subsample, seed)
-                self._fit_lift(Xs, ys, maxiter, lift_maxiter, lift_ftol, every_row=Xs is X, bar=bar)
-            self.stats = self._statistics(X, y, final=True)
+                Xs, ys = rows(X, y).subsample(lift_subsample, seed)
+                vish_collapsed.fit_lift(self, Xs, ys, maxiter, lift_maxiter, lift_ftol, every_row=Xs is X, bar=bar)
+            self.stats = vish_collapsed.statistics(self, X, y, final=True)
             self.passes += 1
             if optimize:
-                self._fit_spectrum(X, y, maxiter, train_lift, bar, held=(Xs, ys) if held_out else None)
+                vish_collapsed.fit_spectrum(self, X, y, maxiter, train_lift, bar, held=(Xs, ys) if held_out else None)
         return self
 
     def _pass_work(self, rows: int) -> float:
         M = self._num_inducing()
         return float(rows) * M * M  # the statistics pass's Gram product: the O(M^3) steps come after it
 
-    def _fit_lift(self, Xs, ys, maxiter: int, lift_maxiter: int, lift_ftol: float, every_row: bool, bar) -> None:
-        """Stage (1) of :meth:`fit`: every hyper-parameter on the subsample (Xs, ys)."""
-        rows = ResidentLift(self, Xs, ys) if ResidentLift.applies(self) and not is_dask(Xs) else None
-        if not self.features.trainable:
-            # warm start: the spectrum and noise at the initial lift (O(M^3) per step); a joint fit
-            # from the defaults tends to run into degenerate lifts (input scales -> 0), worse optima
-            stats = rows.statistics(self) if rows else self._statistics(Xs, ys)
-            bar.stage = "warm start"
-            self._minimize(self._spectral_names(), lambda: self._bound(stats), maxiter, progress=bar)
-        cached = Xs.shape[0] * self.features.num_features <= self.lift_cache_elements
-
-        def lift_stage():
-            if rows is not None:  # the subsample stays on the device (vish_resident)
-                return self._bound(rows.statistics(self), lift=rows)
-            ev = self.features.evaluate(self.kernel, Xs, ops=self.ops) if cached else None
-            return self._bound(self._statistics(Xs, ys, ev), lift=(Xs, ys, ev))
-
-        names = [p.name for p in self._registry()]
-        bar.stage = "lift"
-        self.lift_result = self._minimize(names, lift_stage, lift_maxiter, ftol=lift_ftol, progress=bar)
-        if every_row:
-            self.passes += (1 if cached else 2) * self.lift_result.nfev
-
-    def _fit_spectrum(self, X, y, maxiter: int, train_lift: bool, bar, held: tuple | None = None) -> None:
-        """Stage (2) of :meth:`fit`: the spectrum and noise on the statistics of every row (float64
-        ones again, from the same start, where float32 ones prove too coarse); with ``held`` =
-        (Xs, ys), the lift's subsample, on the other rows only (their statistics: all rows' less
-        the subsample's), the posterior still on every row."""
-        names, fallback = self._spectral_names(), None
-        start = self.parameter_vector(names)
-        bar.stage = "spectrum"
-
-        def fitted_on():
-            return self.stats if held is None else self.stats.without(self._statistics(*held))
-
-        try:
-            stats = fitted_on()
-            self.optimizer_result = self._minimize(names, lambda: self._bound(stats), maxiter, progress=bar)
-        except InsufficientPrecision as why:
-            self.set_parameter_vector(start, names)
-            self.stats, fallback = self._statistics(X, y), f"float32 statistics replaced by float64: {why}"
-            self.passes += 1  # (from start itself: its values' round trip could move it by an ulp)
-            stats = fitted_on()
-            self.optimizer_result = self._minimize(names, lambda: self._bound(stats), maxiter, x0=start,
-                                                   progress=bar)
-        stages = {"lift": self.lift_result} if train_lift else {}
-        self._report_fit({**stages, "spectrum": self.optimizer_result})
-        if fallback:
-            self.fit_report_["statistics"] = fallback
-
-    @transactional
+    @entry("fit")
     def fit_svi(self, X: Any, y: Any, *, batch_size: int = 256, iterations: int = 1000, lr: float = 0.01,
                 gamma: float = 0.1, seed: int = 0, train_directions: bool = True,
                 progress: bool | None = None) -> "VISH":
@@ -454,7 +357,7 @@ class VISH(Model):
         state = self._state()
         if self._posterior is not None and self._posterior[0] == state:
             return self._posterior[1]
-        lam, _ = self._lam()
+        lam, _ = vish_collapsed.spectrum(self)
         if self.q_mu is not None:
             post = (*predictive_weights(lam, q=(self.q_mu, self.q_sqrt)), lam)
         else:
@@ -462,6 +365,7 @@ class VISH(Model):
         self._posterior = (state, post)
         return post
 
+    @entry("predict")
     def predict_f(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
         r"""Posterior mean and variance of f at X, ``(N,)`` each:
         :math:`\mu = \Phi_* w`, :math:`\nu = r_*^2 \kappa(1) - \Phi_* C \Phi_*^\top` (with

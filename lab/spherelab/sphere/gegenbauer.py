@@ -29,13 +29,11 @@ import functools
 from typing import Any
 
 import numpy as np
-from numba import prange
 
 from .._validation import check_allocation, check_bool, check_degree, check_dim, check_finite_array, check_nonnegative
-from ..backend.jit import jit
 from ..backend.ops import Operations, as_operations
 from ..threads import policy
-from . import gegenbauer_src as src
+from .gegenbauer_jit import elementwise_kernel, moments_kernel
 from .special import alpha_of_dim, num_harmonics
 
 __all__ = [
@@ -48,114 +46,6 @@ __all__ = [
     "zonal_series",
     "zonal_series_vjp",
 ]
-
-
-# --------------------------------------------------------------------------------------------
-# jitted kernels (1-d inputs; wrappers handle shapes)
-# --------------------------------------------------------------------------------------------
-
-
-# the recurrences, compiled for the CPU from their one source (gegenbauer_src; the CUDA kernels
-# compile the same functions)
-_table_row = jit()(src.table_row)
-_derivative_row = jit()(src.derivative_row)
-_clenshaw_tables = jit()(src.clenshaw_tables)
-_clenshaw_point = jit()(src.clenshaw_point)
-
-
-@jit(parallel=True)
-def _table_kernel(t, max_degree, alpha, out):  # pragma: no cover - compiled
-    two_a = 2.0 * alpha
-    for i in prange(t.shape[0]):
-        _table_row(t[i], max_degree, two_a, out, i)
-
-
-@jit(parallel=True)
-def _derivative_table_kernel(t, max_degree, alpha, out):  # pragma: no cover - compiled
-    for i in prange(t.shape[0]):
-        _derivative_row(t[i], max_degree, alpha, out, i)
-
-
-@jit(parallel=True)
-def _clenshaw_kernel(t, coeffs, alpha, values, derivs, want_deriv):  # pragma: no cover
-    L = coeffs.shape[0] - 1
-    a_tab = np.empty(L + 1)
-    b_tab = np.empty(L + 2)
-    b_1 = _clenshaw_tables(L, 2.0 * alpha, a_tab, b_tab)
-    for i in prange(t.shape[0]):
-        v, d = _clenshaw_point(t[i], coeffs, a_tab, b_tab, b_1, want_deriv)
-        values[i] = v
-        if want_deriv:
-            derivs[i] = d
-
-
-@jit(parallel=True)
-def _moments_kernel(t, w, max_degree, alpha, out):  # pragma: no cover - compiled
-    # out[k, n] = sum over the points of block k of w_i P_n(t_i): one recurrence per point, no table
-    two_a = 2.0 * alpha
-    blocks = out.shape[0]
-    size = (t.shape[0] + blocks - 1) // blocks
-    for k in prange(blocks):
-        for i in range(k * size, min((k + 1) * size, t.shape[0])):
-            x, wi = t[i], w[i]
-            out[k, 0] += wi
-            if max_degree >= 1:
-                out[k, 1] += wi * x
-            p_prev, p_cur = 1.0, x
-            for m in range(1, max_degree):
-                p_next = ((2.0 * m + two_a) * x * p_cur - m * p_prev) / (m + two_a)
-                out[k, m + 1] += wi * p_next
-                p_prev, p_cur = p_cur, p_next
-
-
-def table_cpu(L: int, alpha: float, t: np.ndarray) -> np.ndarray:
-    """The CPU implementation of the ``gegenbauer_table`` operation: ``(N, L + 1)`` for validated
-    1-d ``t``."""
-    out = np.empty((t.shape[0], L + 1))
-    with policy(t.shape[0] * (L + 1) * 4):
-        _table_kernel(t, L, alpha, out)
-    return out
-
-
-def derivative_table_cpu(L: int, alpha: float, t: np.ndarray) -> np.ndarray:
-    """The CPU implementation of ``gegenbauer_derivative_table``."""
-    out = np.empty((t.shape[0], L + 1))
-    with policy(t.shape[0] * (L + 1) * 4):
-        _derivative_table_kernel(t, L, alpha, out)
-    return out
-
-
-def clenshaw_cpu(coeffs: np.ndarray, alpha: float, t: np.ndarray, derivative: bool = False):
-    r"""The CPU implementation of ``clenshaw``: :math:`\sum_n c_n P_n(t)` (and its derivative)
-    for normalised coefficients and validated 1-d ``t``."""
-    values = np.empty(t.shape[0])
-    derivs = np.empty(t.shape[0] if derivative else 0)
-    with policy(t.shape[0] * coeffs.shape[0] * 6):
-        _clenshaw_kernel(t, coeffs, alpha, values, derivs, derivative)
-    return (values, derivs) if derivative else values
-
-
-@jit(parallel=True)
-def _elementwise_kernel(n, alpha, t, out):  # pragma: no cover - compiled
-    # C_n^a(t) = C_n^a(1) P_n^a(t), with C_n^a(1) = prod_{k<n} (2a + k) / (k + 1) accumulated
-    # along the recurrence: n roundings of random sign instead of exp() of lgamma differences
-    # (which lose ~|log C_n(1)| ulps). At a = 0 the first factor is 0: the strict limit.
-    for i in prange(t.shape[0]):
-        x = t[i]
-        nn = n[i]
-        two_a = 2.0 * alpha[i]
-        if nn == 0:
-            out[i] = 1.0
-            continue
-        p_prev = 1.0
-        p_cur = x
-        c1 = two_a
-        for k in range(1, nn):
-            p_next = ((2.0 * k + two_a) * x * p_cur - k * p_prev) / (k + two_a)
-            p_prev = p_cur
-            p_cur = p_next
-            c1 *= (two_a + k) / (k + 1.0)
-        out[i] = c1 * p_cur
 
 
 # --------------------------------------------------------------------------------------------
@@ -287,7 +177,7 @@ def gegenbauer(n: Any, alpha: Any, t: Any) -> np.ndarray:
     flat_a = np.ascontiguousarray(a_b.reshape(-1))
     out = np.empty(flat_n.shape[0])
     with np.errstate(over="ignore", invalid="ignore"):
-        _elementwise_kernel(flat_n, flat_a, np.ascontiguousarray(t_b.reshape(-1)), out)
+        elementwise_kernel(flat_n, flat_a, np.ascontiguousarray(t_b.reshape(-1)), out)
     out = out.reshape(shape)
     return float(out) if out.ndim == 0 else out
 
@@ -392,7 +282,7 @@ def zonal_series_vjp(weights: Any, dim: int, t: Any, max_degree: int) -> np.ndar
     blocks = max(1, min(64, flat.shape[0] // 4096))  # partial sums per block, added in a fixed order
     out = np.zeros((blocks, L + 1))
     with policy(flat.shape[0] * (L + 1) * 5):
-        _moments_kernel(flat, np.ascontiguousarray(w.reshape(-1)), L, alpha_of_dim(dim), out)
+        moments_kernel(flat, np.ascontiguousarray(w.reshape(-1)), L, alpha_of_dim(dim), out)
     return out.sum(axis=0) * _counts(dim, L + 1)
 
 

@@ -1,0 +1,109 @@
+r"""Column blocks of :math:`K_{fu}` computed on a device from the rows' lift, one kind per feature
+set (:meth:`~spherelab.features.Features.device_columns`); the decoupled models' resident rows
+(:class:`~spherelab.models.decoupled_resident.ResidentRows`) stack them side by side:
+
+* :class:`KernelColumns`: the kernel's own :math:`k(x_n, s_j)` at host inputs S (inducing points,
+  orthogonal inputs, or both stacked), for a kernel with a compiled shape
+  (:meth:`~spherelab.kernels.ZonalKernel.fused_code`): ``zonal_columns`` and its backward pass;
+* :class:`UnitColumns`: activated units' :math:`\|w_m\|\,r_n\,g_L(\hat w_m^\top\hat x_n)` (Tiao,
+  thesis eq. 3.6): ``series_columns``, one Clenshaw pass per entry, and its backward pass;
+* :class:`HarmonicColumns`: spherical harmonics :math:`r_n\psi_m(\hat x_n)` (Dutordoir et al.
+  2020): ``harmonic_columns`` and, backwards, the solid harmonics' VJP.
+
+Each block gives ``columns(ops, r, Xh)`` -> (state, K block ``(n, width)``), ``backward(ops, state,
+dK, r, Xh)`` -> (the rows' :math:`\partial L/\partial\tilde x`, its sources' gradient or None, the
+variance's and lengthscale's sums), ``source_gradients`` (chained through the sources' lift) and
+``split`` (the feature set's parameter gradients and the orthogonal inputs' rows).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..sphere.lift import lift_backward_rows, lifted_row_gradients
+from ..sphere.series_columns import normalized_zonal
+from .zonal import norms_and_directions
+
+__all__ = ["KernelColumns", "UnitColumns", "HarmonicColumns"]
+
+
+class KernelColumns:
+    """Columns :math:`k(x_n, s_j)` of ``kernel`` at host inputs ``S`` ``(P, D)``, of which the first
+    ``feature_rows`` are inducing points (``Z``) and the rest orthogonal inputs."""
+
+    def __init__(self, kernel, ops, S: np.ndarray, feature_rows: int) -> None:
+        self.kernel, self.ops, self.S, self.m = kernel, ops, S, feature_rows
+        r, U = kernel.lift(S, "Z")
+        self.r, self.U = ops.to_device(r), ops.to_device(U)
+        self.args = (kernel.fused_code(), kernel.lengthscale, kernel.variance)
+        self.width, self.source_shape = U.shape[0], U.shape
+
+    def stacked(self, W: np.ndarray) -> "KernelColumns":
+        """One block for these inputs and the orthogonal inputs ``W`` below them (one launch)."""
+        return KernelColumns(self.kernel, self.ops, np.vstack([self.S, W]), self.m)
+
+    def columns(self, ops, r, Xh):
+        T = Xh @ self.U.T
+        return T, ops.zonal_columns(T, r, self.r, *self.args)
+
+    def backward(self, ops, T, dK, r, Xh):
+        A, B, dvar, dlen = ops.zonal_columns_backward(T, dK, r, self.r, *self.args)
+        return (*lifted_row_gradients(A, B, r, Xh, self.r, self.U), dvar, dlen)
+
+    def source_gradients(self, dS: np.ndarray, scale) -> dict[str, Any]:
+        return lift_backward_rows(self.S, dS, scale)
+
+    def split(self, grads: dict[str, Any]) -> tuple[dict[str, Any], np.ndarray]:
+        return ({"Z": grads["X"][: self.m]} if self.m else {}), grads["X"][self.m:]
+
+
+class UnitColumns:
+    """Columns :math:`\\|w_m\\|\\,r_n\\,g_L(\\hat w_m^\\top\\hat x_n)` of activated units."""
+
+    def __init__(self, features, kernel, ops) -> None:
+        rw, Wh = norms_and_directions(features.weights, "weights")
+        self.coeffs, self.alpha = normalized_zonal(features.cross_series(kernel), features.weights.shape[1])
+        self.r, self.U = ops.to_device(rw), ops.to_device(Wh)
+        self.width, self.source_shape = Wh.shape[0], Wh.shape
+
+    def stacked(self, W: np.ndarray) -> None:
+        return None
+
+    def columns(self, ops, r, Xh):
+        T = Xh @ self.U.T
+        return T, ops.series_columns(T, r, self.r, self.coeffs, self.alpha)
+
+    def backward(self, ops, T, dK, r, Xh):
+        A, B = ops.series_columns_backward(T, dK, self.coeffs, self.alpha)
+        return (*lifted_row_gradients(A, B, r, Xh, self.r, self.U), 0.0, 0.0)
+
+    def source_gradients(self, dW: np.ndarray, scale) -> dict[str, Any]:
+        return {"weights": dW, "bias": 0.0, "input_scale": 0.0}  # the weights live on the sphere's side
+
+    def split(self, grads: dict[str, Any]) -> tuple[dict[str, Any], None]:
+        return {"weights": grads["weights"]}, None
+
+
+class HarmonicColumns:
+    r"""Columns :math:`r_n\psi_m(\hat x_n)` of spherical harmonics (nothing to train: no sources)."""
+
+    def __init__(self, features) -> None:
+        self.features = features
+        self.width, self.source_shape = features.num_features, None
+
+    def stacked(self, W: np.ndarray) -> None:
+        return None
+
+    def columns(self, ops, r, Xh):
+        return None, self.features.device_Kuf(ops, Xh, r).T
+
+    def backward(self, ops, state, dK, r, Xh):
+        return self.features.device_Kuf_vjp(ops, Xh, dK), None, 0.0, 0.0
+
+    def source_gradients(self, dS, scale) -> dict[str, Any]:
+        return {"bias": 0.0, "input_scale": 0.0}
+
+    def split(self, grads: dict[str, Any]) -> tuple[dict[str, Any], None]:
+        return {}, None
