@@ -12,7 +12,8 @@ import numpy as np
 from .._validation import Hyper, check_length
 from .bessel import ive_large, ratio_complement
 from .matern_jit import NU_CODES
-from .quadrature import QuadratureSpectrum
+from .matern_series import series_levels
+from .quadrature import QuadratureSpectrum, quadrature_floor, quadrature_spectrum
 
 __all__ = ["Matern"]
 
@@ -189,12 +190,19 @@ class Matern(QuadratureSpectrum):
     def _spectrum(self, dim, L):
         if self.nu == np.inf:  # closed form: positive at every level, no quadrature floor
             return squared_exponential_spectrum(self.lengthscale, dim, L)[0]
-        return super()._spectrum(dim, L)
+        return _levels(self, dim, L)[0]
+
+    def _spectrum_floor(self, dim, L):
+        if self.nu == np.inf:
+            return np.zeros(L + 1)
+        return _levels(self, dim, L)[1]
 
     def _spectrum_grads(self, dim, L):
         if self.nu == np.inf:
             return {"lengthscale": squared_exponential_spectrum(self.lengthscale, dim, L)[1]}
-        return super()._spectrum_grads(dim, L)
+        grads = super()._spectrum_grads(dim, L)["lengthscale"]
+        _, _, series, dlog = _levels(self, dim, L)
+        return {"lengthscale": np.where(series, -dlog / self.lengthscale, grads)}
 
     def _shape_dt(self, t, ops):
         # d/dt m(r) = m'(r) dr/dt, dr/dt = -1 / (l^2 r): finite except nu = 1/2 at t = 1
@@ -281,3 +289,22 @@ def _frozen(*arrays):
     for a in arrays:  # cached: shared by every caller
         a.setflags(write=False)
     return arrays
+
+
+@lru_cache(maxsize=256)
+def _levels(kernel: Matern, dim: int, L: int):
+    r"""``(levels, floor, from_series, d levels / d log s)``: each level from the quadrature
+    (:func:`~spherelab.kernels.quadrature.quadrature_spectrum`) or from the power series in
+    :math:`s = \sqrt{2\nu}/\ell` (:func:`~spherelab.kernels.matern_series.series_levels`),
+    whichever has the smaller error bound, and that bound as the level's floor."""
+    coeffs, rule, parts = quadrature_spectrum(kernel, dim, L)
+    floor = quadrature_floor(kernel, rule, *parts)
+    s = math.sqrt(2.0 * kernel.nu) / kernel.lengthscale
+    if s > 16.0:  # the terms reach e^{2s} / sqrt(2s) before they cancel: never the better way
+        return coeffs, floor, np.zeros(L + 1, dtype=bool), np.zeros(L + 1)
+    series, dlog, bound = series_levels(_TAYLOR[kernel.nu], s, dim, L)
+    use = bound < floor
+    out = (np.where(use, series, coeffs), np.where(use, bound, floor), use, np.where(use, dlog, 0.0))
+    for a in out:
+        a.setflags(write=False)
+    return out

@@ -171,20 +171,15 @@ class VISH(Model):
         feats.bind(self.kernel)
         self.features = feats
 
-    # ---- the collapsed bound (vish_collapsed) ---------------------------------------------
-    def _bound(self, stats: Statistics, lift: tuple | None = None, gradients: bool = True):
-        """:func:`.vish_collapsed.bound`."""
-        return vish_collapsed.bound(self, stats, lift, gradients)
+    # ---- the collapsed bound: vish_collapsed.bound and .statistics, as methods --------------
+    _bound = vish_collapsed.bound
+    _statistics = vish_collapsed.statistics
 
     def _rows(self) -> int:
         """Rows per chunk of the host's passes (the lift stage, predictions): ``chunk_size``, else
         the CPU's cache-sized chunks, whatever the device: their products run on the host's cores.
         The pass over every row takes the device's own (``ops.pass_rows``)."""
         return self.chunk_size or chunk_rows(self.features.num_features)
-
-    def _statistics(self, X, y, ev=None, final: bool = False) -> Statistics:
-        """:func:`.vish_collapsed.statistics`."""
-        return vish_collapsed.statistics(self, X, y, ev, final)
 
     def elbo_and_gradient(self, X: Any, y: Any, num_data: int | None = None) -> tuple[float, dict[str, Any]]:
         """The bound on (X, y) and its gradient with respect to every parameter: after
@@ -298,7 +293,7 @@ class VISH(Model):
             if optimize and train_lift:
                 Xs, ys = rows(X, y).subsample(lift_subsample, seed)
                 vish_collapsed.fit_lift(self, Xs, ys, maxiter, lift_maxiter, lift_ftol, every_row=Xs is X, bar=bar)
-            self.stats = vish_collapsed.statistics(self, X, y, final=True)
+            self.stats = self._statistics(X, y, final=True)
             self.passes += 1
             if optimize:
                 vish_collapsed.fit_spectrum(self, X, y, maxiter, train_lift, bar, held=(Xs, ys) if held_out else None)

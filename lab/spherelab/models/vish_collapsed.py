@@ -86,16 +86,16 @@ def fit_lift(model, Xs, ys, maxiter: int, lift_maxiter: int, lift_ftol: float, e
     if not model.features.trainable:
         # warm start: the spectrum and noise at the initial lift (O(M^3) per step); a joint fit
         # from the defaults tends to run into degenerate lifts (input scales -> 0), worse optima
-        stats = held.statistics(model) if held else statistics(model, Xs, ys)
+        stats = held.statistics(model) if held else model._statistics(Xs, ys)
         bar.stage = "warm start"
-        model._minimize(model._spectral_names(), lambda: bound(model, stats), maxiter, progress=bar)
+        model._minimize(model._spectral_names(), lambda: model._bound(stats), maxiter, progress=bar)
     cached = Xs.shape[0] * model.features.num_features <= model.lift_cache_elements
 
     def lift_stage():
         if held is not None:  # the subsample stays on the device (vish_resident)
-            return bound(model, held.statistics(model), lift=held)
+            return model._bound(held.statistics(model), lift=held)
         ev = model.features.evaluate(model.kernel, Xs, ops=model.ops) if cached else None
-        return bound(model, statistics(model, Xs, ys, ev), lift=(Xs, ys, ev))
+        return model._bound(model._statistics(Xs, ys, ev), lift=(Xs, ys, ev))
 
     names = [p.name for p in model._registry()]
     bar.stage = "lift"
@@ -114,17 +114,17 @@ def fit_spectrum(model, X, y, maxiter: int, train_lift: bool, bar, held: tuple |
     bar.stage = "spectrum"
 
     def fitted_on():
-        return model.stats if held is None else model.stats.without(statistics(model, *held))
+        return model.stats if held is None else model.stats.without(model._statistics(*held))
 
     try:
         stats = fitted_on()
-        model.optimizer_result = model._minimize(names, lambda: bound(model, stats), maxiter, progress=bar)
+        model.optimizer_result = model._minimize(names, lambda: model._bound(stats), maxiter, progress=bar)
     except InsufficientPrecision as why:
         model.set_parameter_vector(start, names)
-        model.stats, fallback = statistics(model, X, y), f"float32 statistics replaced by float64: {why}"
+        model.stats, fallback = model._statistics(X, y), f"float32 statistics replaced by float64: {why}"
         model.passes += 1  # (from start itself: its values' round trip could move it by an ulp)
         stats = fitted_on()
-        model.optimizer_result = model._minimize(names, lambda: bound(model, stats), maxiter, x0=start,
+        model.optimizer_result = model._minimize(names, lambda: model._bound(stats), maxiter, x0=start,
                                                  progress=bar)
     stages = {"lift": model.lift_result} if train_lift else {}
     model._report_fit({**stages, "spectrum": model.optimizer_result})
