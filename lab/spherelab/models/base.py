@@ -22,9 +22,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .._state import Saveable
-from .._validation import check_data, check_finite_array
+from .._validation import check_finite_array
 from ..concurrency import critical, enter_region, leave_region, reading, writing
-from ..distributed import lazy_rows
+from ..distributed import InMemory, lazy_rows
 from ..likelihoods import Gaussian, Likelihood
 from ..linalg import NumericalFailure, add_jitter, jitter_backward
 from ..optim import minimize_lbfgsb
@@ -363,9 +363,7 @@ class Model(Saveable):
         return X
 
     def _check_data(self, X, y):
-        X, y = check_data(X, self.likelihood.prepare_targets(y))
-        self.likelihood.check_targets(y)
-        return X, y
+        return InMemory(X, y).checked(self.likelihood)  # (the values, and the targets as the likelihood reads them)
 
     @entry("predict")
     def predict_y(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
