@@ -207,6 +207,22 @@ def test_error_estimate_and_methods():
     assert np.all(np.abs(g[4:]) < 1e-15)  # a cubic has no levels above 3
 
 
+@pytest.mark.parametrize("method", ["angle", "gegenbauer"])
+def test_a_shape_of_the_gap_is_the_same_integral(method):
+    """``of_gap=True``: the shape as a function of u = 1 - t gives the coefficients of s(t) = f(1 - t),
+    and the rule's gaps are 1 - nodes to the rounding of the nodes (which is all they add)."""
+    from spherelab.sphere.funk_hecke import funk_hecke_rule
+
+    kw = dict(kinks=[0.5], method=method)
+    by_t = funk_hecke(lambda t: np.exp(2.0 * t) * np.sqrt(2.0 - 2.0 * t), 5, 8, **kw)
+    by_u = funk_hecke(lambda u: np.exp(2.0 - 2.0 * u) * np.sqrt(2.0 * u), 5, 8, of_gap=True, **kw)
+    np.testing.assert_allclose(by_u, by_t, rtol=1e-13, atol=1e-15)
+    rule = funk_hecke_rule(5, 8, 64, **kw)
+    np.testing.assert_allclose(rule.gaps, 1.0 - rule.nodes, rtol=0, atol=4e-16)
+    with pytest.raises(TypeError, match="of_gap"):
+        funk_hecke(np.exp, 3, 4, of_gap="yes")
+
+
 @pytest.mark.parametrize("kernel, names", PARAM_KERNELS, ids=lambda x: repr(x)[:40])
 def test_shape_and_spectrum_gradients(kernel, names):
     d = getattr(kernel, "dim", 4)
@@ -398,7 +414,7 @@ def test_matern_spectrum_keeps_its_digits_at_middle_lengthscales(nu, dim):
         for ell in range(9):
             P = lambda t: mp.gegenbauer(ell, alpha, t) / mp.gegenbauer(ell, alpha, 1)  # noqa: E731
             ref = float(cd * mp.quad(lambda t: kappa(t) * P(t) * (1 - t * t) ** (alpha - mp.mpf(1) / 2), [-1, 0, 1]))
-            assert lam[ell] == pytest.approx(ref, rel=1e-12), (lengthscale, ell)
+            assert lam[ell] == pytest.approx(ref, rel=1e-12, abs=0.0), (lengthscale, ell)
 
 
 def test_matern_series_levels_have_the_quadratures_gradient():
@@ -408,3 +424,37 @@ def test_matern_series_levels_have_the_quadratures_gradient():
     g = kern.spectrum_gradients(9, 8)["lengthscale"]
     fd = (K.Matern(2.5, 3.0 + h).spectrum(9, 8) - K.Matern(2.5, 3.0 - h).spectrum(9, 8)) / (2 * h)
     np.testing.assert_allclose(g, fd, rtol=1e-7)
+
+
+@pytest.mark.parametrize("nu, lengthscale, dim", [(2.5, 2.49e-4, 2), (1.5, 3.75e-4, 2), (0.5, 2.2e-6, 2),
+                                                  (2.5, 1.34e-4, 2), (0.5, 1e-5, 3), (1.5, 1e-3, 9)])
+def test_matern_spectrum_keeps_its_digits_at_short_lengthscales(nu, lengthscale, dim):
+    """Against mpmath, to 1e-12 (the lengthscale gradient to 1e-10): a short lengthscale puts the kernel
+    in a spike within ~lengthscale rad of t = 1. Evaluated at t = cos(theta), which rounds near 1, the
+    circle's spectrum was 1e-6 off at 2.5e-4 (1.7e-5 for nu = 1/2 at 2.2e-6), and with the last split
+    at 32 scales the tail piece began where the Matern-5/2 shape was still 1e-5; an optimiser's
+    trial point reached such lengthscales on Snelson's data (notebook 05) and warned."""
+    mp = pytest.importorskip("mpmath")
+    mp.mp.dps = 30
+    s = mp.sqrt(2 * mp.mpf(nu)) / mp.mpf(lengthscale)
+    poly = {0.5: (1,), 1.5: (1, 1), 2.5: (1, 1, mp.mpf(1) / 3)}[nu]
+    slope = {0.5: lambda a: -1, 1.5: lambda a: -a, 2.5: lambda a: -a * (1 + a) / 3}[nu]  # e^a dm / da
+    alpha = mp.mpf(dim - 2) / 2
+    cd = mp.gamma(mp.mpf(dim) / 2) / (mp.sqrt(mp.pi) * mp.gamma(mp.mpf(dim - 1) / 2))
+    splits = [0] + [k / s for k in (0.5, 1, 2, 4, 8, 16, 32, 64, 128) if k / s < mp.pi] + [mp.pi]
+
+    def level(ell, grad):
+        P = (lambda t: mp.chebyt(ell, t)) if dim == 2 else (
+            lambda t: mp.gegenbauer(ell, alpha, t) / mp.gegenbauer(ell, alpha, 1))
+
+        def f(th):
+            a = s * 2 * mp.sin(th / 2)
+            value = slope(a) * (-a / mp.mpf(lengthscale)) if grad else sum(c * a**i for i, c in enumerate(poly))
+            return value * mp.exp(-a) * P(mp.cos(th)) * mp.sin(th) ** (dim - 2)
+        return float(cd * mp.quad(f, splits))
+
+    kern = K.Matern(nu, lengthscale)
+    lam, g = kern.spectrum(dim, 8), kern.spectrum_gradients(dim, 8)["lengthscale"]
+    for ell in (0, 1, 4, 8):
+        assert lam[ell] == pytest.approx(level(ell, False), rel=1e-12, abs=0.0), ell
+        assert g[ell] == pytest.approx(level(ell, True), rel=1e-10, abs=0.0), ell

@@ -111,8 +111,23 @@ class Matern(QuadratureSpectrum):
     def fused_code(self):
         return NU_CODES.get(self.nu) if self.fused else None
 
+    #: the quadrature evaluates the shape at u = 1 - t: on the circle at lengthscale 2.5e-4 the
+    #: rounding of t = cos(theta) near 1 cost the spectrum 1e-6 of its value (mpmath; 1.7e-5 for
+    #: nu = 1/2 at 2.2e-6)
+    of_gap = True
+
     def _r(self, t):
-        return np.sqrt(np.maximum(2.0 - 2.0 * np.clip(t, -1.0, 1.0), 0.0)) / self.lengthscale
+        return self._r_of_gap(1.0 - np.clip(t, -1.0, 1.0))
+
+    def _r_of_gap(self, u):
+        return np.sqrt(np.maximum(2.0 * u, 0.0)) / self.lengthscale
+
+    def _quadrature_shape(self, u):
+        return self._m_and_dm(self._r_of_gap(u))[0]
+
+    def _quadrature_grads(self, u):
+        r = self._r_of_gap(u)
+        return {"lengthscale": -self._m_and_dm(r)[1] * r / self.lengthscale}
 
     def _m_and_dm(self, r):
         nu = self.nu
@@ -131,7 +146,7 @@ class Matern(QuadratureSpectrum):
         return e, -r * e
 
     def _shape(self, t, ops):
-        return self._m_and_dm(self._r(t))[0]
+        return self._quadrature_shape(1.0 - np.clip(t, -1.0, 1.0))
 
     @property
     def breakpoints(self) -> tuple:
@@ -140,22 +155,25 @@ class Matern(QuadratureSpectrum):
         resolves (at lengthscale 7e-5, which an optimiser's trial point reached, 8192 nodes did
         not). Snapped to a power of two of the scale, so that the quadrature rules (cached by their
         pieces) are reused from one lengthscale to the next; none above a scale of 1e-2, where the
-        whole interval converges (a new rule for every lengthscale cost 20x per spectrum)."""
+        whole interval converges (a new rule for every lengthscale cost 20x per spectrum). The last
+        split is 128 scales out, where the shape is below 1e-24: with the last at 32 (16 after the
+        snapping) the Matern-5/2 shape was still 1e-5 there, and the circle's spectrum 1e-6 off."""
         scale = self.lengthscale / math.sqrt(2.0 * self.nu) if np.isfinite(self.nu) else self.lengthscale
         if scale >= 1e-2:
             return ()
         scale = 2.0 ** math.floor(math.log2(scale))
-        points = {math.cos(a * scale) for a in (2.0, 8.0, 32.0) if a * scale < 1.0}
+        points = {math.cos(a * scale) for a in (2.0, 8.0, 32.0, 128.0) if a * scale < 1.0}
         return tuple(sorted(t for t in points if t < 1.0))  # below ~1e-8 rad the angle rounds to t = 1
 
-    def _shape_minus_one(self, t):
-        r""":math:`\kappa(t) - 1` without the cancellation of ``_shape(t) - 1`` where the distance is
-        small against the lengthscale (then every level >= 1 of the spectrum is a tiny fraction of
-        the constant: :func:`~spherelab.kernels.quadrature.quadrature_spectrum`); ``None`` where the
-        lengthscale is short (there the levels are not small and ``_shape`` serves)."""
+    def _shape_minus_one(self, u):
+        r""":math:`\kappa - 1` at the gaps :math:`u = 1 - t`, without the cancellation of
+        ``_shape(t) - 1`` where the distance is small against the lengthscale (then every level >= 1
+        of the spectrum is a tiny fraction of the constant:
+        :func:`~spherelab.kernels.quadrature.quadrature_spectrum`); ``None`` where the lengthscale
+        is short (there the levels are not small and ``_shape`` serves)."""
         if not self._long():
             return None
-        r = self._r(t)
+        r = self._r_of_gap(u)
         if self.nu == 0.5:
             return np.expm1(-r)
         if self.nu == np.inf:
@@ -171,21 +189,19 @@ class Matern(QuadratureSpectrum):
         """Whether a = sqrt(2 nu) r stays below 0.5 on the whole sphere (r <= 2 / lengthscale)."""
         return 2.0 * math.sqrt(2.0 * min(self.nu, 2.5)) / self.lengthscale < 0.5
 
-    def _shape_remainder(self, t, level: int):
-        r""":math:`\kappa(t)` without its Taylor terms :math:`c_{2j}a^{2j}`, :math:`j < \ell`
+    def _shape_remainder(self, u, level: int):
+        r""":math:`\kappa` at the gaps :math:`u = 1 - t` without its Taylor terms :math:`c_{2j}a^{2j}`, :math:`j < \ell`
         (:math:`a^{2j} \propto (2 - 2t)^j`: polynomials of degree :math:`j` in t, which project on
         levels :math:`\le j` only), so that level :math:`\ell` of the spectrum comes from what it
         is made of; ``None`` unless the lengthscale is long enough (a < 0.5 on the whole sphere)
         for the series to be the accurate way."""
         if not self._long():
             return None
-        a = math.sqrt(2.0 * self.nu) * self._r(t) if np.isfinite(self.nu) else self._r(t)
+        a = math.sqrt(2.0 * self.nu) * self._r_of_gap(u) if np.isfinite(self.nu) else self._r_of_gap(u)
         return _series(_TAYLOR[self.nu], a, skip_even_below=2 * level)
 
     def _shape_grads(self, t, ops):
-        r = self._r(t)
-        _, dm = self._m_and_dm(r)
-        return {"lengthscale": -dm * r / self.lengthscale}
+        return self._quadrature_grads(1.0 - np.clip(t, -1.0, 1.0))
 
     def _spectrum(self, dim, L):
         if self.nu == np.inf:  # closed form: positive at every level, no quadrature floor

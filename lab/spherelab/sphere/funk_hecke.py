@@ -60,7 +60,9 @@ class FunkHeckeRule:
     r"""A fixed quadrature rule that maps shape values at ``nodes`` to coefficients.
 
     ``coefficients = shape(nodes) @ matrix`` with ``matrix[i, l] = w_i P_l(t_i)`` (including
-    :math:`\omega_d`). Reuse it to recompute a spectrum cheaply (one shape evaluation and one
+    :math:`\omega_d`); ``gaps`` are :math:`1 - t_i` with the digits that ``nodes`` round away near
+    :math:`t = 1` (:math:`2\sin^2(\theta_i/2)` for the angle rule), for shapes that spike there.
+    Reuse it to recompute a spectrum cheaply (one shape evaluation and one
     matrix-vector product) inside an optimiser; derivatives with respect to hyper-parameters use
     the same rule applied to the shape's derivative.
     """
@@ -69,6 +71,7 @@ class FunkHeckeRule:
     max_degree: int
     nodes: np.ndarray  # (Q,) points t in [-1, 1]
     matrix: np.ndarray  # (Q, L + 1)
+    gaps: np.ndarray  # (Q,) 1 - t_i, exact to the rounding of the node's own angle
 
     def apply(self, values: np.ndarray) -> np.ndarray:
         """Coefficients from shape values at :attr:`nodes` (trailing axis = nodes)."""
@@ -83,7 +86,7 @@ def _pieces(kinks: tuple[float, ...]) -> list[tuple[float, float]]:
 @lru_cache(maxsize=256)
 def _rule(dim: int, L: int, kinks: tuple[float, ...], method: str, n: int) -> FunkHeckeRule:
     a = (dim - 3) / 2.0  # weight exponent (1 - t^2)^a
-    nodes, weights = [], []
+    nodes, weights, gaps = [], [], []
     if method == "gegenbauer":
         for lo, hi in _pieces(kinks):
             half = (hi - lo) / 2.0
@@ -104,6 +107,7 @@ def _rule(dim: int, L: int, kinks: tuple[float, ...], method: str, n: int) -> Fu
                 wt = w * half * (1.0 - t * t) ** a
             nodes.append(t)
             weights.append(wt)
+            gaps.append(1.0 - t)
     else:  # angle
         thetas = sorted(math.acos(k) for k in kinks)
         edges = [0.0, *thetas, math.pi]
@@ -113,12 +117,16 @@ def _rule(dim: int, L: int, kinks: tuple[float, ...], method: str, n: int) -> Fu
             theta = lo + half * (u + 1.0)
             nodes.append(np.cos(theta))
             weights.append(w * half * np.sin(theta) ** (dim - 2))
+            # cos(theta) keeps ~1e-16 absolute near t = 1: a shape spiking within 1e-4 rad of it
+            # (Matern at a short lengthscale on the circle) lost six digits to 1 - cos(theta)
+            gaps.append(2.0 * np.sin(0.5 * theta) ** 2)
     t = np.concatenate(nodes)
     w = np.concatenate(weights) * math.exp(log_omega(dim))
     matrix = w[:, None] * normalized_gegenbauer_table(L, alpha_of_dim(dim), t)
-    t.setflags(write=False)
-    matrix.setflags(write=False)
-    return FunkHeckeRule(dim, L, t, matrix)
+    gap = np.concatenate(gaps)
+    for array in (t, matrix, gap):
+        array.setflags(write=False)
+    return FunkHeckeRule(dim, L, t, matrix, gap)
 
 
 def _check_kinks(kinks: Sequence[float]) -> tuple[float, ...]:
@@ -190,9 +198,11 @@ def funk_hecke_with_rule(
     method: str = "angle",
     rtol: float = 1e-14,
     num_nodes: int | None = None,
+    of_gap: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, FunkHeckeRule]:
     """:func:`funk_hecke` returning ``(coefficients, error estimate, converged rule)``; apply the
-    rule to a hyper-parameter derivative of the shape to get the spectrum's derivative."""
+    rule to a hyper-parameter derivative of the shape (at ``rule.nodes``, or ``rule.gaps`` with
+    ``of_gap``) to get the spectrum's derivative."""
     dim = check_dim(dim)
     L = check_degree(max_degree)
     check_allocation(8.0 * (L + 1.0) * (L + 64.0), f"max_degree = {L:,} (a quadrature of {L + 1:,} levels)",
@@ -204,10 +214,11 @@ def funk_hecke_with_rule(
         raise ValueError(f"parity must be one of {PARITIES}, got {parity!r}")
     if not callable(shape):
         raise TypeError("shape must be a callable s(t) on [-1, 1]")
+    of_gap = check_bool(of_gap, "of_gap")
 
     def estimate(n: int) -> np.ndarray:
         rule = _rule(dim, L, kinks_t, method, n)
-        return rule.apply(_evaluate(shape, rule.nodes))
+        return rule.apply(_evaluate(shape, rule.gaps if of_gap else rule.nodes))
 
     if num_nodes is not None:
         n = check_int(num_nodes, "num_nodes", minimum=2, maximum=_MAX_NODES)
@@ -231,7 +242,7 @@ def funk_hecke_with_rule(
         # errors below 1e-12 of the shape's own size are rounding, however small the
         # coefficients (a spike at t = 1 puts its mass above degree L; sums over thousands of
         # nodes were seen to differ by 7e-14 of a Matern shape's size at the rounding floor)
-        size = float(np.abs(_evaluate(shape, np.ones(1)))[0])
+        size = float(np.abs(_evaluate(shape, np.zeros(1) if of_gap else np.ones(1)))[0])
         if err.max() > 1e-10 * scale and err.max() > 1e-12 * size:
             warnings.warn(
                 f"funk_hecke: estimates still differ by {err.max():.2e} at {2 * n} nodes per "
@@ -255,6 +266,7 @@ def funk_hecke(
     rtol: float = 1e-14,
     num_nodes: int | None = None,
     return_error: bool = False,
+    of_gap: bool = False,
 ) -> Any:
     r"""Funk–Hecke coefficients :math:`c_0..c_L` of a shape function on :math:`S^{d-1}`.
 
@@ -282,6 +294,10 @@ def funk_hecke(
         Use exactly this many nodes per piece (no refinement; error estimate from half as many).
     return_error
         Also return the per-level error estimate.
+    of_gap
+        ``shape`` is given as a function of :math:`u = 1 - t` (on :math:`[0, 2]`), evaluated at
+        gaps that keep their digits near :math:`t = 1`: for shapes that fall within a tiny angle of
+        it, where :math:`t` itself rounds to 1.
 
     Returns
     -------
@@ -298,6 +314,6 @@ def funk_hecke(
     return_error = check_bool(return_error, "return_error")
     coeffs, err, _ = funk_hecke_with_rule(
         shape, dim, max_degree, kinks=kinks, parity=parity, method=method, rtol=rtol,
-        num_nodes=num_nodes,
+        num_nodes=num_nodes, of_gap=of_gap,
     )
     return (coeffs, err) if return_error else coeffs
