@@ -115,11 +115,11 @@ CALLS = [
     Call("log_num_harmonics", lambda degree, dim, real: sl.log_num_harmonics(degree, dim, real=real),
          {"degree": C("count", 3, 0, accepts=(2.0,)), "dim": C("count", 3, 2), "real": C("flag", False)}),
     Call("log_omega", lambda dim: sl.log_omega(dim), {"dim": C("count", 3, 2)}),
-    Call("funk_hecke", lambda shape, dim, max_degree, rtol, return_error:
-         sl.funk_hecke(shape, dim, max_degree, rtol=rtol, return_error=return_error),
+    Call("funk_hecke", lambda shape, dim, max_degree, rtol, return_error, of_gap:
+         sl.funk_hecke(shape, dim, max_degree, rtol=rtol, return_error=return_error, of_gap=of_gap),
          {"shape": C("object", np.cos, words=("callable",)), "dim": C("count", 3, 2),
           "max_degree": C("count", 4, 0, size=True), "rtol": C("positive", 1e-12),
-          "return_error": C("flag", False)}),
+          "return_error": C("flag", False), "of_gap": C("flag", False)}),
     Call("truncated_shape", lambda coeffs, dim, t, max_degree: sl.truncated_shape(coeffs, dim, t, max_degree),
          {"coeffs": C("array", np.ones(4)), "dim": C("count", 3, 2), "t": C("array", T),
           "max_degree": C("count", 3, 0, optional=True)}),
