@@ -1,13 +1,15 @@
 r"""The saved state of spherelab's objects: what a class writes and how it is rebuilt from a file.
 
 Every class a model file may name derives from :class:`Saveable` and is listed in
-:data:`spherelab.persistence.REGISTRY`. It declares its state in :meth:`Saveable._save_state` —
-the arguments of its constructor and, for a fitted model, the posterior or statistics arrays — and
-is rebuilt by :meth:`Saveable._load_state` through its constructor and validated setters, so every
-derived object (harmonic plans, spectra, caches, Cholesky factors) is computed again and nothing
-derived is read from the file. :class:`LoadedState` hands the decoded entries to
-``_load_state`` through typed getters that raise :class:`FormatError` naming the file, the entry
-and what was expected; an entry a class does not read is an error too.
+:data:`spherelab.persistence.REGISTRY`. A model declares its fields once, in a :class:`Fields`
+table (each field's file entry, the attribute holding it, and its role); what it saves, which
+entries are training data, what its posterior cache depends on and which attributes it may hold
+at all follow from that table. Smaller classes list their state in :meth:`Saveable._save_state`:
+the arguments of their constructor. Every class is rebuilt by :meth:`Saveable._load_state`
+through its constructor and validated setters, so every derived object (harmonic plans, spectra,
+caches, Cholesky factors) is computed again and nothing derived is read from the file.
+:class:`LoadedState` hands the decoded entries to ``_load_state`` through typed getters that raise
+:class:`FormatError` naming the file, the entry and what was expected; an entry a class does not read is an error too.
 """
 
 from __future__ import annotations
@@ -16,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from .concurrency import Locked
+from .concurrency import Locked, publish
 
-__all__ = ["FormatError", "Saveable", "LoadedState", "PendingArray"]
+__all__ = ["FormatError", "Fields", "Hyper", "Saveable", "LoadedState", "PendingArray"]
 
 
 class FormatError(ValueError):
@@ -26,17 +28,142 @@ class FormatError(ValueError):
     what was expected there."""
 
 
+class Hyper:
+    """A validated hyper-parameter: every assignment — in the constructor, by attribute after
+    it, by ``set_params`` or by an optimiser — goes through ``check(value, name)``, the one
+    definition of what is valid for it.
+
+    Example: ``variance = Hyper(check_positive)`` in a class body; ``obj.variance = -1`` then
+    raises ``ValueError: variance must be a finite number > 0, got -1``."""
+
+    def __init__(self, check, doc: str = "") -> None:
+        self.check, self.__doc__ = check, doc
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.name, self.slot = name, "_" + name
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        try:
+            return obj.__dict__[self.slot]
+        except KeyError:
+            raise AttributeError(self.name) from None
+
+    def __set__(self, obj, value) -> None:
+        publish(obj, self.slot, self.check(value, self.name))  # under the object's lock once built
+
+
+class Fields:
+    """One class's state, declared once: every field's role, its entry in a model file and the
+    attribute that holds it (``"entry"``, or ``"entry=attribute"`` where the attribute is private).
+
+    Roles: ``config`` (the constructor's arguments), ``fitted`` (what a fit or the user sets:
+    parameters, statistics), ``report`` (the fit report), ``data`` (training data, saved only with
+    ``include_data``) are saved; ``held`` (what a fit holds of the training rows), ``transient``
+    (the device's operations, optimiser results, objects the constructor derives) and ``cache``
+    (values computed from other fields, each with the entries it depends on) are not. ``data`` and
+    ``held`` fields are left out of the copies of a model sent to workers. A subclass extends its
+    base's table with ``+``; an entry it declares again takes the new role.
+
+    Examples
+    --------
+    >>> f = Fields(config=("kernel",), fitted=("q_mu",), data=("X=_X",), cache={"_post": ("kernel", "q_mu")})
+    >>> f.entries("config", "fitted"), f.attribute("X"), f.depends("_post")
+    (('kernel', 'q_mu'), '_X', ('kernel', 'q_mu'))
+    """
+
+    ROLES = ("config", "fitted", "report", "data", "held", "transient", "cache")
+    SAVED = ("config", "fitted", "report", "data")
+
+    def __init__(self, **roles: Any) -> None:
+        self._role: dict[str, str] = {}
+        self._attr: dict[str, str] = {}
+        self._deps: dict[str, tuple[str, ...]] = {}
+        for role, names in roles.items():
+            if role not in self.ROLES:
+                raise TypeError(f"Fields roles are {self.ROLES}, got {role!r}")
+            for spec in names:
+                entry, _, attr = spec.partition("=")
+                self._role[entry], self._attr[entry] = role, attr or entry
+                if role == "cache":
+                    self._deps[entry] = tuple(names[spec])
+
+    def __add__(self, other: "Fields") -> "Fields":
+        out = Fields()
+        for table in (self, other):
+            for entry, role in table._role.items():
+                out._role.pop(entry, None)  # a new role moves the entry to the end of its role
+                out._role[entry], out._attr[entry] = role, table._attr[entry]
+            out._deps.update(table._deps)
+        return out
+
+    def entries(self, *roles: str) -> tuple[str, ...]:
+        """The entries of ``roles``, in declaration order."""
+        return tuple(e for role in roles for e, r in self._role.items() if r == role)
+
+    def attribute(self, entry: str) -> str:
+        return self._attr[entry]
+
+    def depends(self, cache: str) -> tuple[str, ...]:
+        """The entries a cache is computed from."""
+        return self._deps[cache]
+
+    def attributes(self) -> frozenset:
+        """Every attribute an instance may hold (its lock besides)."""
+        return frozenset(self._attr.values()) | {"_parameter_lock"}
+
+    def read(self, obj: Any, entry: str) -> Any:
+        return getattr(obj, self._attr[entry], None)
+
+    def write(self, obj: Any, entry: str, value: Any) -> None:
+        """Set a field by its entry name (a loader's way to the private attributes)."""
+        setattr(obj, self._attr[entry], value)
+
+    def saved(self, obj: Any) -> dict[str, Any]:
+        """The entries a model file holds for ``obj``."""
+        return {e: self.read(obj, e) for e in self.entries(*self.SAVED)}
+
+    def fingerprint(self, obj: Any, cache: str) -> tuple:
+        """What cache ``cache`` of ``obj`` was computed from, comparable by ``==``: arrays by their
+        bytes, parts by their saved state."""
+        return tuple(_fingerprint(self.read(obj, e), 0) for e in self._deps[cache])
+
+    def undeclared(self, obj: Any) -> list[str]:
+        """Attributes of ``obj`` that its class's table does not declare (none, for a sound table)."""
+        return sorted(set(vars(obj)) - self.attributes())
+
+
+def _fingerprint(v: Any, depth: int) -> Any:
+    if isinstance(v, np.ndarray):
+        return (v.shape, v.dtype.str, v.tobytes())
+    if isinstance(v, (list, tuple)):
+        return tuple(_fingerprint(x, depth + 1) for x in v)
+    if isinstance(v, dict):
+        return tuple((k, _fingerprint(x, depth + 1)) for k, x in sorted(v.items()))
+    if isinstance(v, Saveable) and depth < 8:
+        return type(v).__name__, _fingerprint(v._save_state(), depth + 1)
+    return v
+
+
 class Saveable(Locked):
     """Base of the classes a model file may hold (:mod:`spherelab.persistence`); as a
     :class:`~spherelab.concurrency.Locked` object, copies and pickles read it under its lock."""
 
-    #: entries of :meth:`_save_state` holding training data: written only with ``include_data``
-    _data_entries: tuple[str, ...] = ()
+    #: the declared state (:class:`Fields`), where the class has one
+    fields: Fields | None = None
+
+    @classmethod
+    def data_entries(cls) -> tuple[str, ...]:
+        """Entries of :meth:`_save_state` holding training data: written only with ``include_data``."""
+        return () if cls.fields is None else cls.fields.entries("data")
 
     def _save_state(self) -> dict[str, Any]:
         """The entries that rebuild this object: scalars, strings, ``None``, NumPy arrays, other
-        saveable objects, and lists, tuples and dicts of those."""
-        raise NotImplementedError(f"{type(self).__name__} does not define its saved state")  # pragma: no cover
+        saveable objects, and lists, tuples and dicts of those (default: the saved fields)."""
+        if self.fields is None:  # pragma: no cover - every saveable class declares one or the other
+            raise NotImplementedError(f"{type(self).__name__} does not define its saved state")
+        return self.fields.saved(self)
 
     @classmethod
     def _load_state(cls, state: "LoadedState"):

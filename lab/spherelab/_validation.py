@@ -11,7 +11,6 @@ import numba
 import numpy as np
 
 from .backend.jit import jit
-from .concurrency import publish
 from .threads import policy
 
 __all__ = [
@@ -27,7 +26,6 @@ __all__ = [
     "check_scale",
     "check_length",
     "check_variance",
-    "Hyper",
     "MAX_MAGNITUDE",
     "memory_budget",
     "check_allocation",
@@ -206,32 +204,6 @@ def check_scale(value: Any, name: str) -> float | np.ndarray:
     arr = arr.copy()
     arr.setflags(write=False)
     return arr
-
-
-class Hyper:
-    """A validated hyper-parameter: every assignment — in the constructor, by attribute after
-    it, by ``set_params`` or by an optimiser — goes through ``check(value, name)``, the one
-    definition of what is valid for it.
-
-    Example: ``variance = Hyper(check_positive)`` in a class body; ``obj.variance = -1`` then
-    raises ``ValueError: variance must be a finite number > 0, got -1``."""
-
-    def __init__(self, check, doc: str = "") -> None:
-        self.check, self.__doc__ = check, doc
-
-    def __set_name__(self, owner, name: str) -> None:
-        self.name, self.slot = name, "_" + name
-
-    def __get__(self, obj, owner=None):
-        if obj is None:
-            return self
-        try:
-            return obj.__dict__[self.slot]
-        except KeyError:
-            raise AttributeError(self.name) from None
-
-    def __set__(self, obj, value) -> None:
-        publish(obj, self.slot, self.check(value, self.name))  # under the object's lock once built
 
 
 def check_dim(dim: Any, name: str = "dim") -> int:

@@ -22,8 +22,8 @@ import numpy as np
 from scipy.special import erf, expit, gammaln
 
 from ._listing import own_names
-from ._state import Saveable
-from ._validation import Hyper, check_degree, check_dim, check_positive
+from ._state import Hyper, Saveable
+from ._validation import check_degree, check_dim, check_positive
 from .sphere.funk_hecke import funk_hecke_with_rule
 
 __all__ = ["Activation", "ReLU", "Step", "SquaredReLU", "Softplus", "Swish", "Erf"]

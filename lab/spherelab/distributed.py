@@ -188,10 +188,12 @@ def block_statistics(stats_fn: Callable, X: Any, y: Any, progress: bool | None =
 
 
 def without_data(model: Any) -> Any:
-    """A shallow copy of ``model`` without its training data (``_X``, ``_y``): what a Dask task
-    needs of it (the posterior, the parameters), so that no task carries the rows."""
+    """A shallow copy of ``model`` without its training data and what a fit holds of them (its
+    ``data`` and ``held`` fields, :class:`~spherelab._state.Fields`): what a Dask task needs of it
+    (the posterior, the parameters), so that no task carries the rows."""
     light = copy.copy(model)
-    for name in ("_X", "_y", "_held"):  # the last: a fit's pass over its rows
+    for entry in model.fields.entries("data", "held"):
+        name = model.fields.attribute(entry)
         if name in light.__dict__:
             light.__dict__[name] = None
     return light

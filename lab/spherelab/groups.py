@@ -30,7 +30,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ._listing import own_names
-from ._state import Saveable
+from ._state import Fields, Saveable
 from ._validation import check_finite_array, check_int
 from .backend.ops import Operations
 from .kernels import Parity, ZonalKernel
@@ -42,6 +42,9 @@ __dir__ = own_names(__name__)  # dir() and tab completion: the names above, not 
 class Group(Saveable):
     r"""A product of commuting cyclic transformations of :math:`\mathbb R^D`, each an orthogonal
     matrix :math:`R_j` with :math:`R_j^{T_j} = I` (subclasses build them)."""
+
+    #: the generators are built from each subclass's saved fields (its constructor's arguments)
+    fields = Fields(transient=("dim", "generators", "orders"), cache={"powers=_powers": ("generators",)})
 
     def __init__(self, generators: Sequence[np.ndarray], orders: Sequence[int], dim: int) -> None:
         self.dim = check_int(dim, "dim", minimum=1)
@@ -114,6 +117,8 @@ class Reflection(Group):
         negations act on the coordinates ``basis.T @ x``.
     """
 
+    fields = Group.fields + Fields(config=("dim", "groups", "basis"))
+
     def __init__(self, dim: int, groups: Sequence[Sequence[int]] | None = None, basis: Any = None) -> None:
         dim = check_int(dim, "dim", minimum=1)
         try:
@@ -136,8 +141,6 @@ class Reflection(Group):
         self.groups, self.basis = groups, Q
         super().__init__(gens, [2] * len(gens), dim)
 
-    def _save_state(self) -> dict[str, Any]:
-        return {"dim": self.dim, "groups": self.groups, "basis": self.basis}
 
     @classmethod
     def pca(cls, X: Any, num_axes: int | None = None) -> "Reflection":
@@ -155,6 +158,8 @@ class Reflection(Group):
 class Rotation(Group):
     r"""Rotation by :math:`2\pi/T` in the plane of coordinates ``plane = (i, j)`` (T-cyclic)."""
 
+    fields = Group.fields + Fields(config=("dim", "T", "plane"))
+
     def __init__(self, dim: int, T: int, plane: tuple[int, int] = (0, 1)) -> None:
         dim = check_int(dim, "dim", minimum=2)
         T = check_int(T, "T", minimum=1)
@@ -169,12 +174,12 @@ class Rotation(Group):
         self.T, self.plane = T, (i, j)
         super().__init__([R], [T], dim)
 
-    def _save_state(self) -> dict[str, Any]:
-        return {"dim": self.dim, "T": self.T, "plane": self.plane}
 
 
 class Product(Group):
     """The multi-way product of commuting groups (Sun et al. 2021 §3.5): generators concatenated."""
+
+    fields = Group.fields + Fields(config=("groups=factors",))
 
     def __init__(self, *groups: Group) -> None:
         if not groups:
@@ -182,11 +187,8 @@ class Product(Group):
         dim = groups[0].dim
         if any(g.dim != dim for g in groups):
             raise ValueError("all groups must act on the same number of inputs")
-        self.factors = groups
+        self.factors = list(groups)
         super().__init__([R for g in groups for R in g.generators], [T for g in groups for T in g.orders], dim)
-
-    def _save_state(self) -> dict[str, Any]:
-        return {"groups": list(self.factors)}
 
     @classmethod
     def _load_state(cls, state):
@@ -205,15 +207,13 @@ class Antipodal(Saveable):
 
     orders = (2,)
     size = 2
+    fields = Fields()
 
     def check_invariance(self, kernel: ZonalKernel) -> None:
         """Always invariant (zonal kernels are invariant under every orthogonal map of the sphere)."""
 
     def __repr__(self) -> str:
         return "Antipodal()"
-
-    def _save_state(self) -> dict[str, Any]:
-        return {}
 
 
 class HarmonicComponent:

@@ -12,7 +12,7 @@ import numpy as np
 from scipy.special import log_ndtr, ndtr
 
 from ._listing import own_names
-from ._state import Saveable
+from ._state import Fields, Saveable
 from ._validation import check_int, check_nonnegative, check_variance
 from .concurrency import publish
 
@@ -71,6 +71,7 @@ class Gaussian(Likelihood):
     precise; every assignment of ``variance`` is checked against it."""
 
     parameters = {"noise": "variance"}
+    fields = Fields(config=("variance=_variance", "floor=_floor"))
 
     def __init__(self, variance: float = 1.0, floor: float | None = None) -> None:
         self._floor = NOISE_FLOOR if floor is None else check_nonnegative(floor, "floor")
@@ -91,9 +92,6 @@ class Gaussian(Likelihood):
             raise ValueError(f"floor must be <= the noise variance {self.variance:g}, got {value!r}; lower "
                              "the floor or raise the variance first")
         publish(self, "_floor", v)
-
-    def _save_state(self) -> dict[str, Any]:
-        return {"variance": self.variance, "floor": self.floor}
 
     @property
     def variance(self) -> float:
@@ -154,6 +152,8 @@ class Bernoulli(Likelihood):
     #: (2 pi d / h = 38: e^-38 = 3e-17)
     HALF_WIDTH, MARGIN, SINGULARITY = 9.0, 38.0, 2.8
 
+    fields = Fields(config=("num_points",), transient=("nodes=_nodes", "weights=_weights"))
+
     def __init__(self, num_points: int | None = None) -> None:
         if num_points is None:
             self.num_points = None
@@ -177,9 +177,6 @@ class Bernoulli(Likelihood):
             h = self.HALF_WIDTH / k
             xi = h * np.arange(-k, k + 1, dtype=np.float64)
             yield halves == k, xi, h * np.exp(-0.5 * xi * xi) / np.sqrt(2.0 * np.pi)
-
-    def _save_state(self) -> dict[str, Any]:
-        return {"num_points": self.num_points}
 
     def prepare_targets(self, y: Any) -> Any:
         """Booleans as {0., 1.}."""

@@ -118,7 +118,7 @@ class _Encoder:
         self.ids[id(value)] = n = len(self.ids)
         self.keep_alive.append(value)  # ids stay unique while encoding
         state = value._save_state()
-        skip = () if self.include_data else cls._data_entries
+        skip = () if self.include_data else cls.data_entries()
         encoded = {k: None if k in skip else self.encode(v, f"{path}.{k}") for k, v in state.items()}
         return {"__object__": cls.__name__, "__id__": n, "state": encoded}
 

@@ -17,11 +17,11 @@ import contextlib
 import threading
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, ClassVar
 
 import numpy as np
 
-from .._state import Saveable
+from .._state import Fields, Saveable
 from ..backend.ops import as_operations
 from ..threads import gram_policy, pass_worker, pass_workers, thread_limit
 
@@ -46,6 +46,8 @@ class Statistics(Saveable):
     n: int
     chunks: list = field(default_factory=list, repr=False)
     rounding: float = 0.0
+    #: the chunks' own sums stay with the pass that made them: a file holds the totals
+    fields: ClassVar[Fields] = Fields(config=("G", "c", "yy", "sum_diag", "n", "rounding"), transient=("chunks",))
 
     def __add__(self, other: "Statistics") -> "Statistics":
         """The statistics of two disjoint sets of rows together (the blocks of a Dask array)."""
@@ -59,10 +61,6 @@ class Statistics(Saveable):
             raise ValueError(f"part must be a strict subset of the rows ({part.n} of {self.n} given)")
         return Statistics(self.G - part.G, self.c - part.c, max(self.yy - part.yy, 0.0),
                           self.sum_diag - part.sum_diag, self.n - part.n, rounding=max(self.rounding, part.rounding))
-
-    def _save_state(self) -> dict:
-        return {"G": self.G, "c": self.c, "yy": self.yy, "sum_diag": self.sum_diag, "n": self.n,
-                "rounding": self.rounding}
 
     @classmethod
     def _load_state(cls, state):

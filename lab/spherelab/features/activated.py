@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from .._state import Fields
 from .._validation import check_allocation, check_finite_array, check_int
 from ..activations import Activation
 from ..backend.ops import Operations, as_operations
@@ -57,6 +58,8 @@ class ActivatedFeatures(Features):
     8
     """
 
+    fields = Fields(config=("activation", "num_units", "truncation", "weights"))
+
     def __init__(self, activation: Activation, num_units: int, truncation: int, weights: Any = None) -> None:
         if not isinstance(activation, Activation):
             raise TypeError(f"activation must be a spherelab Activation, got {activation!r}")
@@ -69,10 +72,6 @@ class ActivatedFeatures(Features):
         self.weights = None if weights is None else check_finite_array(weights, "weights", ndim=2).copy()
         if self.weights is not None and self.weights.shape[0] != self.num_units:
             raise ValueError(f"weights must have num_units = {self.num_units} rows, got {self.weights.shape[0]}")
-
-    def _save_state(self) -> dict[str, Any]:
-        return {"activation": self.activation, "num_units": self.num_units, "truncation": self.truncation,
-                "weights": self.weights}
 
     @property
     def num_features(self) -> int:

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from .._state import Fields
 from .._validation import check_dim, check_finite_array, check_int
 from ..backend.ops import Operations
 from ..kernels import ZonalKernel
@@ -213,6 +214,9 @@ class HarmonicFeatures(SphericalFeatures):
     16
     """
 
+    fields = Fields(config=("max_degree", "dim=built_dim"), fitted=("keep=_keep",), transient=("harmonics",),
+                    cache={"one_minus_degree=_one_minus_degree": ("max_degree", "dim")})
+
     def __init__(self, max_degree: int, dim: int | None = None) -> None:
         self.max_degree = check_int(max_degree, "max_degree", minimum=0)
         self.harmonics: SphericalHarmonics | None = None
@@ -226,9 +230,10 @@ class HarmonicFeatures(SphericalFeatures):
             self.harmonics = SphericalHarmonics(dim, self.max_degree)
             self._keep = None
 
-    def _save_state(self) -> dict[str, Any]:
-        return {"max_degree": self.max_degree, "dim": None if self.harmonics is None else self.harmonics.dim,
-                "keep": self._keep}
+    @property
+    def built_dim(self) -> int | None:
+        """:attr:`dim` once the harmonics are built, else None."""
+        return None if self.harmonics is None else self.harmonics.dim
 
     @classmethod
     def _load_state(cls, state):

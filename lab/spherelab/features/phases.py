@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 from scipy.linalg import solve_triangular
 
+from .._state import Fields
 from .._validation import check_allocation, check_dim, check_finite_array, check_int, check_seed
 from ..backend.ops import Operations
 from ..linalg import cholesky_backward
@@ -135,6 +136,9 @@ class PhaseTruncatedHarmonics(SphericalFeatures):
     918
     """
 
+    fields = Fields(config=("dim", "max_degree", "max_phases", "directions"), fitted=("keep=_keep",),
+                    transient=("phases",), cache={"factors=_factors": ("directions",)})
+
     def __init__(self, dim: int, max_degree: int, max_phases: int, directions: Any = None, seed: int = 0) -> None:
         self.dim = check_dim(dim)
         self.max_degree = check_int(max_degree, "max_degree", minimum=0)
@@ -149,10 +153,6 @@ class PhaseTruncatedHarmonics(SphericalFeatures):
             rng = np.random.default_rng(seed)
             directions = [greedy_directions(ell, self.dim, P, rng) for ell, P in enumerate(self.phases)]
         self.set_directions(directions)
-
-    def _save_state(self) -> dict[str, Any]:
-        return {"dim": self.dim, "max_degree": self.max_degree, "max_phases": self.max_phases,
-                "directions": list(self.directions), "keep": self._keep}
 
     @classmethod
     def _load_state(cls, state):

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from .._state import Fields
 from .._validation import MAX_MAGNITUDE, check_finite_array
 from ..backend.ops import Operations
 from ..kernels import ZonalKernel
@@ -33,6 +34,8 @@ class InducingPoints(Features):
     (10, 1)
     """
 
+    fields = Fields(config=("Z",), transient=("num_units",))
+
     def __init__(self, Z: Any) -> None:
         Z = check_finite_array(Z, "Z", ndim=2)
         if Z.shape[0] == 0 or Z.shape[1] == 0:
@@ -43,9 +46,6 @@ class InducingPoints(Features):
                              "standardise the inputs (spherelab.datasets.Standardizer)")
         self.Z = Z.copy()
         self.num_units = self.Z.shape[0]
-
-    def _save_state(self) -> dict[str, Any]:
-        return {"Z": self.Z}
 
     @property
     def num_features(self) -> int:

@@ -7,7 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import Hyper, check_int
+from .._state import Hyper
+from .._validation import check_int
 from ..activations import ReLU, SquaredReLU, Step
 from .base import ZonalKernel
 from .quadrature import QuadratureSpectrum

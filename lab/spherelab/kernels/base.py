@@ -32,10 +32,9 @@ from typing import Any
 
 import numpy as np
 
-from .._state import Saveable
+from .._state import Hyper, Saveable
 from .._validation import (
     MAX_MAGNITUDE,
-    Hyper,
     check_allocation,
     check_cosines,
     check_degree,
@@ -74,7 +73,7 @@ class ZonalKernel(Saveable):
     #: names of the shape's own hyper-parameters (besides variance, bias, input_scale)
     shape_params: tuple[str, ...] = ()
 
-    # validated on every assignment (spherelab._validation.Hyper)
+    # validated on every assignment (spherelab._state.Hyper)
     variance = Hyper(check_variance, "prior variance at unit radius, in [1e-150, 1e150]")
     bias = Hyper(check_nonnegative, "last coordinate of the lift [x / input_scale, bias], >= 0")
     input_scale = Hyper(check_scale, "positive scalar or (D,) array dividing the inputs")

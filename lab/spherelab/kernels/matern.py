@@ -9,7 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import Hyper, check_length
+from .._state import Hyper
+from .._validation import check_length
 from .bessel import ive_large, ratio_complement
 from .matern_jit import NU_CODES
 from .matern_series import series_levels

@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import Hyper, check_degree, check_dim, check_length, check_positive
+from .._state import Hyper
+from .._validation import check_degree, check_dim, check_length, check_positive
 from ..linalg import NumericalFailure
 from ..sphere.gegenbauer import zonal_series
 from ..sphere.special import log_num_harmonics, num_harmonics

@@ -21,7 +21,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .._state import Saveable
+from .._state import Fields, Saveable
 from .._validation import check_finite_array
 from ..concurrency import critical, enter_region, leave_region, reading, writing
 from ..distributed import InMemory, lazy_rows
@@ -126,11 +126,11 @@ class Model(Saveable):
     #: the likelihoods the model supports
     likelihoods: tuple = (Likelihood,)
 
-    #: attributes not saved by :meth:`save` (rebuilt on load, or results of a fit run)
-    _transient = ("ops", "optimizer_result", "lift_result")
-    #: the training data: saved only with ``include_data=True``
-    _transient_data = ("_X", "_y")
-    _data_entries = ("X", "y")
+    #: every model's fields besides its own (:class:`~spherelab._state.Fields`): the fit report,
+    #: the training data (saved only with ``include_data=True``), the device's operations and the
+    #: optimiser's result (never saved); each model adds its own with ``Model.fields + Fields(...)``
+    fields = Fields(report=("fit_report=fit_report_",), data=("X=_X", "y=_y"),
+                    transient=("ops", "device", "optimizer_result", "trace"))
 
     def save(self, path, *, include_data: bool = False) -> None:
         """Save the model to ``path`` (``.npz`` + JSON metadata, no pickle; see
@@ -143,8 +143,8 @@ class Model(Saveable):
     def _restore(self, device: str) -> None:
         """After :func:`spherelab.load`: the device's operations, absent training data as None."""
         self._set_device(device)
-        for name in type(self)._transient_data:
-            self.__dict__.setdefault(name, None)
+        for entry in self.fields.entries("data"):
+            self.__dict__.setdefault(self.fields.attribute(entry), None)
 
     def _training_data(self, X: Any, y: Any) -> tuple[Any, Any]:
         """``(X, y)``, defaulting to the training data (a clear error when a loaded model has none)."""

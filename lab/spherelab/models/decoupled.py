@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 from scipy.linalg import cho_solve
 
+from .._state import Fields
 from .._validation import check_allocation, check_bool, check_finite_array, check_int, check_nonnegative, check_seed
 from ..bounds.decoupled import (
     HINT_UU,
@@ -101,6 +102,11 @@ class OrthogonalSVGP(DecoupledStatistics, SparseModel):
     #: rows among which orthogonal_inputs="greedy" chooses (a random subset of larger data)
     greedy_candidates = 20_000
 
+    fields = SparseModel.fields + Fields(
+        config=("kernel", "features", "num_orthogonal", "likelihood", "whiten", "jitter", "sufficient_statistics"),
+        fitted=("W", "orthogonal_init", "m_u", "L_u", "m_v", "L_v", "input_dim=_input_dim"),
+        held=("held=_held",))
+
     def __init__(
         self,
         kernel: ZonalKernel,
@@ -180,9 +186,6 @@ class OrthogonalSVGP(DecoupledStatistics, SparseModel):
 
     def _num_inducing(self) -> int:
         return self.features.num_features + self.num_orthogonal
-
-    def _save_state(self) -> dict[str, Any]:
-        return saved.decoupled_state(self)
 
     @classmethod
     def _load_state(cls, state):

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 from scipy.linalg import cho_solve, solve_triangular
 
-from .._state import Saveable
+from .._state import Fields, Saveable
 from .._validation import check_data, check_finite_array, check_positive
 from ..kernels import ZonalKernel
 from ..linalg import cholesky_or_explain
@@ -41,6 +41,10 @@ class ExactGP(Saveable):
     >>> mean, var = gp.predict_f(X[:3]); lml = gp.log_marginal_likelihood()
     """
 
+    #: the training data are always saved: they are the posterior (the factor is computed again)
+    fields = Fields(config=("kernel", "noise=_noise"), fitted=("X=_X", "y=_y"),
+                    cache={"factor=_L": ("kernel", "noise", "X", "y"), "alpha=_alpha": ("kernel", "noise", "X", "y")})
+
     def __init__(self, kernel: ZonalKernel, noise: float) -> None:
         if not isinstance(kernel, ZonalKernel):
             raise TypeError(f"kernel must be a spherelab kernel, got {kernel!r}")
@@ -66,11 +70,6 @@ class ExactGP(Saveable):
     def _refit_with(self, noise: float) -> None:
         self._noise = noise
         self.fit(self._X, self._y)
-
-    def _save_state(self) -> dict[str, Any]:
-        from .saved import exact_state
-
-        return exact_state(self)  # the data always: they are the posterior
 
     @classmethod
     def _load_state(cls, state):

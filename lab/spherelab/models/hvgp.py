@@ -30,6 +30,7 @@ from typing import Any, Sequence
 import numpy as np
 from scipy.linalg import solve_triangular
 
+from .._state import Fields
 from .._validation import check_allocation, check_finite_array, check_int, check_nonnegative, check_seed
 from ..bounds.hvgp import HINT_BLOCK, BlockBound, block_bound_whitened, block_predictive
 from ..bounds.statistics import streamed_statistics
@@ -139,6 +140,11 @@ class HarmonicSVGP(SparseModel):
     (4, (3,))
     """
 
+    fields = SparseModel.fields + Fields(
+        config=("kernel", "group", "sizes", "likelihood", "jitter"),
+        fitted=("Z", "ms", "Ls", "input_dim=_input_dim"),
+        transient=("components",))
+
     def __init__(self, kernel: ZonalKernel, group, num_inducing_per_block: int | Sequence[int] = 64,
                  likelihood=None, *, inducing_inputs: Sequence[Any] | None = None, jitter: float = 1e-6,
                  device: str = "cpu") -> None:
@@ -177,9 +183,6 @@ class HarmonicSVGP(SparseModel):
         self.jitter = check_nonnegative(jitter, "jitter")
         self.ms = self.Ls = None
         self.optimizer_result = None
-
-    def _save_state(self) -> dict[str, Any]:
-        return saved.hvgp_state(self)
 
     @classmethod
     def _load_state(cls, state):

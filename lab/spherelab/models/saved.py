@@ -1,5 +1,5 @@
-r"""What each model writes to a model file and how it is rebuilt from one
-(:mod:`spherelab.persistence`, :mod:`spherelab._state`).
+r"""How each model is rebuilt from a model file (:mod:`spherelab.persistence`); what it writes is
+its saved fields (:class:`~spherelab._state.Fields`, declared in the model's class).
 
 A model is rebuilt through its constructor — which validates the kernel, likelihood, features
 and options, and builds every derived object — and then given its fitted state: variational
@@ -10,35 +10,21 @@ with ``include_data``, except for :class:`~spherelab.models.ExactGP`, whose post
 
 from __future__ import annotations
 
-from typing import Any
-
 from .._state import LoadedState
 
-__all__ = ["common_state", "load_common"]
-
-
-def common_state(model) -> dict[str, Any]:
-    """The entries every model writes besides its own: fit report and training data."""
-    return {"fit_report": getattr(model, "fit_report_", None), "X": getattr(model, "_X", None),
-            "y": getattr(model, "_y", None)}
+__all__ = ["load_common"]
 
 
 def load_common(model, s: LoadedState, inputs: int | None) -> None:
     """Fit report and training data (``inputs`` columns, when the model knows them)."""
     if not s.is_null("fit_report"):
-        model.fit_report_ = s.report("fit_report")
+        model.fields.write(model, "fit_report", s.report("fit_report"))
     X = s.array("X", shape=(None, inputs), optional=True)
     y = None if X is None else s.array("y", shape=(X.shape[0],))
     if X is None and not s.is_null("y"):
         raise s.fail("y", "null when X is")
-    model._X, model._y = X, y
-
-
-def vish_state(m) -> dict[str, Any]:
-    return {"kernel": m.kernel, "max_degree": m.max_degree, "likelihood": m.likelihood, "chunk_size": m.chunk_size,
-            "given_features": m._given_features, "prior": m.prior, "gram_dtype": m.gram_dtype,
-            "features": m.features, "stats": m.stats, "q_mu": m.q_mu, "q_sqrt": m.q_sqrt, "passes": m.passes,
-            **common_state(m)}
+    model.fields.write(model, "X", X)
+    model.fields.write(model, "y", y)
 
 
 def load_vish(cls, s: LoadedState):
@@ -73,14 +59,6 @@ def load_vish(cls, s: LoadedState):
     return model
 
 
-def decoupled_state(m) -> dict[str, Any]:
-    return {"kernel": m.kernel, "features": m.features, "num_orthogonal": m.num_orthogonal,
-            "likelihood": m.likelihood, "whiten": m.whiten, "jitter": m.jitter,
-            "sufficient_statistics": m.sufficient_statistics, "W": m.W, "orthogonal_init": m.orthogonal_init,
-            "m_u": m.m_u, "L_u": m.L_u,
-            "m_v": m.m_v, "L_v": m.L_v, "input_dim": getattr(m, "_input_dim", None), **common_state(m)}
-
-
 def load_decoupled(cls, s: LoadedState):
     from ..features import Features
     from ..kernels import ZonalKernel
@@ -112,7 +90,7 @@ def load_decoupled(cls, s: LoadedState):
         M = features.num_features
         model.m_u, model.L_u = s.array("m_u", shape=(M,)), s.array("L_u", shape=(M, M))
         model.m_v, model.L_v = s.array("m_v", shape=(K,)), s.array("L_v", shape=(K, K))
-        model._input_dim = D
+        model.fields.write(model, "input_dim", D)
     load_common(model, s, D)
     return model
 
@@ -142,12 +120,6 @@ def _check_within_the_lift(kernel, features, W, s: LoadedState, w_name: str = "W
                 raise s.fail(name, f"inputs the kernel can lift ({err})") from None
 
 
-def hvgp_state(m) -> dict[str, Any]:
-    return {"kernel": m.kernel, "group": m.group, "sizes": list(m.sizes), "likelihood": m.likelihood,
-            "jitter": m.jitter, "Z": m.Z, "ms": m.ms, "Ls": m.Ls, "input_dim": getattr(m, "_input_dim", None),
-            **common_state(m)}
-
-
 def load_hvgp(cls, s: LoadedState):
     from ..groups import Antipodal, Group
     from ..kernels import ZonalKernel
@@ -174,13 +146,9 @@ def load_hvgp(cls, s: LoadedState):
             raise s.fail("Z", "the inducing inputs of an initialised model")
         model.ms = s.arrays("ms", [(m,) for m in model.sizes])
         model.Ls = s.arrays("Ls", [(m, m) for m in model.sizes])
-        model._input_dim = D
+        model.fields.write(model, "input_dim", D)
     load_common(model, s, D)
     return model
-
-
-def exact_state(m) -> dict[str, Any]:
-    return {"kernel": m.kernel, "noise": m.noise, "X": getattr(m, "_X", None), "y": getattr(m, "_y", None)}
 
 
 def load_exact(cls, s: LoadedState):

@@ -15,9 +15,10 @@ A process forked while another thread fits (a fork-started ``multiprocessing`` p
 model in that thread's abandoned state; the child rolls back every fit in flight in other threads
 to its record, so it sees the model as before that fit.
 
-Training data (``_X``, ``_y``) are only ever replaced, never written in place, so they are kept
-by reference rather than copied: the record costs the size of the parameters and statistics, not
-of the data.
+Training data and what a fit holds of them (a model's ``data`` and ``held`` fields,
+:class:`~spherelab._state.Fields`) are only ever replaced, never written in place, so they are
+kept by reference rather than copied: the record costs the size of the parameters and statistics,
+not of the data.
 """
 
 from __future__ import annotations
@@ -33,7 +34,13 @@ from ..concurrency import critical, enter_region, holding, leave_region, reachab
 
 __all__ = ["transactional", "Snapshot"]
 
-_BY_REFERENCE = ("_X", "_y")
+
+
+def _by_reference(obj: Any) -> frozenset:
+    fields = getattr(obj, "fields", None)
+    if fields is None:
+        return frozenset()
+    return frozenset(fields.attribute(e) for e in fields.entries("data", "held"))
 
 
 def _copy(value: Any, depth: int = 0) -> Any:
@@ -52,8 +59,8 @@ class Snapshot:
     """The attributes of ``root`` and of every part it reaches, restorable in place."""
 
     def __init__(self, root: Any) -> None:
-        self.states = [(obj, {k: v if k in _BY_REFERENCE else _copy(v) for k, v in vars(obj).items()})
-                       for obj in reachable(root)]
+        self.states = [(obj, {k: v if k in keep else _copy(v) for k, v in vars(obj).items()})
+                       for obj in reachable(root) for keep in (_by_reference(obj),)]
 
     @critical
     def restore(self) -> None:

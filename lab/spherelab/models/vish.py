@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from .._state import Fields
 from .._validation import check_allocation, check_data, check_finite_array, check_int, fit_options
 from ..bounds.precision import InsufficientPrecision
 from ..bounds.statistics import Statistics
@@ -101,6 +102,13 @@ class VISH(Model):
     >>> mean, var = m.predict_y(X[:3])
     """
 
+    fields = Model.fields + Fields(
+        config=("kernel", "max_degree", "likelihood", "chunk_size", "given_features=_given_features", "prior",
+                "gram_dtype"),
+        fitted=("features", "stats", "q_mu", "q_sqrt", "passes"),
+        transient=("lift_result", "residual=_residual"),
+        cache={"posterior=_posterior": ("kernel", "likelihood", "stats", "features", "q_mu", "q_sqrt")})
+
     def __init__(self, kernel: ZonalKernel, max_degree: int | None = None, likelihood=None, *,
                  chunk_size: int | None = None, features: SphericalFeatures | None = None,
                  prior: str = "features",
@@ -134,9 +142,6 @@ class VISH(Model):
         self._posterior: tuple | None = None
         self.optimizer_result = self.lift_result = None
         self.passes = 0
-
-    def _save_state(self) -> dict[str, Any]:
-        return saved.vish_state(self)
 
     @classmethod
     def _load_state(cls, state):
@@ -337,19 +342,11 @@ class VISH(Model):
         return self
 
     # ---- posterior ------------------------------------------------------------------------
-    def _state(self) -> tuple:
-        """Everything the posterior depends on, compared before reusing the cache."""
-        hyp = tuple(
-            (k, np.asarray(v, dtype=np.float64).tobytes()) for k, v in sorted(self.kernel.hyperparameters.items())
-        )
-        noise = getattr(self.likelihood, "variance", None)
-        q = None if self.q_mu is None else (self.q_mu.tobytes(), np.asarray(self.q_sqrt).tobytes())
-        return hyp, noise, id(self.stats), self.features.get_params().tobytes(), q
-
     def _cache(self):
         r"""Weights and :math:`C` of the predictive (mean :math:`\Phi w`, variance prior
-        :math:`- \Phi C\Phi^\top`), recomputed whenever a parameter it depends on has changed."""
-        state = self._state()
+        :math:`- \Phi C\Phi^\top`), recomputed whenever a field it depends on has changed
+        (its entry in :attr:`fields`)."""
+        state = self.fields.fingerprint(self, "posterior")
         if self._posterior is not None and self._posterior[0] == state:
             return self._posterior[1]
         lam, _ = vish_collapsed.spectrum(self)

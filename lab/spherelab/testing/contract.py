@@ -167,6 +167,34 @@ class ModelContract:
         for a, b in zip(model.predict_f(X[:6]), loaded.predict_f(X[:6])):
             assert np.array_equal(a, b)
 
+    def test_every_field_is_declared_once(self):
+        """The :class:`~spherelab._state.Fields` tables of the model and of every part it reaches
+        (features, likelihood, statistics) are the whole of their state: what they hold after a fit, an
+        SVI fit, a prediction and a reload is declared there, and what the model saves is exactly its
+        saved fields (so save/load, the cache key, the transaction and the workers' copies see one list)."""
+        from .. import load
+        from ..concurrency import reachable
+
+        def undeclared(model):
+            return {type(part).__name__: part.fields.undeclared(part) for part in reachable(model)
+                    if getattr(part, "fields", None) is not None and part.fields.undeclared(part)}
+
+        model, X, y, _ = self.setup()
+        model.fit(X, y, **self.fit_kwargs)
+        model.predict_f(X[:3])
+        assert not undeclared(model), undeclared(model)
+        model.fit_svi(X, y, **self.svi_kwargs)
+        model.predict_y(X[:3])
+        assert not undeclared(model), undeclared(model)
+        assert tuple(model._save_state()) == model.fields.entries(*model.fields.SAVED)
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "model.npz")
+            model.save(path, include_data=True)
+            loaded = load(path)
+        assert not undeclared(loaded), undeclared(loaded)
+        for entry in model.fields.entries("data"):
+            assert np.array_equal(loaded.fields.read(loaded, entry), model.fields.read(model, entry))
+
     def test_simulated_device_gives_the_cpus_bound_and_gradient(self):
         from ..backend.ops import simulator_enabled
 
