@@ -298,24 +298,19 @@ class InBlocks(InMemory):
 
 
 class BlockwisePass:
-    """A pass over Dask blocks: calling a method runs it on ``make(owner, X_block, y_block)`` for
-    every block (the owner without its training data, so no task carries the rows) and returns
+    """A pass over Dask blocks: :meth:`summed` runs a method of ``make(owner, X_block, y_block)``
+    on every block (the owner without its training data, so no task carries the rows) and returns
     the sum of the blocks' results (:func:`block_sum`: Statistics, or tuples, lists and dicts of
-    arrays)."""
+    arrays). Subclasses name the methods they sum."""
 
     def __init__(self, owner: Any, make: Callable, X: Any, y: Any) -> None:
         self._owner, self._make = owner, make
         self._X, self._y = prepare(X, y)
 
-    def __getattr__(self, name: str) -> Callable:
-        if name.startswith("_"):
-            raise AttributeError(name)
-
-        def summed(*args):
-            light = without_data(self._owner)  # at the owner's parameters of this call
-            return block_sum(functools.partial(_on_block, self._make, light, name, args), self._X, self._y)
-
-        return summed
+    def summed(self, method: str, *args) -> Any:
+        """``make(owner, X_block, y_block).<method>(*args)`` summed over the blocks."""
+        light = without_data(self._owner)  # at the owner's parameters of this call
+        return block_sum(functools.partial(_on_block, self._make, light, method, args), self._X, self._y)
 
 
 def _on_block(make: Callable, owner: Any, name: str, args: tuple, Xb, yb):

@@ -94,6 +94,14 @@ class BlockPass(BlockwisePass):
             raise TypeError(why)
         super().__init__(model, RowPass, X, y)
 
+    def statistics(self, LJ) -> Statistics:
+        """:meth:`RowPass.statistics` on every block, summed."""
+        return self.summed("statistics", LJ)
+
+    def row_sums(self, LJ, Q, qb, dkff) -> tuple:
+        """:meth:`RowPass.row_sums` on every block, summed."""
+        return self.summed("row_sums", LJ, Q, qb, dkff)
+
 
 #: the pass for each kind of rows (:func:`spherelab.distributed.rows`): ``PASSES[kind](model, X, y)``
 PASSES = {InMemory: RowPass, InBlocks: BlockPass}
