@@ -253,3 +253,51 @@ def test_the_default_features_prior_reaches_the_papers_yacht_row():
     assert model.prior == "features" and model.features.num_features == 294
     assert np.mean((mean - yte) ** 2) < 0.004
     assert sl.metrics.nlpd(yte, mean, var) < -1.7
+
+
+def test_features_span_only_a_spectrum_that_ends_within_their_degree():
+    d = 4
+    full = sl.HarmonicFeatures(3, dim=d)
+    assert full.spans(K.PolynomialDecay(d, 2.0, max_degree=3))
+    assert full.spans(K.Truncated(K.Matern(1.5, 1.0), d, 2))
+    assert not full.spans(K.PolynomialDecay(d, 2.0, max_degree=4))
+    assert not full.spans(K.PolynomialDecay(d, 5.0))
+    assert not full.spans(K.Matern(1.5, 1.0))
+    assert not sl.PhaseTruncatedHarmonics(d, 3, 2, seed=0).spans(K.PolynomialDecay(d, 2.0, max_degree=3))
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e-6])
+def test_the_kernel_prior_on_features_that_span_it_is_the_features_prior(scale, rng):
+    """Every harmonic of a spectrum that ends: tr(K_ff - Q_ff) is zero at every input, so the
+    two priors are one model and give the same bound and predictions to the last bit, also at a
+    lift that inflates the norms (an input scale of 1e-6), where the trace term taken as a
+    difference of two sums of r^2 was rounding of thousands of nats (naval's fits climbed it)."""
+    X, y = regression_data(rng, D=3)
+
+    def fitted(prior):
+        kernel = K.PolynomialDecay(4, 3.0, max_degree=3, input_scale=np.array([scale, 1.0, 1.0]))
+        return sl.VISH(kernel, 3, sl.likelihoods.Gaussian(0.01), prior=prior).fit(X, y, optimize=False)
+
+    kernel_prior, features_prior = fitted("kernel"), fitted("features")
+    assert kernel_prior.elbo() == features_prior.elbo()
+    for a, b in zip(kernel_prior.predict_f(X[:7]), features_prior.predict_f(X[:7])):
+        assert np.array_equal(a, b)
+    assert kernel_prior.elbo_gradient()["beta"] == features_prior.elbo_gradient()["beta"]
+
+
+def test_a_trace_term_float64_cannot_resolve_is_refused_not_returned():
+    """The kernel prior's trace term is (v sum r^2 - sum_m lam_m G_mm) / 2 noise: where those
+    sums reach 1e20 at noise 1e-2 its rounding (~1e6 nats) outweighs any bound, so the bound
+    raises NumericalFailure (an optimiser steps back) instead of returning that rounding."""
+    from spherelab.bounds.statistics import Statistics
+    from spherelab.bounds.vish import collapsed_bound
+    from spherelab.linalg import NumericalFailure
+
+    def stats(r2):
+        return Statistics(G=np.diag([r2, r2, r2]), c=np.zeros(3), yy=50.0, sum_diag=r2, n=50)
+
+    lam = np.array([0.5, 0.25, 0.25])  # v = sum(lam): the features hold all the prior variance
+    assert np.isfinite(collapsed_bound(lam, 1.0, 1e-2, stats(60.0), gradients=False, residual=True))
+    with pytest.raises(NumericalFailure, match="trace term .* not resolved in float64"):
+        collapsed_bound(lam, 1.0, 1e-2, stats(1e20), gradients=False)
+    assert np.isfinite(collapsed_bound(lam, 1.0, 1e-2, stats(1e20), gradients=False, residual=False))

@@ -113,6 +113,12 @@ class SphericalFeatures(Features):
         """Degree of each kept feature, ``(M,)``."""
         return self.all_degrees[self.kept]
 
+    def spans(self, kernel: ZonalKernel) -> bool:
+        r"""Whether the features span the kernel's whole prior, so that the variance they leave
+        out, :math:`\mathrm{tr}(K_{ff} - Q_{ff})`, is zero at every input (only every harmonic
+        up to the last degree of a spectrum that ends can)."""
+        return False
+
     def Kuu_inverse_diag(self, kernel: ZonalKernel) -> np.ndarray:
         r""":math:`K_{uu}^{-1}` diagonal, :math:`\lambda_{\ell(m)}` per feature, ``(M,)``."""
         return kernel.spectrum(self.dim, self.max_degree)[self.degrees]
@@ -262,6 +268,10 @@ class HarmonicFeatures(SphericalFeatures):
     def unit_values(self, Xh: np.ndarray, out: np.ndarray | None = None, *,
                     ops: Operations | str = "cpu") -> np.ndarray:
         return self._ready()(Xh, out=out, ops=ops)
+
+    def spans(self, kernel: ZonalKernel) -> bool:
+        top = kernel.top_degree()
+        return top is not None and top <= self.max_degree
 
     def has_device_columns(self, kernel) -> bool:
         return True

@@ -139,6 +139,10 @@ class ZonalKernel(Saveable):
         grads["variance"] = self._shape(t, ops)
         return grads
 
+    def top_degree(self) -> int | None:
+        """The last degree with prior mass when the spectrum ends there (``None``: it never ends)."""
+        return None
+
     def at_one(self) -> float:
         r""":math:`\kappa(1)`, the prior variance at unit radius (exact where the shape is a
         truncated series)."""

@@ -355,6 +355,9 @@ class PolynomialDecay(SpectralKernel):
     def _key(self):
         return ("PolynomialDecay", self.dim, self.beta, self.max_degree)
 
+    def top_degree(self) -> int | None:
+        return self.max_degree
+
     def _raw(self, ell):
         log_l = np.log(np.maximum(ell, 1.0))
         return -self.beta * log_l, {"beta": -log_l}

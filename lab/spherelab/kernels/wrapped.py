@@ -87,6 +87,9 @@ class Truncated(WrappedKernel):
     def _key(self):
         return ("Truncated", self.base._key(), self.dim, self.max_degree)
 
+    def top_degree(self) -> int | None:
+        return self.max_degree
+
     def _levels(self):
         return self.base._spectrum(self.dim, self.max_degree)
 

@@ -84,7 +84,10 @@ class VISH(Model):
         ``"kernel"``: the GP prior is the kernel, and the bound charges the prior variance the
         features do not capture, :math:`\mathrm{tr}(K_{ff} - Q_{ff})/2\sigma^2` (Dutordoir et al.
         2020, eq. 11): the bound is below the full GP's log marginal likelihood at every degree,
-        so bounds at different degrees compare one model. The hybrid with orthogonal points
+        so bounds at different degrees compare one model. Where the features hold every
+        harmonic up to the last degree of a spectrum that ends
+        (:meth:`~spherelab.features.HarmonicFeatures.spans`: ``PolynomialDecay(max_degree=L)``,
+        ``Truncated``) that variance is zero and the two priors are one model. The hybrid with orthogonal points
         (:meth:`spherelab.OrthogonalSVGP.from_vish`) extends this one.
     device
         ``"cpu"`` (default), ``"gpu"`` or ``"auto"`` (:func:`spherelab.backend.resolve`).
@@ -106,7 +109,7 @@ class VISH(Model):
         config=("kernel", "max_degree", "likelihood", "chunk_size", "given_features=_given_features", "prior",
                 "gram_dtype"),
         fitted=("features", "stats", "q_mu", "q_sqrt", "passes"),
-        transient=("lift_result", "residual=_residual"),
+        transient=("lift_result",),
         cache={"posterior=_posterior": ("kernel", "likelihood", "stats", "features", "q_mu", "q_sqrt")})
 
     def __init__(self, kernel: ZonalKernel, max_degree: int | None = None, likelihood=None, *,
@@ -132,7 +135,6 @@ class VISH(Model):
         if prior not in ("kernel", "features"):
             raise ValueError(f"prior must be 'kernel' or 'features', got {prior!r}")
         self.prior = prior
-        self._residual = prior == "kernel"
         if gram_dtype not in ("float64", "float32"):
             raise ValueError(f"gram_dtype must be 'float64' or 'float32', got {gram_dtype!r}")
         self.gram_dtype = gram_dtype
@@ -342,6 +344,14 @@ class VISH(Model):
         return self
 
     # ---- posterior ------------------------------------------------------------------------
+    @property
+    def _residual(self) -> bool:
+        """Whether the bound and the predictive charge the prior variance the features leave
+        out: under the kernel prior, unless the features span the kernel (then that variance is
+        zero, and its float64 form, a difference of two sums of r², is only rounding, which a
+        lift that inflates r makes large enough to steer the fit)."""
+        return self.prior == "kernel" and not (self.features is not None and self.features.spans(self.kernel))
+
     def _cache(self):
         r"""Weights and :math:`C` of the predictive (mean :math:`\Phi w`, variance prior
         :math:`- \Phi C\Phi^\top`), recomputed whenever a field it depends on has changed
