@@ -38,8 +38,8 @@ from ..sphere.lift import lift_rows_kept
 from .statistics import Statistics, row_chunks, run_shares, stopping, streamed_statistics
 from .sums import GradientSums
 
-__all__ = ["CollapsedBound", "collapsed_bound", "check_trace_term", "LAMBDA_FLOOR", "clamp_spectrum", "predictive_weights", "predict_rows",
-           "harmonic_statistics", "lift_statistics", "lift_gradient"]
+__all__ = ["CollapsedBound", "collapsed_bound", "check_trace_term", "LAMBDA_FLOOR", "clamp_spectrum",
+           "predictive_weights", "predict_rows", "harmonic_statistics", "lift_statistics", "lift_gradient"]
 
 
 @dataclass
