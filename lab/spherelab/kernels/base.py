@@ -11,9 +11,8 @@ converges). In data space an input :math:`x \in R^D` is lifted to
 
 Every kernel exposes
 
-* ``shape(t)``, ``shape_dt(t)`` (the t-derivative), ``shape_gradients(t)`` (dict parameter ->
-  derivative),
-* ``spectrum(dim, max_degree)`` and ``spectrum_gradients(dim, max_degree)``,
+* ``shape(t)``, ``shape_dt(t)`` (the t-derivative), ``shape_gradients(t)`` (parameter -> derivative),
+* ``spectrum(dim, max_degree)``, ``spectrum_gradients(dim, max_degree)`` and ``top_degree()``,
 * ``K(X, X2=None)``, ``diag(X)`` and ``gradients(dL_dK, X, X2=None)`` — GPy's contract: the
   derivative of a scalar L with respect to every hyper-parameter (including ``bias`` and
   ``input_scale``) given :math:`\partial L / \partial K`.
