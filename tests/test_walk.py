@@ -25,3 +25,9 @@ def test_the_training_inputs_walk_through_vish_fit():
     stops = walk.walk(fits["OrthogonalSVGP.fit"], X)
     climbs = [s for s in stops if walk.climbs_up(s, walk.layers())]
     assert any("decoupled_stats" in s["module"] and s["caller"] == "spherelab.bounds.statistics" for s in climbs)
+
+
+def test_the_decoupled_statistics_path_is_short():
+    """The forward statistics pass of one decoupled evaluation: at most 12 stops and 3 climbs."""
+    path = walk.summary(walk.statistics_path(walk.evaluation_in_a_fit()))
+    assert 6 <= path["stops"] <= 12 and path["climbs"] <= 3, path

@@ -223,6 +223,15 @@ def evaluation_in_a_fit() -> list[dict]:
         return walk(lambda: model.objective(theta, X, y), X)
 
 
+def statistics_path(stops: list[dict]) -> list[dict]:
+    """The forward statistics pass within an evaluation's walk: from the model's choice of pass
+    (``DecoupledStatistics._pass``) to the first stop of the backward pass (the rows' gradients)."""
+    names = [s["function"] for s in stops]
+    start = names.index("DecoupledStatistics._pass")
+    end = next((i for i, s in enumerate(stops) if i > start and "decoupled_gradients" in s["module"]), len(stops))
+    return stops[start:end]
+
+
 def main() -> None:
     X, fits = example_fits()
     for c in cycles():
@@ -238,6 +247,8 @@ def main() -> None:
     walks[name] = evaluation_in_a_fit()
     s = summary(walks[name])
     print(f"| {name} | {s['stops']} | {s['modules']} | {s['climbs']} | {s['returns']} |")
+    s = summary(statistics_path(walks[name]))
+    print(f"| its statistics path (the forward pass) | {s['stops']} | {s['modules']} | {s['climbs']} | {s['returns']} |")
     lay = layers()
     for name, stops in walks.items():
         print(f"\n{name}:")

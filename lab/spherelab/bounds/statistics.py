@@ -188,19 +188,16 @@ def _reduce(parts):
 
 def host_gram_pass(X, y, pieces, load, columns, keep=False, ops="cpu"):
     r"""The CPU's ``gram_pass`` (:data:`~spherelab.backend.OPERATIONS`): ``columns(*load(chunk))``
-    for every chunk, accumulated by ``ops.gram_update``, the chunks dealt to
+    (``columns(chunk)`` where ``load`` is None) for every chunk, accumulated by ``ops.gram_update``, the chunks dealt to
     :func:`run_shares`' threads, each computing its chunks' columns and products
     single-threaded into its own sums: both cores stay in BLAS's single-threaded kernels, which
     run this shape faster than OpenBLAS's own threads (measured, RESULTS.md). Returns
     ``(G, c, sum_d, kept)``."""
     ops = as_operations(ops)
     pieces = list(pieces)
-    work = _gram_share(lambda a, b: columns(*load(X[a:b])), y, pieces, keep, ops)
+    work = _gram_share(lambda a, b: columns(X[a:b]) if load is None else columns(*load(X[a:b])), y, pieces, keep,
+                       ops)
     return _reduce(run_shares(work, len(pieces), ops))
-
-
-def _identity_load(Xc):
-    return (Xc,)
 
 
 def streamed_statistics(
@@ -247,12 +244,13 @@ def streamed_statistics(
     pieces = list(row_chunks(n, chunk_size))
     if progress is None:
         progress = n > 1_000_000
-    load, cols = device_columns if device_columns is not None else (_identity_load, columns)
+    # on the host the columns take the rows themselves (no load stage)
+    load, cols = device_columns if device_columns is not None else (None, columns)
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
-        bar, inner = tqdm(total=len(pieces), desc=desc, unit="chunk"), load
+        bar, inner = tqdm(total=len(pieces), desc=desc, unit="chunk"), load or (lambda Xc: (Xc,))
 
         def load(Xc):  # called once per chunk (by the pass's workers): the bar follows the pass
             bar.update(1)

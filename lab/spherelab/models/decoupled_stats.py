@@ -11,6 +11,7 @@ or a :class:`BlockPass`, the same pass on every Dask block, summed. A fit choose
 from __future__ import annotations
 
 import contextlib
+import functools
 from typing import Iterator
 
 import numpy as np
@@ -51,8 +52,8 @@ class RowPass:
             return self.device.statistics(m, LJ)
         # the chunking depends on the machine's load (pass_workers): decided here, for both passes
         self.size = m._chunk_rows(self.X.shape[0])
-        st = streamed_statistics(lambda Xc: (forward_solve(LJ, m._features_at(Xc)), m.kernel.diag(Xc)),
-                                 self.X, self.y, chunk_size=self.size, keep=self.keep, ops=m.ops)
+        st = streamed_statistics(functools.partial(m._whitened_columns, LJ), self.X, self.y, chunk_size=self.size,
+                                 keep=self.keep, ops=m.ops)
         self.kept = st.chunks if self.keep else None
         return st
 
@@ -72,7 +73,7 @@ class RowPass:
                 if stopping():
                     break
                 a, b = pieces[i]
-                A = kept[i] if kept is not None else forward_solve(LJ, m._features_at(X[a:b]))
+                A = kept[i] if kept is not None else m._whitened_columns(LJ, X[a:b])[0]
                 part.chunk(X[a:b], y[a:b], A, Q, qb, dkff)
             return part
 
@@ -148,10 +149,13 @@ class DecoupledStatistics:
             rows = min(rows, -(-n // pass_workers(n)))
         return max(1, rows)
 
-    def _features_at(self, X):
-        """:math:`K_{pf} = [K_{uf}; K_{vf}]`, ``(M + K, n)``."""
-        Kuf = self.features.Kuf(self.kernel, X, ops=self.ops)
-        return np.vstack([Kuf, self.kernel.K(self.W, X, ops=self.ops)]) if self.num_orthogonal else Kuf
+    def _whitened_columns(self, LJ, X):
+        r""":math:`A = L_J^{-1}K_{pf}`, :math:`K_{pf} = [K_{uf}; K_{vf}]` ``(M + K, n)``, and the prior
+        variances :math:`k(x_n, x_n)` ``(n,)``: one chunk's columns of the statistics pass."""
+        Kpf = self.features.Kuf(self.kernel, X, ops=self.ops)
+        if self.num_orthogonal:
+            Kpf = np.vstack([Kpf, self.kernel.K(self.W, X, ops=self.ops)])
+        return forward_solve(LJ, Kpf), self.kernel.diag(X)
 
     def _statistics(self, X, y, LJ) -> Statistics:
         r""":math:`\Phi = AA^\top`, :math:`\beta = Ay` (:math:`A = L_J^{-1}K_{pf}`) and
