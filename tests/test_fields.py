@@ -20,6 +20,9 @@ def test_a_subclass_table_extends_its_base_and_a_redeclared_entry_changes_role()
     assert sub.entries("fitted") == ("X", "q")
     assert sub.attributes() == {"kernel", "_X", "ops", "q", "_post", "_parameter_lock"}
     assert base.entries("data") == ("X",)  # the base's table is not changed
+    assert (sub + Fields(fitted=("post=_post",))).entries("cache") == ()
+    with pytest.raises(KeyError):  # a cache given another role keeps no dependencies
+        (sub + Fields(fitted=("post=_post",))).depends("post")
     with pytest.raises(TypeError, match="roles"):
         Fields(derived=("x",))
 
@@ -44,6 +47,48 @@ def test_undeclared_attributes_are_found_and_the_fingerprint_follows_every_depen
     key = part.fields.fingerprint(part, "c")
     part.a = 1.5
     assert part.fields.fingerprint(part, "c") != key
+
+
+def test_a_cached_value_is_computed_once_and_again_after_any_change_it_depends_on():
+    part, calls = _Part(1.0, [1.0, 2.0]), []
+
+    def compute():
+        calls.append(1)
+        return part.a * part._w.sum()
+
+    assert part.fields.cached(part, "c", compute) == 3.0
+    assert part.fields.cached(part, "c", compute) == 3.0 and len(calls) == 1
+    part._w[0] = 2.0  # in place
+    assert part.fields.cached(part, "c", compute) == 4.0 and len(calls) == 2
+    part.a = 0.5
+    assert part.fields.cached(part, "c", compute) == 2.0 and len(calls) == 3
+
+
+def test_the_exact_gp_follows_a_kernel_changed_after_its_fit():
+    """Its factor is a cache of the kernel, noise and data: a lengthscale set after the fit is
+    what the next prediction and the log marginal likelihood use (they used the old factor
+    beside the new kernel's cross-covariances)."""
+    X, y = sine_data(30)
+    gp = sl.models.ExactGP(K.Matern(1.5, 1.0), 0.1).fit(X, y)
+    gp.kernel.lengthscale = 0.4
+    fresh = sl.models.ExactGP(K.Matern(1.5, 0.4), 0.1).fit(X, y)
+    for a, b in zip(gp.predict_f(X[:5]), fresh.predict_f(X[:5])):
+        assert np.array_equal(a, b)
+    assert gp.log_marginal_likelihood() == fresh.log_marginal_likelihood()
+
+
+def test_phase_factors_follow_directions_changed_in_place():
+    features = sl.PhaseTruncatedHarmonics(4, 3, 2, seed=0)
+    before = [R.copy() for _, R, _, _ in features.factors()]
+    V = features.directions[2]
+    V[0] = V[1] + 0.5 * V[0]
+    V[0] /= np.linalg.norm(V[0])
+    fresh = sl.PhaseTruncatedHarmonics(4, 3, 2, seed=0)
+    fresh.set_directions([D.copy() for D in features.directions])
+    after = [R for _, R, _, _ in features.factors()]
+    assert not np.allclose(before[2], after[2])
+    for a, (_, b, _, _) in zip(after, fresh.factors()):
+        assert np.array_equal(a, b)
 
 
 def test_the_exact_gps_table_is_its_whole_state_and_its_data_are_always_saved(tmp_path):

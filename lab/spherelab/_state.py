@@ -14,7 +14,7 @@ caches, Cholesky factors) is computed again and nothing derived is read from the
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -96,6 +96,7 @@ class Fields:
                 out._role.pop(entry, None)  # a new role moves the entry to the end of its role
                 out._role[entry], out._attr[entry] = role, table._attr[entry]
             out._deps.update(table._deps)
+        out._deps = {e: d for e, d in out._deps.items() if out._role[e] == "cache"}  # an entry given another role
         return out
 
     def entries(self, *roles: str) -> tuple[str, ...]:
@@ -128,6 +129,18 @@ class Fields:
         """What cache ``cache`` of ``obj`` was computed from, comparable by ``==``: arrays by their
         bytes, parts by their saved state."""
         return tuple(_fingerprint(self.read(obj, e), 0) for e in self._deps[cache])
+
+    def cached(self, obj: Any, cache: str, compute: Callable[[], Any]) -> Any:
+        """The value of cache ``cache`` of ``obj``: held beside the :meth:`fingerprint` of the
+        fields it depends on, and ``compute()`` again whenever one of them has changed (replaced
+        or written in place)."""
+        key = self.fingerprint(obj, cache)
+        held = getattr(obj, self._attr[cache], None)
+        if held is not None and held[0] == key:
+            return held[1]
+        value = compute()
+        setattr(obj, self._attr[cache], (key, value))
+        return value
 
     def undeclared(self, obj: Any) -> list[str]:
         """Attributes of ``obj`` that its class's table does not declare (none, for a sound table)."""

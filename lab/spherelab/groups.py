@@ -71,7 +71,7 @@ class Group(Saveable):
     def matrix(self, s: Sequence[int]) -> np.ndarray:
         """:math:`G^s = \\prod_j R_j^{s_j}`, ``(D, D)`` (cached; read-only)."""
         key = tuple(int(k) % T for k, T in zip(s, self.orders))
-        cache = self.__dict__.setdefault("_powers", {})
+        cache = self.fields.cached(self, "powers", dict)
         if key not in cache:
             out = np.eye(self.dim)
             for R, k in zip(self.generators, key):

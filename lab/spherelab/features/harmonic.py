@@ -309,13 +309,12 @@ class HarmonicFeatures(SphericalFeatures):
 
     def _homogeneity(self) -> np.ndarray:
         r""":math:`1 - \ell_m` per function (read-only, computed once per set of harmonics)."""
-        h = self._ready()
-        held = getattr(self, "_one_minus_degree", None)
-        if held is None or held[0] is not h:
-            w = 1.0 - h.degrees
+        def compute():
+            w = 1.0 - self._ready().degrees
             w.setflags(write=False)
-            held = self._one_minus_degree = (h, w)
-        return held[1]
+            return w
+
+        return self.fields.cached(self, "one_minus_degree", compute)
 
     def __repr__(self) -> str:
         dim = "?" if self.harmonics is None else self.harmonics.dim

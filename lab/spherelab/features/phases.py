@@ -177,7 +177,6 @@ class PhaseTruncatedHarmonics(SphericalFeatures):
             _unit(V, f"directions[{ell}]")
             out.append(V.copy())
         self.directions = out
-        self._factors = None
 
     def get_params(self) -> np.ndarray:
         """All direction vectors, flattened in degree order."""
@@ -231,9 +230,7 @@ class PhaseTruncatedHarmonics(SphericalFeatures):
         """Per degree ``(V_hat, R, R^-1, Z'_l(V_hat V_hat^T))``: unit directions, the Cholesky
         factor of :math:`Z_\\ell(\\hat V\\hat V^\\top)`, its inverse, and the derivative of the
         zonal function on the Gram entries (all cached until the directions change)."""
-        if self._factors is None:
-            self._factors = [self._factor(ell) for ell in range(self.max_degree + 1)]
-        return self._factors
+        return self.fields.cached(self, "factors", lambda: [self._factor(ell) for ell in range(self.max_degree + 1)])
 
     # ---- evaluation -----------------------------------------------------------------------
     def _check_points(self, Xh: Any) -> np.ndarray:

@@ -43,14 +43,13 @@ class ExactGP(Saveable):
 
     #: the training data are always saved: they are the posterior (the factor is computed again)
     fields = Fields(config=("kernel", "noise=_noise"), fitted=("X=_X", "y=_y"),
-                    cache={"factor=_L": ("kernel", "noise", "X", "y"), "alpha=_alpha": ("kernel", "noise", "X", "y")})
+                    cache={"factor=_factor": ("kernel", "noise", "X", "y")})
 
     def __init__(self, kernel: ZonalKernel, noise: float) -> None:
         if not isinstance(kernel, ZonalKernel):
             raise TypeError(f"kernel must be a spherelab kernel, got {kernel!r}")
         self.kernel = kernel
         self._noise = check_positive(noise, "noise")
-        self._L = None
 
     @property
     def noise(self) -> float:
@@ -61,7 +60,7 @@ class ExactGP(Saveable):
     @noise.setter
     def noise(self, value: Any) -> None:
         noise = check_positive(value, "noise")
-        if self._L is None:
+        if not self._fitted():
             self._noise = noise
         else:
             self._refit_with(noise)
@@ -86,24 +85,37 @@ class ExactGP(Saveable):
             raise ValueError(f"ExactGP is a dense reference for at most {MAX_ROWS:,} rows (the Gram matrix of "
                              f"{X.shape[0]:,} rows would take {8 * X.shape[0] ** 2 / 2**30:.1f} GiB); use VISH or "
                              "OrthogonalSVGP")
-        with policy(float(X.shape[0]) ** 3 / 3, X.shape[0]):
-            Kxx = self.kernel.K(X, ops="cpu")
-            Kxx[np.diag_indices_from(Kxx)] += self.noise
-            self._L = cholesky_or_explain(Kxx, "K + noise I", "increase the noise variance or standardise X")
-            self._alpha = cho_solve((self._L, True), y)
         self._X, self._y = X, y
+        self._posterior()  # a failed factorisation fails the fit (and leaves the model as it was)
         return self
 
+    def _fitted(self) -> bool:
+        return getattr(self, "_X", None) is not None
+
     def _check_fitted(self) -> None:
-        if self._L is None:
+        if not self._fitted():
             raise RuntimeError("ExactGP is not fitted: call fit(X, y) first")
+
+    def _posterior(self) -> tuple[np.ndarray, np.ndarray]:
+        r"""The Cholesky factor :math:`L` of :math:`K + \sigma^2 I` and :math:`\alpha = (K + \sigma^2I)^{-1}y`,
+        factorised again whenever the kernel, the noise or the data have changed."""
+        def compute():
+            X = self._X
+            with policy(float(X.shape[0]) ** 3 / 3, X.shape[0]):
+                Kxx = self.kernel.K(X, ops="cpu")
+                Kxx[np.diag_indices_from(Kxx)] += self.noise
+                L = cholesky_or_explain(Kxx, "K + noise I", "increase the noise variance or standardise X")
+                return L, cho_solve((L, True), self._y)
+
+        return self.fields.cached(self, "factor", compute)
 
     def log_marginal_likelihood(self) -> float:
         r"""The log marginal likelihood :math:`-\tfrac12 y^\top(K + \sigma^2I)^{-1}y
         - \tfrac12\log|K + \sigma^2I| - \tfrac N2\log 2\pi`."""
         self._check_fitted()
         n = self._y.size
-        return float(-0.5 * self._y @ self._alpha - np.log(np.diag(self._L)).sum() - 0.5 * n * np.log(2 * np.pi))
+        L, alpha = self._posterior()
+        return float(-0.5 * self._y @ alpha - np.log(np.diag(L)).sum() - 0.5 * n * np.log(2 * np.pi))
 
     @entry("read")  # (the dense reference: memory only)
     def predict_f(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -112,9 +124,10 @@ class ExactGP(Saveable):
         X = check_finite_array(X, "X", ndim=2)
         if X.shape[1] != self._X.shape[1]:
             raise ValueError(f"X must have {self._X.shape[1]} columns (as the training inputs), got shape {X.shape}")
+        L, alpha = self._posterior()
         Ksx = self.kernel.K(X, self._X, ops="cpu")
-        V = solve_triangular(self._L, Ksx.T, lower=True)
-        return Ksx @ self._alpha, np.maximum(self.kernel.diag(X) - np.einsum("ij,ij->j", V, V), 0.0)
+        V = solve_triangular(L, Ksx.T, lower=True)
+        return Ksx @ alpha, np.maximum(self.kernel.diag(X) - np.einsum("ij,ij->j", V, V), 0.0)
 
     @entry("read")  # (the dense reference: memory only)
     def predict_y(self, X: Any) -> tuple[np.ndarray, np.ndarray]:

@@ -356,16 +356,13 @@ class VISH(Model):
         r"""Weights and :math:`C` of the predictive (mean :math:`\Phi w`, variance prior
         :math:`- \Phi C\Phi^\top`), recomputed whenever a field it depends on has changed
         (its entry in :attr:`fields`)."""
-        state = self.fields.fingerprint(self, "posterior")
-        if self._posterior is not None and self._posterior[0] == state:
-            return self._posterior[1]
-        lam, _ = vish_collapsed.spectrum(self)
-        if self.q_mu is not None:
-            post = (*predictive_weights(lam, q=(self.q_mu, self.q_sqrt)), lam)
-        else:
-            post = (*predictive_weights(lam, stats=self.stats, noise=self.likelihood.variance), lam)
-        self._posterior = (state, post)
-        return post
+        def compute():
+            lam, _ = vish_collapsed.spectrum(self)
+            if self.q_mu is not None:
+                return (*predictive_weights(lam, q=(self.q_mu, self.q_sqrt)), lam)
+            return (*predictive_weights(lam, stats=self.stats, noise=self.likelihood.variance), lam)
+
+        return self.fields.cached(self, "posterior", compute)
 
     @entry("predict")
     def predict_f(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
