@@ -114,3 +114,21 @@ def test_sufficient_statistics_memory_does_not_grow_with_n(rng, monkeypatch):
         tracemalloc.stop()
     assert peaks[1] < 1.5 * peaks[0], peaks
     assert peaks[1] < 16 * 16000 * 8  # well below one (M + K, N) array
+
+
+def test_the_statistics_bound_refuses_a_trace_term_float64_cannot_resolve():
+    """sum_n k(x_n, x_n) - tr(Phi) at 1e20 and noise 1e-2: its rounding (about 1e6 nats) would be
+    the bound, so the bound raises NumericalFailure (an optimiser steps back)."""
+    from spherelab.bounds.decoupled import gaussian_stats_bound_whitened
+    from spherelab.linalg import NumericalFailure
+
+    M, K, n = 2, 1, 40
+
+    def bound(r2):  # q's covariance near zero: the trace term is the bound's only r^2-sized term
+        Phi = np.diag([r2 / 3] * 3)
+        return gaussian_stats_bound_whitened(np.eye(M + K), M, Phi, np.zeros(3), r2, 30.0, n, np.zeros(M),
+                                             1e-12 * np.eye(M), np.zeros(K), 1e-12 * np.eye(K), 1e-2, n)
+
+    assert np.isfinite(bound(40.0).value)
+    with pytest.raises(NumericalFailure, match="trace term .* not resolved in float64"):
+        bound(1e20)

@@ -33,6 +33,7 @@ from ..linalg import (
     inverse_factor,
     logdet_tri_gradient,
 )
+from .statistics import check_trace_term
 from .whitened import (
     gaussian_noise_gradient,
     kl_whitened,
@@ -350,6 +351,7 @@ def gaussian_stats_bound_whitened(
     total = (yy - 2.0 * float(m @ beta) + float(m @ Phim) + sum_kff - float(np.trace(Phi))
              + float(np.sum(L_u * PLu)) + float(np.sum(L_v * PLv)))
     value = -0.5 * s * batch * np.log(2 * np.pi * s2) + a * total - kl_whitened(m_u, L_u) - kl_whitened(m_v, L_v)
+    check_trace_term(value, s * sum_kff, s * float(np.trace(Phi)), s2, num_data)
     dm = 2.0 * a * (Phim - beta) - m
     dL_u = np.tril(2.0 * a * PLu - L_u) + logdet_tri_gradient(L_u)
     dL_v = np.tril(2.0 * a * PLv - L_v) + logdet_tri_gradient(L_v)

@@ -23,9 +23,10 @@ import numpy as np
 
 from .._state import Fields, Saveable
 from ..backend.ops import as_operations
+from ..linalg import NumericalFailure
 from ..threads import gram_policy, pass_worker, pass_workers, thread_limit
 
-__all__ = ["Statistics", "streamed_statistics", "host_gram_pass", "row_chunks", "run_shares",
+__all__ = ["Statistics", "check_trace_term", "streamed_statistics", "host_gram_pass", "row_chunks", "run_shares",
            "stopping"]
 
 
@@ -269,3 +270,23 @@ def streamed_statistics(
         raise ValueError("no rows: the statistics need at least one")
     G = 0.5 * (G + G.T)  # exactly symmetric
     return Statistics(G, c, float(y @ y), sum_diag, n, kept)
+
+
+#: the relative rounding of a sum of products of squared norms, generously (64 ulps)
+TRACE_ROUNDING = 64 * np.finfo(np.float64).eps
+
+
+def check_trace_term(value: float, prior: float, explained: float, noise: float, n: int) -> None:
+    r"""Raise :class:`~spherelab.linalg.NumericalFailure` where the rounding of the trace term
+    :math:`\mathrm{tr}(K_{ff} - Q_{ff})/2\sigma^2` = (``prior`` - ``explained``)/2``noise``
+    exceeds a thousandth of the bound ``value`` (or of ``n`` nats, the number of rows, where
+    the bound is near zero): the two sums of :math:`r^2` it subtracts then outgrow what float64
+    resolves (a lift that inflates the norms), and the bound would be rounding that an optimiser
+    climbs without end. The optimisers step back from such a point."""
+    slack = TRACE_ROUNDING * (abs(prior) + abs(explained)) / (2 * noise)
+    if not slack <= 1e-3 * max(abs(value), n):
+        raise NumericalFailure(
+            f"the bound's trace term tr(K_ff - Q_ff) = {prior:.3g} - {explained:.3g} is not resolved in float64 at "
+            f"noise variance {noise:.3g} (rounding up to {slack:.3g} nats against a bound of {value:.3g}): the "
+            "lift [x / input_scale, bias] has moved the inputs far from unit norm; standardise X, start from larger "
+            "input scales, or use prior='features'")

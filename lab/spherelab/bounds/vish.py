@@ -35,10 +35,10 @@ from ..backend.ops import as_operations
 from ..distributed import block_statistics, is_dask
 from ..linalg import NumericalFailure, chol_inverse, cholesky_or_explain
 from ..sphere.lift import lift_rows_kept
-from .statistics import Statistics, row_chunks, run_shares, stopping, streamed_statistics
+from .statistics import Statistics, check_trace_term, row_chunks, run_shares, stopping, streamed_statistics
 from .sums import GradientSums
 
-__all__ = ["CollapsedBound", "collapsed_bound", "check_trace_term", "LAMBDA_FLOOR", "clamp_spectrum",
+__all__ = ["CollapsedBound", "collapsed_bound", "LAMBDA_FLOOR", "clamp_spectrum",
            "predictive_weights", "predict_rows", "harmonic_statistics", "lift_statistics", "lift_gradient"]
 
 
@@ -169,26 +169,6 @@ def collapsed_bound(
         error=error,
         condition=condition,
     )
-
-
-#: the relative rounding of a sum of products of squared norms, generously (64 ulps)
-TRACE_ROUNDING = 64 * np.finfo(np.float64).eps
-
-
-def check_trace_term(value: float, prior: float, explained: float, noise: float, n: int) -> None:
-    r"""Raise :class:`~spherelab.linalg.NumericalFailure` where the rounding of the trace term
-    :math:`\mathrm{tr}(K_{ff} - Q_{ff})/2\sigma^2` = (``prior`` - ``explained``)/2``noise``
-    exceeds a thousandth of the bound ``value`` (or of ``n`` nats, the number of rows, where
-    the bound is near zero): the two sums of :math:`r^2` it subtracts then outgrow what float64
-    resolves (a lift that inflates the norms), and the bound would be rounding that an optimiser
-    climbs without end. The optimisers step back from such a point."""
-    slack = TRACE_ROUNDING * (abs(prior) + abs(explained)) / (2 * noise)
-    if not slack <= 1e-3 * max(abs(value), n):
-        raise NumericalFailure(
-            f"the bound's trace term tr(K_ff - Q_ff) = {prior:.3g} - {explained:.3g} is not resolved in float64 at "
-            f"noise variance {noise:.3g} (rounding up to {slack:.3g} nats against a bound of {value:.3g}): the "
-            "lift [x / input_scale, bias] has moved the inputs far from unit norm; standardise X, start from larger "
-            "input scales, or use prior='features'")
 
 
 #: eigenvalues below this fraction of the largest are treated as zero prior variance
