@@ -131,3 +131,18 @@ def test_exact_gp_fit_is_all_or_nothing(monkeypatch):
         gp.fit(X[:30], y[:30])
     monkeypatch.undo()
     assert _fingerprint(gp, X[:4]) == before and gp._X.shape == (50, 2)
+
+
+def test_a_fit_refuses_a_model_holding_an_attribute_its_table_does_not_declare():
+    """What a failed fit restores is the declared state: an attribute outside the field table (a
+    subclass's, say) is refused before the fit begins, naming it, and the model is untouched."""
+    X, y = sine_data(40)
+    model = sl.VISH(K.Matern(1.5, 1.0), 3, G(0.1)).fit(X, y, maxiter=5, lift_maxiter=3)
+    before = _fingerprint(model, X[:4])
+    model.my_note = "kept by the user"
+    with pytest.raises(TypeError, match=r"VISH holds attributes its field table does not declare: \['my_note'\]"):
+        model.fit(X[:30], y[:30], maxiter=5)
+    assert _fingerprint(model, X[:4]) == before
+    del model.my_note
+    model.fit(X[:30], y[:30], maxiter=5, lift_maxiter=3)
+    assert model.stats.n == 30
