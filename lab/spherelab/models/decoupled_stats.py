@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
 from scipy.linalg import solve_triangular
@@ -25,6 +25,12 @@ from ..linalg import forward_solve
 from ..threads import pass_workers
 from .decoupled_gradients import DecoupledGradients
 from .decoupled_resident import ResidentRows
+
+if TYPE_CHECKING:  # the host's parts, for the annotations of what the mixin reads
+    from ..backend.ops import Operations
+    from ..features import Features
+    from ..kernels import ZonalKernel
+    from ..likelihoods import Likelihood
 
 __all__ = ["DecoupledStatistics", "RowPass", "BlockPass", "PASSES"]
 
@@ -109,7 +115,27 @@ PASSES = {InMemory: RowPass, InBlocks: BlockPass}
 
 
 class DecoupledStatistics:
-    """Mixed into :class:`~spherelab.OrthogonalSVGP`: the statistics path of its bound and gradient."""
+    """Mixed into :class:`~spherelab.OrthogonalSVGP`: the statistics path of its bound and gradient.
+
+    It reads the host's fields annotated below (the host's constructor and fit set them), and
+    calls two of its methods: ``_num_inducing()`` (M + K) and ``_inducing_matrices()``
+    (:math:`K_{uu}`, :math:`K_{vv}`, :math:`K_{vu}`)."""
+
+    kernel: ZonalKernel
+    features: Features
+    likelihood: Likelihood
+    ops: Operations
+    num_orthogonal: int
+    W: np.ndarray | None  # the orthogonal inputs, (K, D)
+    m_u: np.ndarray | None
+    L_u: np.ndarray | None
+    m_v: np.ndarray | None
+    L_v: np.ndarray | None
+    whiten: bool
+    sufficient_statistics: bool
+    chunk_entries: int  # entries (rows x (M + K)) of one chunk's columns
+    keep_entries: int  # the most entries of columns kept from the forward pass for the backward
+    _held: tuple | None  # (X, y, pass) while a fit holds its rows
 
     def _use_stats(self, n: int) -> bool:
         # below ~3 rows per inducing variable the joint (M + K)^3 algebra of the statistics
