@@ -109,6 +109,7 @@ class ExactGP(Saveable):
 
         return self.fields.cached(self, "factor", compute)
 
+    @entry("read")
     def log_marginal_likelihood(self) -> float:
         r"""The log marginal likelihood :math:`-\tfrac12 y^\top(K + \sigma^2I)^{-1}y
         - \tfrac12\log|K + \sigma^2I| - \tfrac N2\log 2\pi`."""
