@@ -40,6 +40,7 @@ CLAIMS = {
     "decoupled-uci": ("Paper reproductions and identities", "Activated features and the orthogonal basis on UCI (Tiao, thesis)"),
     "decoupled-snelson": ("Paper reproductions and identities", "The orthogonal basis on Snelson (Tiao, thesis Fig. 3.9)"),
     "phases-uci": ("Paper reproductions and identities", "Phase-truncated against full harmonics (Eleftheriadis et al. Fig. 2)"),
+    "phases-uci-kernel": ("Paper reproductions and identities", "Phase-truncated against full harmonics under the kernel prior"),
     "phases-synthetic": ("Paper reproductions and identities", "Phase-truncated harmonics where Eleftheriadis et al. say they help"),
     "phases-susy": ("Paper reproductions and identities", "SUSY-like classification (Eleftheriadis et al. Table 1 protocol)"),
     "hvgp": ("Paper reproductions and identities", "HVGP against SVGP (Sun et al. 2021)"),
