@@ -33,3 +33,20 @@ def test_block_bound_equals_the_dense_bound(rng):
         assert np.allclose(blk.dm[c], dense.dm_u[blkc], atol=1e-10)
     assert np.allclose(np.concatenate(blk.dKuf), dense.dKuf, atol=1e-10)
     assert blk.dnoise == pytest.approx(dense.dnoise, rel=1e-10)
+
+
+def test_the_block_bound_refuses_variances_float64_cannot_resolve():
+    """k(x, x) = 1e20 explained by the blocks' inducing variables at noise 1e-2: the variance is
+    rounding of ~1e6 nats, so the bound raises NumericalFailure instead of returning it."""
+    from spherelab.linalg import NumericalFailure
+
+    n = 20
+
+    def at(r2):  # two blocks, each with one inducing variable explaining half of k(x, x)
+        Kuus, Kufs = [np.array([[r2 / 2]])] * 2, [np.full((1, n), r2 / 2)] * 2
+        return block_bound_whitened(Kuus, Kufs, np.full(n, r2), [np.zeros(1)] * 2, [1e-6 * np.eye(1)] * 2,
+                                    np.zeros(n), Gaussian(1e-2), 3 * n)
+
+    assert np.isfinite(at(1.5).value)
+    with pytest.raises(NumericalFailure, match="variances .* not resolved in float64"):
+        at(1e20)

@@ -132,3 +132,25 @@ def test_the_statistics_bound_refuses_a_trace_term_float64_cannot_resolve():
     assert np.isfinite(bound(40.0).value)
     with pytest.raises(NumericalFailure, match="trace term .* not resolved in float64"):
         bound(1e20)
+
+
+@pytest.mark.parametrize("whitened", [False, True])
+def test_the_per_row_bounds_refuse_variances_float64_cannot_resolve(whitened):
+    """The minibatch bound's variance k(x, x) - Q_ff + ... at k(x, x) = 1e20 with the inducing
+    points explaining all of it (noise 1e-2): the difference is rounding of ~1e6 nats, so the
+    bound raises NumericalFailure (an optimiser steps back) instead of returning it."""
+    from spherelab.bounds.decoupled import orthogonal_bound, orthogonal_bound_whitened
+    from spherelab.linalg import NumericalFailure
+
+    n = 20
+    bound = orthogonal_bound_whitened if whitened else orthogonal_bound
+
+    def at(r2):  # one inducing variable, u = f at every row: Q_ff = k(x, x) = r2
+        Kuf = np.full((1, n), r2)
+        return bound(np.array([[r2]]), Kuf, np.full(n, r2), np.zeros(1), 1e-6 * np.eye(1), np.zeros((0, 0)),
+                     np.zeros((0, 1)), np.zeros((0, n)), np.zeros(0), np.zeros((0, 0)), np.zeros(n),
+                     sl.likelihoods.Gaussian(1e-2), 3 * n)
+
+    assert np.isfinite(at(1.5).value)
+    with pytest.raises(NumericalFailure, match="variances .* not resolved in float64"):
+        at(1e20)

@@ -179,3 +179,31 @@ def test_lift_stage_columns_kept_between_bound_and_gradient_equal_the_streamed_p
     assert np.isclose(value, value2, rtol=1e-12)
     for name in grad:
         assert np.allclose(grad[name], grad2[name], rtol=1e-9, atol=1e-10 * np.max(np.abs(grad[name]))), name
+
+
+@pytest.mark.parametrize("general", [False, True])
+def test_minibatch_bounds_refuse_variances_float64_cannot_resolve(general, rng):
+    """A row's variance under the kernel prior is r^2 v - Phi Lambda Phi^T + |Phi Lambda L|^2: where
+    r^2 reaches 1e20 (a lift that inflates the norms) and the features explain all of it, the
+    difference is rounding of up to ~1e6 nats at noise 1e-2, so the minibatch bounds (Gaussian, and
+    any likelihood: Bernoulli here) raise NumericalFailure instead of returning it; the features prior, with no
+    difference to take, still gives a finite bound."""
+    from spherelab.bounds import uncollapsed_bound_general
+    from spherelab.linalg import NumericalFailure
+
+    n, M = 30, 3
+    lam = np.full(M, 1.0 / M)  # v = sum(lam): the features hold all the prior variance
+
+    def bound(r2, residual=True):
+        Phi = np.zeros((n, M))
+        Phi[:, 0] = np.sqrt(r2 * M)  # Phi_n Lambda Phi_n^T = r2 = r_n^2 v
+        m, L, y = np.zeros(M), 1e-6 * np.eye(M), rng.normal(size=n)
+        if general:
+            return uncollapsed_bound_general(lam, 1.0, sl.likelihoods.Bernoulli(), m, L, Phi, (y > 0) * 1.0,
+                                             np.full(n, r2), 3 * n, residual)
+        return uncollapsed_bound(lam, 1.0, 1e-2, m, L, Phi, y, np.full(n, r2), 3 * n, residual)
+
+    assert np.isfinite(bound(1.5).value)
+    with pytest.raises(NumericalFailure, match="variances .* not resolved in float64"):
+        bound(1e20)
+    assert np.isfinite(bound(1e20, residual=False).value)

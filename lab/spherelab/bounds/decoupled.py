@@ -33,7 +33,7 @@ from ..linalg import (
     inverse_factor,
     logdet_tri_gradient,
 )
-from .statistics import check_trace_term
+from .statistics import check_trace_term, check_variance_rounding
 from .whitened import (
     gaussian_noise_gradient,
     kl_whitened,
@@ -234,6 +234,7 @@ def orthogonal_bound(
     dKuf += KdA
     dKuu -= KdA @ A.T
     dnoise = gaussian_noise_gradient(likelihood, y, mean, var, scale)
+    check_variance_rounding(value, gvar, pred.terms.values(), num_data)
     return OrthogonalBound(float(value), mean, var, dKuu, dKuf, dkff, dm_u, dL_u, dKvv, dKvu, dKvf, dm_v, dL_v, dnoise)
 
 
@@ -284,6 +285,7 @@ def orthogonal_bound_whitened(
         dLk -= np.tril(dKuv @ Pt.T)
     dKuf, dKuu = whitened_kernel_backward(Lk, At, dAt, dLk)
     dnoise = gaussian_noise_gradient(likelihood, y, mean, var, scale)
+    check_variance_rounding(value, gvar, pred.terms.values(), num_data)
     return OrthogonalBound(float(value), mean, var, dKuu, dKuf, dkff, dm_u, dL_u, dKvv, dKvu, dKvf, dm_v, dL_v, dnoise)
 
 

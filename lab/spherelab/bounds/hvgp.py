@@ -9,6 +9,7 @@ from typing import Sequence
 
 import numpy as np
 
+from .statistics import check_variance_rounding
 from .whitened import (
     gaussian_noise_gradient,
     kl_whitened,
@@ -116,4 +117,6 @@ def block_bound_whitened(Kuus: Sequence[np.ndarray], Kufs: Sequence[np.ndarray],
         dm.append(dmc)
         dL.append(dLc)
     dnoise = gaussian_noise_gradient(likelihood, y, mean, var, scale)
+    # each block's explained variance ||a_c||^2 is at most k_c(x, x), so they sum to at most kff
+    check_variance_rounding(value, gvar, (kff, kff, *pred.reductions), num_data)
     return BlockBound(float(value), mean, var, dKuu, dKuf, gvar.copy(), dm, dL, dnoise)

@@ -26,8 +26,8 @@ from ..backend.ops import as_operations
 from ..linalg import NumericalFailure
 from ..threads import gram_policy, pass_worker, pass_workers, thread_limit
 
-__all__ = ["Statistics", "check_trace_term", "streamed_statistics", "host_gram_pass", "row_chunks", "run_shares",
-           "stopping"]
+__all__ = ["Statistics", "check_trace_term", "check_variance_rounding", "streamed_statistics", "host_gram_pass",
+           "row_chunks", "run_shares", "stopping"]
 
 
 @dataclass
@@ -284,9 +284,28 @@ def check_trace_term(value: float, prior: float, explained: float, noise: float,
     resolves (a lift that inflates the norms), and the bound would be rounding that an optimiser
     climbs without end. The optimisers step back from such a point."""
     slack = TRACE_ROUNDING * (abs(prior) + abs(explained)) / (2 * noise)
+    _refuse_rounding(slack, value, n, f"trace term tr(K_ff - Q_ff) = {prior:.3g} - {explained:.3g} is not resolved "
+                     f"in float64 at noise variance {noise:.3g}")
+
+
+def check_variance_rounding(value: float, dvar: np.ndarray, terms, n: int) -> None:
+    r""":func:`check_trace_term` for a bound on rows (a minibatch's, any likelihood): each row's
+    predictive variance is a sum of ``terms`` (arrays over the rows: :math:`k(x_n, x_n)`,
+    :math:`-Q_{nn}`, ...) whose rounding, at most 64 ulps of the terms' absolute sum, moves the
+    bound by up to :math:`\sum_n |\partial\mathcal L/\partial\nu_n|` times that (``dvar``, the
+    bound's derivatives by the variances, its data-term scaling included). Refused where that
+    exceeds a thousandth of the bound ``value`` (or of ``n`` nats)."""
+    size = sum(np.abs(t) for t in terms)
+    slack = TRACE_ROUNDING * float(np.abs(dvar) @ size)
+    if np.isnan(slack) or np.isnan(value):  # NaN is the likelihood's to report, not a rounding question
+        return
+    _refuse_rounding(slack, value, n, f"predictive variances (terms up to {float(np.max(size)):.3g} per row) are "
+                     "not resolved in float64")
+
+
+def _refuse_rounding(slack: float, value: float, n: int, what: str) -> None:
     if not slack <= 1e-3 * max(abs(value), n):
         raise NumericalFailure(
-            f"the bound's trace term tr(K_ff - Q_ff) = {prior:.3g} - {explained:.3g} is not resolved in float64 at "
-            f"noise variance {noise:.3g} (rounding up to {slack:.3g} nats against a bound of {value:.3g}): the "
-            "lift [x / input_scale, bias] has moved the inputs far from unit norm; standardise X, start from larger "
-            "input scales, or use prior='features'")
+            f"the bound's {what} (rounding up to {slack:.3g} nats against a bound of {value:.3g}): the lift "
+            "[x / input_scale, bias] has moved the inputs far from unit norm; standardise X, start from larger "
+            "input scales, or (VISH) use prior='features'")

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..linalg import NumericalFailure
+from .statistics import check_variance_rounding
 
 __all__ = ["UncollapsedBound", "uncollapsed_bound", "uncollapsed_bound_whitened", "uncollapsed_bound_general",
            "whiten"]
@@ -46,17 +47,18 @@ def _log_det_factor(L: np.ndarray) -> tuple[np.ndarray, float]:
 def _q_terms(lam, m, L, Phi, r2, v, residual):
     """What both bounds compute of q(u) = N(m, LL^T) on the rows: L (lower part), its diagonal,
     Phi Lambda, the means mu, Q = Phi Lambda L, the variances (the residual prior term included when
-    ``residual``; not clamped), diag S and the KL term."""
+    ``residual``; not clamped), diag S, the KL term and the variances' terms (their rounding is checked)."""
     M = Phi.shape[1]
     L = np.tril(L)
     diagL, logdet = _log_det_factor(L)
     PL = Phi * lam  # Phi Lambda
     Q = PL @ L
     on = 1.0 if residual else 0.0
-    var = on * (r2 * v - np.einsum("nm,nm->n", PL, Phi)) + np.einsum("nk,nk->n", Q, Q)
+    terms = (on * r2 * v, -on * np.einsum("nm,nm->n", PL, Phi), np.einsum("nk,nk->n", Q, Q))
+    var = terms[0] + terms[1] + terms[2]
     S_diag = np.einsum("ij,ij->i", L, L)
     kl = 0.5 * (float(lam @ S_diag) + float(m @ (lam * m)) - M - 2 * logdet - np.sum(np.log(lam)))
-    return L, diagL, PL, PL @ m, Q, var, S_diag, kl, on
+    return L, diagL, PL, PL @ m, Q, var, S_diag, kl, on, terms
 
 
 def uncollapsed_bound(
@@ -89,10 +91,11 @@ def uncollapsed_bound(
     lam = np.asarray(lam, dtype=np.float64)
     B = Phi.shape[0]
     scale = num_data / B
-    L, diagL, PL, mu, Q, nu, S_diag, kl, on = _q_terms(lam, m, L, Phi, r2, v, residual)
+    L, diagL, PL, mu, Q, nu, S_diag, kl, on, terms = _q_terms(lam, m, L, Phi, r2, v, residual)
     resid = y - mu
     data = -0.5 * B * np.log(2 * np.pi * noise) - 0.5 * float(resid @ resid + nu.sum()) / noise
     value = scale * data - kl
+    check_variance_rounding(value, np.full(B, 0.5 * scale / noise), terms, num_data)
 
     dmu = resid / noise  # dE/dmu
     dnu = -0.5 / noise  # dE/dnu (same for every n)
@@ -168,9 +171,10 @@ def uncollapsed_bound_general(
     lam = np.asarray(lam, dtype=np.float64)
     B = Phi.shape[0]
     scale = num_data / B
-    L, diagL, PL, mu, Q, var, S_diag, kl, on = _q_terms(lam, m, L, Phi, r2, v, residual)
+    L, diagL, PL, mu, Q, var, S_diag, kl, on, terms = _q_terms(lam, m, L, Phi, r2, v, residual)
     e, dmu, dvar = likelihood.variational_expectations(y, mu, np.maximum(var, 1e-300))
     value = scale * float(e.sum()) - kl
+    check_variance_rounding(value, scale * dvar, terms, num_data)
     dm = scale * (lam * (Phi.T @ dmu)) - lam * m
     dL = np.tril(scale * 2.0 * (PL.T @ (dvar[:, None] * Q)) - lam[:, None] * L + np.diag(1.0 / diagL))
     QLt = Q @ L.T
