@@ -13,8 +13,9 @@ inducing variables P where they have any (``--inducing``; default per set):
   orthogonal inputs chosen by greedy conditional variance, fitted on the collapsed bound;
 * the hybrid sized by its time budget (:func:`spherelab.models.fit_hybrid`, ``time_budget`` the
   fit's budget): one sample, at its end;
-* spherelab's collapsed inducing-point model (an SGPR on the sphere's kernel), P inputs chosen by
-  greedy conditional variance;
+* spherelab's collapsed inducing-point model (an SGPR on the sphere's kernel), P inputs started at
+  the rows of greedy conditional variance, or at k-means centres (``spherelab.features.kmeans_centres``,
+  as the GPflow and GPyTorch peers start theirs);
 * GPflow's SGPR (L-BFGS-B) and SVGP, GPyTorch's SVGP (Adam, batches of 256 and 1 024) and VNNGP
   (``frontier_peers.py``; skipped where the peers are not installed).
 
@@ -142,13 +143,16 @@ def budget_point(data, budget, timeline, seed) -> tuple[list, str]:
                                          f"(M = {model.features.num_features}) + K = {model.num_orthogonal}")
 
 
-def points_curve(data, budget, timeline, seed, P) -> tuple[list, str]:
+def points_curve(data, budget, timeline, seed, P, inputs="greedy") -> tuple[list, str]:
     X, y, Xte, yte = data
     timeline.start()
     kernel = _kernel(X.shape[1])
-    Z = X[sl.features.greedy_variance(kernel, X[: 20_000], P)]
+    if inputs == "kmeans":
+        Z = sl.features.kmeans_centres(X, P, seed=seed)
+    else:
+        Z = X[sl.features.greedy_variance(kernel, X[: 20_000], P)]
     model = sl.OrthogonalSVGP(kernel, sl.InducingPoints(Z), 0)
-    return _recorded_fit(model, X, y, Xte, budget, timeline, 0.0), f"M = {P}, greedy inputs"
+    return _recorded_fit(model, X, y, Xte, budget, timeline, 0.0), f"M = {P}, {inputs} inputs"
 
 
 def contenders(args, name: str):
@@ -162,6 +166,7 @@ def contenders(args, name: str):
         "spherelab hybrid": lambda d, b, tl, s: hybrid_curve(d, b, tl, s, degree, P),
         "spherelab hybrid (time budget)": lambda d, b, tl, s: budget_point(d, b, tl, s),
         "spherelab inducing points": lambda d, b, tl, s: points_curve(d, b, tl, s, P),
+        "spherelab inducing points (k-means)": lambda d, b, tl, s: points_curve(d, b, tl, s, P, "kmeans"),
         "GPflow SGPR": lambda d, b, tl, s: peers.gpflow_sgpr(d, P, b, tl, s),
         "GPflow SVGP": lambda d, b, tl, s: peers.gpflow_svgp(d, P, b, tl, s),
         "GPyTorch SVGP (256)": lambda d, b, tl, s: peers.gpytorch_svgp(d, P, b, tl, s, 256),

@@ -8,7 +8,7 @@ from .base import Features
 from .harmonic import Evaluation, HarmonicFeatures, SphericalFeatures
 from .phases import PhaseTruncatedHarmonics, greedy_directions
 from .points import InducingPoints
-from .selection import greedy_variance
+from .selection import greedy_variance, kmeans_centres
 from .zonal import zonal_pair, zonal_pair_gradients
 
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "ActivatedFeatures",
     "InducingPoints",
     "greedy_variance",
+    "kmeans_centres",
     "zonal_pair",
     "zonal_pair_gradients",
 ]
