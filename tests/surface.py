@@ -219,6 +219,10 @@ CALLS = [
          sl.features.greedy_variance(kernel, X, count, features, jitter=jitter),
          {"kernel": C("object", K.Matern(1.5), words=("kernel",)), "X": C("array", X), "count": C("count", 3, 0),
           "features": C("object", None, optional=True, words=("features",)), "jitter": C("nonneg", 1e-6)}),
+    Call("kmeans_centres", lambda X, count, seed, iterations, max_rows:
+         sl.features.kmeans_centres(X, count, seed=seed, iterations=iterations, max_rows=max_rows),
+         {"X": C("array", X), "count": C("count", 3, 1), "seed": C("seed", 0), "iterations": C("count", 2, 0),
+          "max_rows": C("count", 30, 1)}),
     Call("OrthogonalSVGP.fit", lambda X, y, optimize, maxiter, seed, init_q, collapsed, max_time, progress:
          _orth().fit(X, y, optimize=optimize, maxiter=maxiter, seed=seed, init_q=init_q, collapsed=collapsed,
                      max_time=max_time, progress=progress),

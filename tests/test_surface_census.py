@@ -101,6 +101,7 @@ TARGETS = {
     sl.VISH: ["VISH"], sl.VISH.fit: ["VISH.fit"], sl.VISH.fit_svi: ["VISH.fit_svi"],
     sl.OrthogonalSVGP: ["OrthogonalSVGP"], sl.OrthogonalSVGP.fit: ["OrthogonalSVGP.fit"],
     sl.OrthogonalSVGP.from_vish: ["OrthogonalSVGP.from_vish"], sl.features.greedy_variance: ["greedy_variance"],
+    sl.features.kmeans_centres: ["kmeans_centres"],
     sl.models.fit_hybrid: ["fit_hybrid"],
     sl.OrthogonalSVGP.fit_svi: ["OrthogonalSVGP.fit_svi"], sl.HarmonicSVGP: ["HarmonicSVGP"],
     sl.models.ExactGP: ["ExactGP"], sl.VISH.predict_f: ["VISH.predict_f"],

@@ -111,3 +111,46 @@ def test_the_hybrid_starts_from_a_fitted_vish_and_improves_on_it():
     features_prior = sl.VISH(sl.kernels.Matern(1.5), 3).fit(X, y, maxiter=5)  # the default prior
     with pytest.raises(ValueError, match="prior='kernel'"):
         sl.OrthogonalSVGP.from_vish(features_prior, 4)
+
+
+def test_kmeans_centres_find_separated_clusters_and_are_a_fixed_point_of_lloyd():
+    """Three well-separated blobs: the three centres are the blobs' means (to the blobs' spread
+    over sqrt(n)); and after convergence each centre is the mean of the rows nearest to it."""
+    rng = np.random.default_rng(3)
+    means = np.array([[0.0, 0.0, 0.0], [6.0, 0.0, 0.0], [0.0, 6.0, 3.0]])
+    X = np.concatenate([m + 0.1 * rng.standard_normal((200, 3)) for m in means])
+    C = sl.features.kmeans_centres(X, 3, seed=1, iterations=50)
+    gaps = np.linalg.norm(means[:, None, :] - C[None], axis=2)  # (blob, centre)
+    assert sorted(np.argmin(gaps, axis=1)) == [0, 1, 2] and np.max(np.min(gaps, axis=1)) < 0.03
+    Y = rng.standard_normal((500, 2))
+    C = sl.features.kmeans_centres(Y, 7, seed=0, iterations=200)
+    nearest = np.argmin(((Y[:, None, :] - C[None]) ** 2).sum(-1), axis=1)
+    for j in range(7):
+        np.testing.assert_allclose(C[j], Y[nearest == j].mean(0), atol=1e-12)
+
+
+def test_kmeans_centres_subsample_by_seed_and_refuse_bad_counts():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((1000, 2))
+    a = sl.features.kmeans_centres(X, 5, seed=2, max_rows=100)
+    assert a.shape == (5, 2) and np.array_equal(a, sl.features.kmeans_centres(X, 5, seed=2, max_rows=100))
+    assert not np.array_equal(a, sl.features.kmeans_centres(X, 5, seed=3, max_rows=100))
+    with pytest.raises(ValueError, match="count"):
+        sl.features.kmeans_centres(X[:4], 5)
+    with pytest.raises(ValueError, match="X"):
+        sl.features.kmeans_centres(np.full((4, 2), np.nan), 2)
+
+
+def test_the_inducing_point_regressor_starts_from_kmeans_or_greedy_rows(rng):
+    """inputs='kmeans' (default) starts Z at k-means centres, 'greedy' at training rows; any other
+    value is refused by name."""
+    from spherelab.estimators import InducingPointRegressor
+
+    X, y = toy_data(rng, 120)
+    rows = {tuple(r) for r in X}
+    greedy = InducingPointRegressor(num_inducing=5, maxiter=0, inputs="greedy").fit(X, y)
+    km = InducingPointRegressor(num_inducing=5, maxiter=0).fit(X, y)
+    assert all(tuple(z) in rows for z in greedy.model_.features.Z)
+    assert not any(tuple(z) in rows for z in km.model_.features.Z)
+    with pytest.raises(ValueError, match="inputs"):
+        InducingPointRegressor(inputs="random").fit(X, y)

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from scipy.linalg import solve_triangular
 
-from .._validation import check_finite_array, check_int, check_nonnegative
+from .._validation import check_finite_array, check_int, check_nonnegative, check_seed
 from ..backend.ops import Operations
 from ..linalg import add_jitter, cholesky_or_explain
 
@@ -115,7 +115,7 @@ def kmeans_centres(X: Any, count: int, *, seed: int = 0, iterations: int = 10, m
     count = check_int(count, "count", minimum=1, maximum=X.shape[0])
     iterations = check_int(iterations, "iterations", minimum=0)
     max_rows = check_int(max_rows, "max_rows", minimum=1)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_seed(seed))
     if X.shape[0] > max(max_rows, count):
         X = X[rng.choice(X.shape[0], max(max_rows, count), replace=False)]
     X = np.asarray(X, dtype=np.float64)
