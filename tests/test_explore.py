@@ -12,6 +12,7 @@ matplotlib.use("Agg")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import spherelab as sl  # noqa: E402
+from conftest import toy_data  # noqa: E402
 from spherelab import activations as A  # noqa: E402
 from spherelab import kernels as K  # noqa: E402
 from spherelab.explore import ComponentSampler, DecompositionExplorer, MismatchExplorer, component_title  # noqa: E402
@@ -439,3 +440,22 @@ def test_explorer_figures_are_capped_to_a_laptop_windows_output_area():
     finally:
         plt.close(wide)
         plt.close(narrow)
+
+
+def test_the_live_frontier_samples_each_fit_and_starts_points_at_kmeans_centres(rng, monkeypatch):
+    """frontier_curves: the inducing points start where kmeans_centres puts them (the regressor's
+    start), the samples' seconds increase and every sample scores finitely."""
+    from spherelab.explore import frontier as fr
+
+    X, y = toy_data(rng, 150, D=2)
+    starts = []
+    real = fr.kmeans_centres
+    monkeypatch.setattr(fr, "kmeans_centres", lambda *a, **k: starts.append(real(*a, **k)) or starts[-1])
+    curves = fr.frontier_curves(X[:120], y[:120], X[120:], y[120:], budget=2.0, inducing=8,
+                                contenders=("inducing points",))
+    (curve,) = curves.values()
+    assert len(starts) == 1 and starts[0].shape == (8, 2)
+    times = [t for t, _, _ in curve]
+    assert times == sorted(times) and all(np.isfinite([n for _, n, _ in curve]))
+    with pytest.raises(ValueError, match="contenders"):
+        fr.frontier_curves(X, y, X, y, contenders=("SGPR",))
