@@ -141,16 +141,20 @@ def test_kmeans_centres_subsample_by_seed_and_refuse_bad_counts():
         sl.features.kmeans_centres(np.full((4, 2), np.nan), 2)
 
 
-def test_the_inducing_point_regressor_starts_from_kmeans_or_greedy_rows(rng):
-    """inputs='kmeans' (default) starts Z at k-means centres, 'greedy' at training rows; any other
-    value is refused by name."""
-    from spherelab.estimators import InducingPointRegressor
+def test_the_inducing_point_regressor_starts_from_kmeans_or_greedy_rows(rng, monkeypatch):
+    """inputs='kmeans' (default) starts Z at k-means centres, 'greedy' at (standardised) training
+    rows; any other value is refused by name."""
+    from spherelab import estimators
 
     X, y = toy_data(rng, 120)
-    rows = {tuple(r) for r in X}
-    greedy = InducingPointRegressor(num_inducing=5, maxiter=0, inputs="greedy").fit(X, y)
-    km = InducingPointRegressor(num_inducing=5, maxiter=0).fit(X, y)
-    assert all(tuple(z) in rows for z in greedy.model_.features.Z)
-    assert not any(tuple(z) in rows for z in km.model_.features.Z)
+    starts = []
+    real = estimators.InducingPoints
+    monkeypatch.setattr(estimators, "InducingPoints", lambda Z: starts.append(np.array(Z)) or real(Z))
+    greedy = estimators.InducingPointRegressor(num_inducing=5, maxiter=1, inputs="greedy").fit(X, y)
+    estimators.InducingPointRegressor(num_inducing=5, maxiter=1).fit(X, y)
+    rows = {tuple(r) for r in (X - greedy.X_mean_) / greedy.X_scale_}  # the rows the regressor fits
+    assert len(starts) == 2 and all(s.shape == (5, 2) for s in starts)
+    assert all(tuple(z) in rows for z in starts[0])
+    assert not any(tuple(z) in rows for z in starts[1])
     with pytest.raises(ValueError, match="inputs"):
-        InducingPointRegressor(inputs="random").fit(X, y)
+        estimators.InducingPointRegressor(inputs="random").fit(X, y)
