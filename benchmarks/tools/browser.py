@@ -153,6 +153,11 @@ def run_notebook(page, port: int, token: str, name: str, presses: int, pause: fl
         if os.stat(path).st_mtime_ns == before:
             saved_clean = "not saved"
         else:
+            # the server may write the file in more than one step: read it once it has settled
+            settled = None
+            while os.stat(path).st_mtime_ns != settled and time.time() < deadline:
+                settled = os.stat(path).st_mtime_ns
+                time.sleep(0.5)
             clean = (ROOT / "notebooks" / name).read_bytes() == open(path, "rb").read()
             saved_clean = True if clean else "outputs written"
     page.locator(".lm-MenuBar-itemLabel", has_text="Kernel").first.click()
