@@ -284,6 +284,8 @@ def check_trace_term(value: float, prior: float, explained: float, noise: float,
     resolves (a lift that inflates the norms), and the bound would be rounding that an optimiser
     climbs without end. The optimisers step back from such a point."""
     slack = TRACE_ROUNDING * (abs(prior) + abs(explained)) / (2 * noise)
+    if slack <= 1e-3 * max(abs(value), n):
+        return
     _refuse_rounding(slack, value, n, f"trace term tr(K_ff - Q_ff) = {prior:.3g} - {explained:.3g} is not resolved "
                      f"in float64 at noise variance {noise:.3g}")
 
@@ -297,14 +299,14 @@ def check_variance_rounding(value: float, dvar: np.ndarray, terms, n: int) -> No
     exceeds a thousandth of the bound ``value`` (or of ``n`` nats)."""
     size = sum(np.abs(t) for t in terms)
     slack = TRACE_ROUNDING * float(np.abs(dvar) @ size)
-    if np.isnan(slack) or np.isnan(value):  # NaN is the likelihood's to report, not a rounding question
+    if np.isnan(slack) or np.isnan(value) or slack <= 1e-3 * max(abs(value), n):  # (NaN: the likelihood's to report)
         return
     _refuse_rounding(slack, value, n, f"predictive variances (terms up to {float(np.max(size)):.3g} per row) are "
                      "not resolved in float64")
 
 
 def _refuse_rounding(slack: float, value: float, n: int, what: str) -> None:
-    if not slack <= 1e-3 * max(abs(value), n):
+    if not slack <= 1e-3 * max(abs(value), n):  # (the callers return early where it is; NaN slack raises)
         raise NumericalFailure(
             f"the bound's {what} (rounding up to {slack:.3g} nats against a bound of {value:.3g}): the lift "
             "[x / input_scale, bias] has moved the inputs far from unit norm; standardise X, start from larger "

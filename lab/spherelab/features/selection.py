@@ -131,9 +131,8 @@ def kmeans_centres(X: Any, count: int, *, seed: int = 0, iterations: int = 10, m
         dist = np.minimum(dist, np.maximum(sq - 2 * X @ X[i] + sq[i], 0.0))
     C = X[centres].copy()
     for _ in range(iterations):
-        label = _nearest(X, sq, C)
-        sums = np.zeros_like(C)
-        np.add.at(sums, label, X)
+        label = _nearest(X, C)
+        sums = np.stack([np.bincount(label, weights=X[:, j], minlength=count) for j in range(X.shape[1])], axis=1)
         sizes = np.bincount(label, minlength=count)
         filled = sizes > 0
         moved = sums[filled] / sizes[filled, None]
@@ -143,7 +142,7 @@ def kmeans_centres(X: Any, count: int, *, seed: int = 0, iterations: int = 10, m
     return C
 
 
-def _nearest(X: np.ndarray, sq: np.ndarray, C: np.ndarray, chunk: int = 4096) -> np.ndarray:
+def _nearest(X: np.ndarray, C: np.ndarray, chunk: int = 4096) -> np.ndarray:
     """Each row's nearest centre, a chunk of rows at a time (memory O(chunk x count))."""
     csq = np.einsum("md,md->m", C, C)
     out = np.empty(X.shape[0], dtype=np.int64)
