@@ -61,3 +61,30 @@ def test_diag_gradients_against_finite_differences(kern, rng):
     check = check_named_gradients(value, start, {k: an[k] for k in start}, positive=list(start), rtol=1e-6, atol=1e-8)
     value(**start)
     assert check.ok, str(check)
+
+
+def _ulps(got: float, want) -> float:
+    exact = float(want)
+    return abs(got - exact) / float(np.spacing(exact)) if exact else abs(got) / 5e-324
+
+
+def test_exp_nonpositive_within_one_ulp_of_mpmath(rng):
+    import mpmath
+    from spherelab.kernels.matern_jit import exp_nonpositive
+
+    mpmath.mp.prec = 120
+    # the whole range: tiny arguments, the polynomial's interval, large ones, subnormal results, 0
+    xs = np.concatenate([-10.0 ** rng.uniform(-20, 0, 300), -rng.uniform(0, 40, 300), -rng.uniform(40, 708, 300),
+                         -rng.uniform(708, 746, 300), [0.0, -np.log(2) / 2, -744.4, -745.13, -745.2, -800.0]])
+    worst = max(_ulps(exp_nonpositive(x), mpmath.exp(mpmath.mpf(x))) for x in xs)
+    assert worst <= 1.0, worst
+
+
+def test_exp_nonpositive_edges():
+    from spherelab.kernels.matern_jit import exp_nonpositive
+
+    assert exp_nonpositive(0.0) == 1.0 and exp_nonpositive(-0.0) == 1.0
+    assert exp_nonpositive(-np.inf) == 0.0 and exp_nonpositive(-1e300) == 0.0
+    assert np.isnan(exp_nonpositive(np.nan))  # invalid values stay visible
+    assert exp_nonpositive(-745.0) > 0.0  # the last subnormal, as libm gives it
+    assert exp_nonpositive(-745.0) == np.exp(-745.0)

@@ -13,7 +13,9 @@ followed).
 
 Every kernel releases the GIL (``nogil``), so Dask's threaded scheduler and the statistics pass's
 second thread run them in parallel. No kernel uses ``fastmath``: it removes NaN checks, and
-several kernels detect invalid values.
+several kernels detect invalid values. A kernel may allow LLVM to reassociate its floating-point
+sums (``reassociate=True``, the ``reassoc`` flag alone), so that a reduction over a row runs in
+vector lanes; NaN and infinity keep their meaning.
 """
 
 from __future__ import annotations
@@ -37,21 +39,30 @@ def caching_enabled(module: str) -> bool:
     return _cache_ok.get(module, False)
 
 
-def jit(parallel: bool = False) -> Callable[[Callable], Callable]:
+def jit(parallel: bool = False, reassociate: bool = False, inline: bool = False) -> Callable[[Callable], Callable]:
     """Decorator: ``numba.njit`` with an on-disk cache when possible.
 
     Parameters
     ----------
     parallel
         Compile with ``parallel=True`` (``numba.prange`` loops run on threads).
+    reassociate
+        Let sums be reordered (``fastmath={"reassoc"}``): reductions vectorise, their rounding
+        changes within the sum's own error bound.
+    inline
+        Inline the function into its callers in Numba's IR (``inline="always"``): a small function
+        called in a loop's body, so that the loop can vectorise.
     """
+    options = {"parallel": parallel, "error_model": "numpy", "nogil": True, "inline": "always" if inline else "never"}
+    if reassociate:
+        options["fastmath"] = {"reassoc"}
 
     def decorate(func: Callable) -> Callable:
         for attempt in range(2):
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", numba.NumbaWarning)
-                    dispatcher = numba.njit(cache=True, parallel=parallel, error_model="numpy", nogil=True)(func)
+                    dispatcher = numba.njit(cache=True, **options)(func)
                 _cache_ok[func.__module__] = True
                 return dispatcher
             except RuntimeError:
@@ -64,7 +75,7 @@ def jit(parallel: bool = False) -> Callable[[Callable], Callable]:
             warnings.warn("spherelab compiles its kernels in memory (once per process, several seconds): no "
                           f"writable cache directory ({_refusal[0] if _refusal else 'none found'}); set "
                           "NUMBA_CACHE_DIR to a directory of yours to keep them", RuntimeWarning, stacklevel=2)
-        return numba.njit(cache=False, parallel=parallel, error_model="numpy", nogil=True)(func)
+        return numba.njit(cache=False, **options)(func)
 
     return decorate
 

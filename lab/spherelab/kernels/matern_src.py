@@ -1,6 +1,7 @@
 r"""The Matérn shapes at chordal distance as device functions, written once in plain Python and
-compiled twice: by ``numba.njit`` for the CPU kernels (:mod:`.matern_jit`) and by
-``numba.cuda.jit(device=True)`` for the CUDA kernels (:mod:`spherelab.devices.cuda_kernels`).
+compiled by ``numba.cuda.jit(device=True)`` for the CUDA kernels (:mod:`spherelab.devices.cuda_kernels`),
+whose ``math.exp`` is the device's own. The host's loops (:mod:`.matern_jit`) write the same
+formulas around a call-free exp so that they vectorise; the parity tests hold the two to rounding.
 Formulas: :mod:`.matern_jit`."""
 
 from __future__ import annotations
