@@ -259,12 +259,17 @@ class HybridRegressor(_Regressor):
 
 class OrthogonalRegressor(_Regressor):
     """Regression with the orthogonally decoupled SVGP (Shi, Titsias & Mnih 2020): ``num_inducing``
-    inducing points (rows of the standardised data drawn with ``random_state``, shifted by 1e-3 so
-    that none coincides with a training row) and ``num_orthogonal`` more in the orthogonal
-    complement, fitted by L-BFGS-B on the collapsed bound."""
+    inducing points and ``num_orthogonal`` more in the orthogonal complement, fitted by L-BFGS-B on
+    the collapsed bound.
+
+    ``inputs="kmeans"`` (default) starts the inducing points at k-means centres of the
+    standardised rows (:func:`~spherelab.features.kmeans_centres`) and the orthogonal ones at the
+    rows of largest conditional variance given them (``orthogonal_inputs="greedy"``);
+    ``"random"`` starts both at rows drawn with ``random_state`` (the inducing points shifted by
+    1e-3 so that none coincides with an orthogonal one)."""
 
     def __init__(self, kernel=None, num_inducing: int = 16, num_orthogonal: int = 16, noise: float = 0.1,
-                 normalize_y: bool = True, maxiter: int = 200, random_state: int = 0):
+                 normalize_y: bool = True, maxiter: int = 200, random_state: int = 0, inputs: str = "kmeans"):
         self.kernel = kernel
         self.num_inducing = num_inducing
         self.num_orthogonal = num_orthogonal
@@ -272,15 +277,22 @@ class OrthogonalRegressor(_Regressor):
         self.normalize_y = normalize_y
         self.maxiter = maxiter
         self.random_state = random_state
+        self.inputs = inputs
 
     @_all_or_nothing
     def fit(self, X, y):
         """Fit on ``X`` ``(N, D)`` and ``y`` ``(N,)``; returns ``self``."""
         X, y = self._fit_inputs(X, y)
+        if self.inputs not in ("kmeans", "random"):
+            raise ValueError(f"inputs must be 'kmeans' or 'random', got {self.inputs!r}")
+        seed = int(self.random_state or 0)
         m = max(1, min(int(self.num_inducing), X.shape[0]))
-        Z = X[np.random.default_rng(int(self.random_state or 0)).choice(X.shape[0], m, replace=False)]
-        model = OrthogonalSVGP(_kernel(self.kernel), InducingPoints(Z + 1e-3), max(1, int(self.num_orthogonal)),
-                               Gaussian(self.noise))
+        if self.inputs == "kmeans":
+            Z, orthogonal = kmeans_centres(X, m, seed=seed), "greedy"
+        else:
+            Z, orthogonal = X[np.random.default_rng(seed).choice(X.shape[0], m, replace=False)] + 1e-3, "random"
+        model = OrthogonalSVGP(_kernel(self.kernel), InducingPoints(Z), max(1, int(self.num_orthogonal)),
+                               Gaussian(self.noise), orthogonal_inputs=orthogonal)
         self.model_ = model.fit(X, self._fit_targets(y), maxiter=self.maxiter, seed=int(self.random_state or 0))
         return self
 

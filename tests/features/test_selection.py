@@ -158,3 +158,27 @@ def test_the_inducing_point_regressor_starts_from_kmeans_or_greedy_rows(rng, mon
     assert not any(tuple(z) in rows for z in starts[1])
     with pytest.raises(ValueError, match="inputs"):
         estimators.InducingPointRegressor(inputs="random").fit(X, y)
+
+
+def test_the_orthogonal_regressor_starts_from_kmeans_centres_or_random_rows(rng, monkeypatch):
+    """inputs='kmeans' (default): Z at k-means centres of the standardised rows, the orthogonal
+    inputs chosen greedily; 'random': both at drawn rows, Z shifted by 1e-3; others refused."""
+    from spherelab import estimators
+
+    X, y = toy_data(rng, 120)
+    seen = []
+    real = estimators.OrthogonalSVGP
+
+    def spy(kernel, features, K, likelihood, **options):
+        seen.append((np.array(features.Z), options.get("orthogonal_inputs")))
+        return real(kernel, features, K, likelihood, **options)
+
+    monkeypatch.setattr(estimators, "OrthogonalSVGP", spy)
+    est = estimators.OrthogonalRegressor(num_inducing=5, num_orthogonal=3, maxiter=1).fit(X, y)
+    estimators.OrthogonalRegressor(num_inducing=5, num_orthogonal=3, maxiter=1, inputs="random").fit(X, y)
+    Xs = (X - est.X_mean_) / est.X_scale_  # the rows the regressor fits
+    assert np.array_equal(seen[0][0], sl.features.kmeans_centres(Xs, 5, seed=0)) and seen[0][1] == "greedy"
+    shifted = {tuple(r + 1e-3) for r in Xs}
+    assert all(tuple(z) in shifted for z in seen[1][0]) and seen[1][1] == "random"
+    with pytest.raises(ValueError, match="inputs"):
+        estimators.OrthogonalRegressor(inputs="greedy").fit(X, y)
