@@ -1,6 +1,7 @@
 """VISH's lift stage on a device (spherelab.models.vish_resident): the same bound and gradient as
-the CPU's, the same fit, and — the spy — per evaluation one copy of M-sized results each way per
-stage and nothing of size N, counted on every path a transfer can take."""
+the CPU's, the same fit, and — the spy — per evaluation one copy back (the bound, its spectrum and
+noise derivatives, the lift's sums), one copy there (the spectrum) and nothing of size N, counted
+on every path a transfer can take."""
 
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ def test_bound_and_gradient_equal_the_cpu(cuda_device, monkeypatch, scale, kept,
     if rows:
         monkeypatch.setattr(ResidentLift, "chunk_entries", rows * dev.features.all_degrees.size)
     used = []
-    monkeypatch.setattr(ResidentLift, "gradient", _recording(ResidentLift.gradient, used))
+    monkeypatch.setattr(ResidentLift, "evaluate", _recording(ResidentLift.evaluate, used))
     va, ga = cpu.elbo_and_gradient(X, y)
     vb, gb = dev.elbo_and_gradient(X, y)
     assert used, "the device's evaluation did not keep its rows there"
@@ -99,37 +100,80 @@ def test_a_lift_stage_moves_no_n_sized_array_and_copies_once_each_way(cuda_devic
     X, y = _data(n)
     model = _model(cuda_device, degree=2)  # 14 harmonics on S^3: M^2 + M + 2 = 212 < n
     spy = _Spy(model, monkeypatch)
-    marks = []
-    original = ResidentLift.statistics
+    spans = []
+    evaluate = ResidentLift.evaluate
 
-    def statistics(self, *args, **kwargs):  # where each evaluation's transfers begin
-        marks.append(len(spy.events))
-        return original(self, *args, **kwargs)
-
-    ends = []
-    gradient = ResidentLift.gradient
-
-    def counted_gradient(self, *args, **kwargs):  # where each evaluation's transfers end
+    def counted(self, *args, **kwargs):  # each evaluation's transfers, from its start to its end
+        start = len(spy.events)
         try:
-            return gradient(self, *args, **kwargs)
+            return evaluate(self, *args, **kwargs)
         finally:
-            ends.append(len(spy.events))
+            spans.append((start, len(spy.events)))
 
-    monkeypatch.setattr(ResidentLift, "statistics", statistics)
-    monkeypatch.setattr(ResidentLift, "gradient", counted_gradient)
+    monkeypatch.setattr(ResidentLift, "evaluate", counted)
     model.fit(X, y, lift_maxiter=5, maxiter=2)
     evaluations = model.lift_result.nfev
-    assert evaluations >= 3 and len(marks) == evaluations + 1  # + the spectrum's warm start
-    before, lift = spy.events[:marks[0]], spy.events[marks[1]:]
+    assert evaluations >= 3 and len(spans) == evaluations
+    before, lift = spy.events[:spans[0][0]], spy.events[spans[0][0]:spans[-1][1]]
     assert max(size for _, size in before) >= n  # the rows were copied, once, before the first evaluation
     M = model.features.num_features
     assert max(size for _, size in lift) <= M * M + M + 2 < n
-    # after the first evaluation (which copies the harmonics' constants once), each evaluation copies
-    # its statistics back, the bound's dL/dG and dL/dc there and the gradient's sums back
-    assert len(ends) == evaluations
-    for start, end in zip(marks[2:], ends[1:]):
-        names = [name for name, _ in spy.events[start:end]]
-        assert names.count("to_host") == 2 and names.count("to_device") == 1, names
+    # after the first evaluation (which copies the harmonics' constants once), each evaluation sends
+    # the spectrum and copies back one packed array: the bound, dL/dlambda, dL/dnoise, the lift's sums
+    for start, end in spans[1:]:
+        events = spy.events[start:end]
+        names = [name for name, _ in events]
+        assert names.count("to_host") == 1 and names.count("to_device") == 1, names
+        assert [size for name, size in events if name == "to_host"] == [5 + M + X.shape[1] + 1]
+
+
+@pytest.mark.parametrize("checked", [True, False], ids=["solve raises", "NaN carried (cuSOLVER)"])
+def test_a_factor_that_fails_on_the_device_falls_back_to_the_hosts_bound(cuda_device, monkeypatch, checked):
+    """NumPy's solve refuses a NaN factor, cuSOLVER's carries it into the copy back: either way the
+    host's bound (its jitter, its error) decides."""
+    from scipy.linalg import solve_triangular
+    from spherelab.models import vish_resident
+
+    X, y = _data()
+    cpu, dev = _prepared("cpu", X), _prepared(cuda_device, X)
+    monkeypatch.setattr(vish_resident, "_device_cholesky", lambda xp: lambda B: xp.full(B.shape, xp.nan))
+    if not checked:
+        monkeypatch.setattr(dev.ops, "device_solve", lambda L, B, trans=0: solve_triangular(
+            L, B, lower=True, trans=trans, check_finite=False))
+    fallbacks = []
+    monkeypatch.setattr(ResidentLift, "_on_host", _recording(ResidentLift._on_host, fallbacks))
+    (va, ga), (vb, gb) = cpu.elbo_and_gradient(X, y), dev.elbo_and_gradient(X, y)
+    assert len(fallbacks) == 1
+    assert vb == pytest.approx(va, rel=1e-12) and all(_close(ga[k], gb[k]) for k in ga)
+
+
+def test_the_device_evaluation_makes_the_hosts_trace_check(cuda_device, monkeypatch):
+    """The trace term's rounding guard sees the same numbers on both paths (and refuses on both)."""
+    from spherelab.bounds import vish as host_bounds
+    from spherelab.linalg import NumericalFailure
+    from spherelab.models import vish_resident
+
+    X, y = _data()
+    calls = {}
+
+    def recorder(name, check):
+        def record(*args):
+            calls[name] = args
+            return check(*args)
+        return record
+
+    monkeypatch.setattr(host_bounds, "check_trace_term", recorder("cpu", host_bounds.check_trace_term))
+    monkeypatch.setattr(vish_resident, "check_trace_term", recorder("device", vish_resident.check_trace_term))
+    _prepared("cpu", X).elbo_and_gradient(X, y)
+    _prepared(cuda_device, X).elbo_and_gradient(X, y)
+    assert set(calls) == {"cpu", "device"} and _close(calls["cpu"], calls["device"], 1e-12)
+
+    def refuse(*args):
+        raise NumericalFailure("refused")
+
+    monkeypatch.setattr(vish_resident, "check_trace_term", refuse)
+    with pytest.raises(NumericalFailure, match="refused"):
+        _prepared(cuda_device, X).elbo_and_gradient(X, y)
 
 
 def test_a_row_outside_the_lift_gets_the_lifts_own_error(cuda_device):

@@ -35,6 +35,7 @@ from ..backend.ops import as_operations
 from ..distributed import block_statistics, is_dask
 from ..linalg import NumericalFailure, chol_inverse, cholesky_or_explain
 from ..sphere.lift import lift_rows_kept
+from .collapsed import collapsed_terms
 from .statistics import Statistics, check_trace_term, row_chunks, run_shares, stopping, streamed_statistics
 from .sums import GradientSums
 
@@ -103,72 +104,45 @@ def collapsed_bound(
         raise ValueError("lam (the features' prior variances) must be finite and > 0")
     if not noise > 0:
         raise ValueError(f"noise variance must be > 0, got {noise}")
-    G, c, n = stats.G, stats.c, stats.n
-    s = np.sqrt(lam)
-    SGS = G * np.outer(s, s)
-    B = SGS / noise
-    B[np.diag_indices_from(B)] += 1.0
-    LB = cholesky_or_explain(
-        B, "B = I + Lambda^1/2 G Lambda^1/2 / noise",
-        "Likely causes: NaN/inf in the data, a noise variance near 0 or huge, or inputs far "
-        "outside the scale the kernel expects; standardise X and y.",
-    )
-    Sc = s * c
-    w = solve_triangular(LB, Sc, lower=True)
-    logdetB = 2.0 * np.sum(np.log(np.diag(LB)))
-    trace_lg = float(np.dot(lam, np.diag(G)))
     on = 1.0 if residual else 0.0  # the trace term's weight
-    value = (
-        -0.5 * n * np.log(2 * np.pi)
-        - 0.5 * logdetB
-        - 0.5 * n * np.log(noise)
-        - 0.5 * stats.yy / noise
-        + 0.5 * float(w @ w) / noise**2
-        - 0.5 * on * (v * stats.sum_diag - trace_lg) / noise
-    )
+    t = collapsed_terms(np, _factor_B, _solve_lower, chol_inverse, lam, v, noise, stats.G, stats.c, stats.yy,
+                        stats.sum_diag, stats.n, on, gradients=gradients or bool(stats.rounding))
+    value = float(t.value)
     if residual:
-        check_trace_term(value, v * stats.sum_diag, trace_lg, noise, n)
+        check_trace_term(value, v * stats.sum_diag, float(t.trace), noise, stats.n)
     if not gradients and not stats.rounding:
-        return float(value)
-    Binv = chol_inverse(LB)
-    z = Binv @ Sc  # B^{-1} S c ; a = A^{-1} c = S z
-    a = s * z
-    # diag(B^{-1} SGS) without the product itself (2 M^3 flops): the bound then costs a Cholesky
-    # and potri, M^3 flops in all against 4.3 M^3
-    diag_BinvSGS = np.einsum("ij,ji->i", Binv, SGS)
-    dloglam = -diag_BinvSGS / (2 * noise) + z**2 / (2 * noise**2) + on * lam * np.diag(G) / (2 * noise)
-    dlam = dloglam / lam
-    Ainv = Binv * np.outer(s, s)  # A^{-1} = S B^{-1} S
-    dA = -0.5 * Ainv - np.outer(a, a) / (2 * noise**2)
-    dG = dA / noise + on * np.diag(lam) / (2 * noise)
-    dc = a / noise**2
-    tr_AinvG = float(np.sum(diag_BinvSGS))
-    aGa = float(z @ SGS @ z)
-    dnoise = (
-        (0.5 * tr_AinvG + 0.5 * aGa / noise**2) / noise**2
-        - 0.5 * n / noise
-        + 0.5 * stats.yy / noise**2
-        - float(Sc @ z) / noise**3
-        + 0.5 * on * (v * stats.sum_diag - trace_lg) / noise**2
-    )
+        return value
+    G, dG, dc = stats.G, t.dG, t.dc
     d = np.sqrt(np.maximum(np.diag(G), 0.0))
     error = condition = 0.0
     if stats.rounding:
         error = stats.rounding * float(np.sqrt(np.sum((dG * np.outer(d, d)) ** 2) + stats.yy * np.sum((dc * d) ** 2)))
-        condition = float(np.abs(B).sum(axis=0).max() * np.abs(Binv).sum(axis=0).max())
+        condition = float(np.abs(t.B).sum(axis=0).max() * np.abs(t.Binv).sum(axis=0).max())
     if not gradients:
-        return float(value)
+        return value
     return CollapsedBound(
-        value=float(value),
-        dlam=dlam,
+        value=value,
+        dlam=t.dlam,
         dv=-0.5 * on * stats.sum_diag / noise,
-        dnoise=float(dnoise),
+        dnoise=float(t.dnoise),
         dG=dG,
         dc=dc,
         dsum_r2=-0.5 * on * v / noise,
         error=error,
         condition=condition,
     )
+
+
+def _factor_B(B: np.ndarray) -> np.ndarray:
+    return cholesky_or_explain(
+        B, "B = I + Lambda^1/2 G Lambda^1/2 / noise",
+        "Likely causes: NaN/inf in the data, a noise variance near 0 or huge, or inputs far "
+        "outside the scale the kernel expects; standardise X and y.",
+    )
+
+
+def _solve_lower(L: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return solve_triangular(L, b, lower=True)
 
 
 #: eigenvalues below this fraction of the largest are treated as zero prior variance

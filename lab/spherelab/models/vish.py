@@ -204,8 +204,7 @@ class VISH(Model):
             raise ValueError("VISH's collapsed bound has no minibatch estimate; use fit_svi()")
         X, y = check_data(X, y)
         if ResidentLift.applies(self):
-            held = ResidentLift(self, X, y)
-            return self._bound(held.statistics(self), lift=held)
+            return self._bound(None, lift=ResidentLift(self, X, y))
         return self._bound(self._statistics(X, y), lift=(X, y))
 
     @entry("read", threads="rows")

@@ -32,11 +32,13 @@ def spectrum(model) -> tuple[np.ndarray, np.ndarray]:
     return clamp_spectrum(model.features.Kuu_inverse_diag(model.kernel))
 
 
-def bound(model, stats: Statistics, lift: Any = None, gradients: bool = True):
+def bound(model, stats: Statistics | None, lift: Any = None, gradients: bool = True):
     r"""The collapsed bound of ``model`` on ``stats`` and its gradient dict (spectrum, noise; with
     ``lift = (X, y, evaluation or None)`` or a :class:`ResidentLift` also ``bias``,
     ``input_scale`` and the features' directions, through :math:`\partial L/\partial K_{uf} =
-    2\,\partial_G K_{uf} + \partial_c\,y^\top` and one more pass over those rows)."""
+    2\,\partial_G K_{uf} + \partial_c\,y^\top` and one more pass over those rows). With a
+    :class:`ResidentLift` ``stats`` may be None: the device computes them, and with ``gradients``
+    the bound and the lift's chain too, in one copy back (:meth:`ResidentLift.evaluate`)."""
     if not isinstance(model.likelihood, Gaussian):
         raise TypeError("the collapsed bound needs a Gaussian likelihood; use fit_svi() / elbo() for Bernoulli")
     lam, clamped = spectrum(model)
@@ -44,22 +46,28 @@ def bound(model, stats: Statistics, lift: Any = None, gradients: bool = True):
     if not (np.isfinite(noise) and noise > 0 and np.isfinite(v) and np.all(np.isfinite(lam)) and np.all(lam > 0)):
         # an optimiser's trial point under/overflowed a hyper-parameter: step back
         raise NumericalFailure(f"the spectrum or the noise variance ({noise!r}) left the floating-point range")
-    full = gradients or bool(stats.rounding)  # float32 statistics: their error is judged first
-    try:
-        res = collapsed_bound(lam, v, noise, stats, gradients=full, residual=model._residual)
-    except NumericalFailure as err:
-        if stats.rounding:  # B from float32 statistics that float32's rounding left indefinite
-            raise InsufficientPrecision(f"float32 statistics: {err}") from None
-        raise
-    check_precision(res, stats) if stats.rounding else None
-    if not gradients:
-        return (res.value if full else res), None
+    resident = isinstance(lift, ResidentLift)
+    if resident and gradients:
+        res, lift_g = lift.evaluate(model, lam, v, noise, model._residual)
+    else:
+        stats = lift.statistics(model) if stats is None and resident else stats
+        full = gradients or bool(stats.rounding)  # float32 statistics: their error is judged first
+        try:
+            res = collapsed_bound(lam, v, noise, stats, gradients=full, residual=model._residual)
+        except NumericalFailure as err:
+            if stats.rounding:  # B from float32 statistics that float32's rounding left indefinite
+                raise InsufficientPrecision(f"float32 statistics: {err}") from None
+            raise
+        check_precision(res, stats) if stats.rounding else None
+        if not gradients:
+            return (res.value if full else res), None
+        lift_g = None
     dim, L, deg = model.features.dim, model.max_degree, model.features.degrees
     dlam = np.where(clamped, 0.0, res.dlam)
     g: dict[str, Any] = model.kernel.spectrum_vjp(dim, L, np.bincount(deg, weights=dlam, minlength=L + 1), res.dv)
     g["noise"] = res.dnoise
-    if isinstance(lift, ResidentLift):
-        g.update(lift.gradient(model, res))
+    if lift_g is not None:
+        g.update(lift_g)
     elif lift is not None:
         ev = lift[2] if len(lift) > 2 else None  # kept columns come with an evaluation
         g.update(lift_gradient(model.features, model.kernel, res, *lift, chunk_size=model._rows(), ops=model.ops,
@@ -93,7 +101,7 @@ def fit_lift(model, Xs, ys, maxiter: int, lift_maxiter: int, lift_ftol: float, e
 
     def lift_stage():
         if held is not None:  # the subsample stays on the device (vish_resident)
-            return model._bound(held.statistics(model), lift=held)
+            return model._bound(None, lift=held)
         ev = model.features.evaluate(model.kernel, Xs, ops=model.ops) if cached else None
         return model._bound(model._statistics(Xs, ys, ev), lift=(Xs, ys, ev))
 

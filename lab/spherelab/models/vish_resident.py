@@ -2,21 +2,23 @@ r"""VISH's lift-stage subsample kept on a device between the optimiser's evaluat
 
 Stage (1) of :meth:`~spherelab.VISH.fit` trains every hyper-parameter on a subsample (20 000 rows by
 default), one bound and gradient per L-BFGS-B evaluation. On a device other than the CPU the rows
-are copied there once; then each evaluation
+are copied there once; then each evaluation (:meth:`ResidentLift.evaluate`)
 
 1. lifts the rows, evaluates the harmonics :math:`A = K_{uf}` (``(M, n)``, :math:`r_n\psi_m(\hat x_n)`)
-   and forms :math:`G = AA^\top`, :math:`c = Ay` and :math:`\sum_n r_n^2` there, which come back
-   in one copy of :math:`M^2 + M + 2` numbers (the count of rows the lift rejected among them);
-2. the collapsed bound's :math:`O(M^3)` algebra runs on the host
-   (:func:`~spherelab.bounds.collapsed_bound`, the same code as every other path);
-3. its :math:`\partial L/\partial G` and :math:`\partial L/\partial c` go back in one copy, and the
-   device chains :math:`\partial L/\partial K_{fu} = 2A^\top\partial_G + y\,\partial_c^\top` through
-   the harmonics' VJP and the lift (:func:`~spherelab.sphere.lift.lift_backward_sums`) to
-   :math:`D + 1` sums, which come back in one copy.
+   and forms :math:`G = AA^\top`, :math:`c = Ay` and :math:`\sum_n r_n^2` there;
+2. runs the collapsed bound's :math:`O(M^3)` algebra there too
+   (:func:`~spherelab.bounds.collapsed.collapsed_terms`, the same code as the host's
+   :func:`~spherelab.bounds.collapsed_bound`), the spectrum :math:`\lambda` (M numbers) its one copy there;
+3. chains :math:`\partial L/\partial K_{fu} = 2A^\top\partial_G + y\,\partial_c^\top` through the
+   harmonics' VJP and the lift (:func:`~spherelab.sphere.lift.lift_backward_sums`) to :math:`D + 1`
+   sums, and sends back one copy of :math:`M + D + 6` numbers: the bound, its derivatives by
+   :math:`\lambda` and the noise, the lift's sums, and what the host's checks need (the rows the lift
+   rejected, the trace term's two sums).
 
-Nothing of size N crosses between evaluations; each direction crosses once per stage (tested with
-the simulator's stand-in arrays, which count every transfer). The columns :math:`A` are kept on the
-device between the bound and its gradient when they fit ``VISH.lift_cache_elements``.
+Nothing of size N crosses between evaluations, and one copy comes back per evaluation (tested with
+the simulator's stand-in arrays, which count every transfer); where :math:`B`'s factor fails on the
+device the host's bound decides, from a second copy. The columns :math:`A` are kept on the device
+between the bound and its gradient when they fit ``VISH.lift_cache_elements``.
 
 :func:`predict_on_device` is VISH's predictive on the same device: each chunk of rows goes there,
 the harmonics and the two products with :math:`w` and :math:`C` run there, and the means and
@@ -25,16 +27,18 @@ variances come back in one copy.
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..bounds.statistics import Statistics, row_chunks
+from ..bounds.collapsed import collapsed_terms
+from ..bounds.statistics import Statistics, check_trace_term, row_chunks
+from ..bounds.vish import CollapsedBound, collapsed_bound
 from ..features.harmonic import HarmonicFeatures
 from ..sphere.lift import lift_backward_sums, lift_gradient_from_sums, lift_rows, lift_rows_kept
 
 if TYPE_CHECKING:
-    from ..bounds.vish import CollapsedBound
     from .vish import VISH
 
 __all__ = ["ResidentLift", "predict_on_device"]
@@ -84,10 +88,9 @@ class ResidentLift:
         scale = self.xp.asarray(np.asarray(model.kernel.input_scale, dtype=np.float64))
         return lift_rows_kept(self.xp, self.Xd[a:b], scale, model.kernel.bias)
 
-    def statistics(self, model: "VISH") -> Statistics:
-        r""":math:`G = K_{uf}K_{fu}`, :math:`c = K_{uf}y`, :math:`y^\top y` and :math:`\sum_n r_n^2` of
-        the rows at the model's current lift, as :func:`~spherelab.bounds.lift_statistics` gives
-        them (M-sized results only)."""
+    def _gram(self, model: "VISH") -> tuple:
+        """:math:`G`, :math:`c`, :math:`\\sum_n r_n^2` and the count of rejected rows, as device arrays
+        (the columns kept for the backward pass when they fit)."""
         xp, feats = self.xp, model.features
         M, n = feats.num_features, self.X.shape[0]
         G, c, r2, bad = xp.zeros((M, M)), xp.zeros(M), xp.zeros(()), xp.zeros((), dtype=xp.int64)
@@ -100,25 +103,33 @@ class ResidentLift:
             r2, bad = r2 + r @ r, bad + rejected
             if self.keep:
                 self._kept.append((r, Xh, A))
+        if self.keep:
+            self._at = self._parameters(model)
+        return G, c, r2, bad
+
+    def _rejected(self, model: "VISH") -> None:
+        self._kept, self._at = [], None
+        model.kernel.check_lift(self.X)  # raises the lift's own error, naming the row
+        raise ValueError("rows of X lift outside the usable range (check_lift found none: report this)")
+
+    def statistics(self, model: "VISH") -> Statistics:
+        r""":math:`G = K_{uf}K_{fu}`, :math:`c = K_{uf}y`, :math:`y^\top y` and :math:`\sum_n r_n^2` of
+        the rows at the model's current lift, as :func:`~spherelab.bounds.lift_statistics` gives
+        them (M-sized results only)."""
+        xp, M = self.xp, model.features.num_features
+        G, c, r2, bad = self._gram(model)
         # one copy back: G, c, sum r^2 and the rejected rows' count
         packed = self.ops.to_host(xp.concatenate([G.ravel(), c, xp.stack([r2, bad.astype(xp.float64)])]))
         if packed[-1]:
-            self._kept = []
-            model.kernel.check_lift(self.X)  # raises the lift's own error, naming the row
-            raise ValueError("rows of X lift outside the usable range (check_lift found none: report this)")
-        if self.keep:
-            self._at = self._parameters(model)
+            self._rejected(model)
         G = packed[:M * M].reshape(M, M)
-        return Statistics(0.5 * (G + G.T), packed[M * M:M * M + M], self.yy, float(packed[-2]), n)
+        return Statistics(0.5 * (G + G.T), packed[M * M:M * M + M], self.yy, float(packed[-2]), self.X.shape[0])
 
-    def gradient(self, model: "VISH", res: "CollapsedBound") -> dict[str, Any]:
-        r"""``bias`` and ``input_scale`` gradients of the bound ``res`` (at :meth:`statistics`' parameters)
-        through :math:`\partial L/\partial K_{fu} = 2A^\top\partial_G + y\,\partial_c^\top` and
-        :math:`\partial L/\partial\sum r^2`, as :func:`~spherelab.bounds.lift_gradient` gives them."""
+    def _sums(self, model: "VISH", B, dsum_r2: float):
+        r"""The lift's :math:`D + 1` sums (:func:`~spherelab.sphere.lift.lift_backward_sums`), a device
+        array, from ``B`` = :math:`[2\,\partial_G^\top; \partial_c^\top]` ``(M + 1, M)`` on the device."""
         xp, feats = self.xp, model.features
         M = feats.num_features
-        # [2 dG^T; dc^T] in one copy: (M + 1, M)
-        B = self.ops.to_device(np.vstack([2.0 * res.dG.T, res.dc[None, :]]))
         kept = self._kept if self._at is not None and self._at == self._parameters(model) else None
         sums = xp.zeros(self.X.shape[1] + 1)
         for i, (a, b) in enumerate(row_chunks(self.X.shape[0], self.rows)):
@@ -129,12 +140,78 @@ class ResidentLift:
                 A = feats.device_Kuf(self.ops, Xh, r)
             dKfu = A.T @ B[:M] + self.yd[a:b, None] * B[M][None, :]
             dXt = feats.device_Kuf_vjp(self.ops, Xh, xp.ascontiguousarray(dKfu))
-            dXt += (2.0 * res.dsum_r2) * (Xh * r[:, None])  # sum r^2: its gradient is 2 x_tilde
+            dXt += (2.0 * dsum_r2) * (Xh * r[:, None])  # sum r^2: its gradient is 2 x_tilde
             sums += lift_backward_sums(self.Xd[a:b], dXt, xp)
-        return lift_gradient_from_sums(self.ops.to_host(sums), model.kernel.input_scale)
+        return sums
+
+    def gradient(self, model: "VISH", res: "CollapsedBound") -> dict[str, Any]:
+        r"""``bias`` and ``input_scale`` gradients of the bound ``res`` (at :meth:`statistics`' parameters)
+        through :math:`\partial L/\partial K_{fu} = 2A^\top\partial_G + y\,\partial_c^\top` and
+        :math:`\partial L/\partial\sum r^2`, as :func:`~spherelab.bounds.lift_gradient` gives them."""
+        # [2 dG^T; dc^T] in one copy: (M + 1, M)
+        B = self.ops.to_device(np.vstack([2.0 * res.dG.T, res.dc[None, :]]))
+        return lift_gradient_from_sums(self.ops.to_host(self._sums(model, B, res.dsum_r2)), model.kernel.input_scale)
+
+    def evaluate(self, model: "VISH", lam: np.ndarray, v: float, noise: float,
+                 residual: bool) -> tuple["CollapsedBound", dict[str, Any]]:
+        r"""The collapsed bound (:func:`~spherelab.bounds.vish.collapsed_bound`) at the model's current
+        parameters and its gradient, with the lift's, in one copy back: the statistics, the bound's
+        algebra (:func:`~spherelab.bounds.collapsed.collapsed_terms`, its :math:`O(M^3)` on the
+        device) and the lift's chain rule stay on the device; the value, :math:`\partial/\partial\lambda`,
+        :math:`\partial/\partial\sigma^2`, the :math:`D + 1` lift sums and the checks' numbers cross.
+        Where :math:`B`'s factor fails on the device (non-finite results), the host's bound decides,
+        with its jitter and its error, from a second copy.
+
+        Returns
+        -------
+        (CollapsedBound without ``dG``, ``dc``; the lift's gradient dict)
+        """
+        xp, M, n = self.xp, model.features.num_features, self.X.shape[0]
+        on = 1.0 if residual else 0.0
+        G, c, r2, bad = self._gram(model)
+        try:
+            t = collapsed_terms(xp, _device_cholesky(xp), functools.partial(self.ops.device_solve, trans=0),
+                                functools.partial(_factor_inverse, xp, self.ops), self.ops.to_device(lam), v,
+                                noise, 0.5 * (G + G.T), c, self.yy, r2, n, on, gradients=True)
+        except (ValueError, np.linalg.LinAlgError):  # B's factor failed where the arrays are checked
+            return self._on_host(model, lam, v, noise, residual)
+        dsum_r2 = -0.5 * on * v / noise
+        sums = self._sums(model, xp.concatenate([2.0 * t.dG.T, t.dc[None, :]]), dsum_r2)
+        head = xp.stack([bad.astype(xp.float64), t.value, t.trace, r2, t.dnoise])
+        packed = self.ops.to_host(xp.concatenate([head, t.dlam, sums]))  # the evaluation's one copy back
+        if packed[0]:
+            self._rejected(model)
+        value, trace, sum_r2, dnoise = (float(x) for x in packed[1:5])
+        if not np.all(np.isfinite(packed[1:])):  # B's factor failed on the device: the host's bound decides
+            return self._on_host(model, lam, v, noise, residual)
+        if residual:
+            check_trace_term(value, v * sum_r2, trace, noise, n)
+        res = CollapsedBound(value=value, dlam=packed[5:5 + M], dv=-0.5 * on * sum_r2 / noise, dnoise=dnoise,
+                             dG=None, dc=None, dsum_r2=dsum_r2)
+        return res, lift_gradient_from_sums(packed[5 + M:], model.kernel.input_scale)
+
+    def _on_host(self, model: "VISH", lam, v, noise, residual) -> tuple["CollapsedBound", dict[str, Any]]:
+        """:meth:`evaluate` through the host's bound (its jitter, its errors): two copies back."""
+        res = collapsed_bound(lam, v, noise, self.statistics(model), residual=residual)
+        return res, self.gradient(model, res)
 
     def matches(self, X: Any, y: Any) -> bool:
         return X is self.X and y is self.y
+
+
+def _device_cholesky(xp):
+    def factor(B):
+        # NumPy raises LinAlgError (ResidentLift.evaluate then asks the host); cuSOLVER leaves NaN,
+        # which the copy back shows
+        return xp.linalg.cholesky(B)
+
+    return factor
+
+
+def _factor_inverse(xp, ops, L):
+    """:math:`(LL^\top)^{-1}` from two triangular solves on the device."""
+    Linv = ops.device_solve(L, xp.eye(L.shape[0]), trans=0)
+    return Linv.T @ Linv
 
 
 def predict_on_device(model: "VISH", X: np.ndarray, weights: np.ndarray, C: np.ndarray, lam: np.ndarray, *,
