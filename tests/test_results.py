@@ -160,6 +160,27 @@ def test_the_frontier_spread_is_computed_from_each_splits_newest_run():
     assert "#### Every split" in record.render() and "splits reached" in record.render()
 
 
+def test_the_targets_on_the_mean_over_splits_take_each_splits_best_sample_within_t():
+    import summaries
+
+    def run(file, split, rows):
+        table = "\n".join(f"| {label} | s | {t} | {nlpd} | 1.0 |" for label, t, nlpd in rows)
+        return {"file": file, "claim": "frontier", "body": f"### power, split {split}: N = 1\n\n"
+                "| contender | setting | fit s | test NLPD | test RMSE |\n| --- | --- | --- | --- | --- |\n" + table}
+
+    runs = [run("a.md", 0, [("GPflow SGPR", 100.0, 0.3), ("spherelab x", 1.0, 0.5), ("spherelab x", 4.0, 0.2),
+                            ("spherelab x", 50.0, 0.1), ("spherelab z", 3.0, 0.9)]),
+            run("b.md", 1, [("GPflow SGPR", 120.0, 0.5), ("spherelab x", 2.0, 0.6), ("spherelab x", 30.0, 0.4)]),
+            run("c.md", 2, [("spherelab x", 1.0, 9.0)])]  # no SGPR on split 2: left out
+    lines = summaries.frontier_means(runs).split("\n")
+    # SGPR: mean 0.4 in 110 s; x: at 4 s (0.2 + 0.6) / 2 = 0.4 reaches it; z ran on split 0 only
+    assert "| power | 0, 1 | 0.4000 | 110.0 | spherelab x | 0.4000 | 4.00 | 0.04 |" in lines
+    assert not any("spherelab z" in x for x in lines)
+    runs[1] = run("b.md", 1, [("GPflow SGPR", 120.0, 0.1), ("spherelab x", 2.0, 0.6)])
+    assert "| power | 0, 1 | 0.2000 | 110.0 | spherelab x | - | - | - |" in summaries.frontier_means(runs).split("\n")
+    assert "The targets on the mean over splits" in record.render()
+
+
 def test_the_prior_change_is_computed_from_the_splits_where_both_priors_ran():
     import summaries
 

@@ -88,4 +88,42 @@ def prior_change(entries: list[dict]) -> str:
     return "\n".join(lines + [""])
 
 
-SUMMARIES["frontier"] = lambda entries: frontier_spread(entries) + "\n" + prior_change(entries)
+def frontier_means(entries: list[dict]) -> str:
+    """The targets as stated on the mean over splits: per set, GPflow SGPR's final test NLPD and its
+    seconds, each averaged over the splits it ran on; for each contender run on all of those splits,
+    the first sample time t (of any split) at which the mean over splits of its best test NLPD
+    among samples taking at most t seconds reaches SGPR's mean, and t over SGPR's mean seconds."""
+    ref_label = "GPflow SGPR"
+    lines = ["##### The targets on the mean over splits", "",
+             "Per set, over the splits where GPflow SGPR ran: its test NLPD at the end of its budget and its "
+             "seconds, each averaged; for each contender run on all of them, the shortest fit t (a sample of its "
+             "curve on any split: a VISH degree fitted on its own, or an iterate of an L-BFGS-B fit) such that "
+             "the mean over the splits of its best test NLPD from samples of at most t seconds is SGPR's mean "
+             "or lower ('-': at no t), and t as a fraction of SGPR's mean seconds (the target: 0.1 or less).", "",
+             "| set | splits | SGPR's mean NLPD | SGPR's mean s | contender | its mean NLPD at t | t (s) | "
+             "fraction of SGPR's s |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for name, splits in frontier_runs(entries).items():
+        with_ref = [s for s in sorted(splits) if ref_label in splits[s][1]]
+        if not with_ref:
+            continue
+        target = statistics.fmean(splits[s][1][ref_label][-1][1] for s in with_ref)
+        seconds = statistics.fmean(splits[s][1][ref_label][-1][0] for s in with_ref)
+        labels = [label for label in dict.fromkeys(lab for s in with_ref for lab in splits[s][1])
+                  if label != ref_label and all(label in splits[s][1] for s in with_ref)]
+        for label in labels:
+            curves = [splits[s][1][label] for s in with_ref]
+            found = None
+            for t in sorted({t for curve in curves for t, _, _ in curve}):
+                best = [min((nlpd for u, nlpd, _ in curve if u <= t), default=float("inf")) for curve in curves]
+                if statistics.fmean(best) <= target:
+                    found = (t, statistics.fmean(best))
+                    break
+            cells = ("- | - | -" if found is None
+                     else f"{found[1]:.4f} | {found[0]:.2f} | {found[0] / seconds:.2f}")
+            lines.append(f"| {name} | {', '.join(map(str, with_ref))} | {target:.4f} | {seconds:.1f} | {label} | "
+                         f"{cells} |")
+    return "\n".join(lines + [""])
+
+
+SUMMARIES["frontier"] = lambda entries: (frontier_spread(entries) + "\n" + frontier_means(entries) + "\n"
+                                         + prior_change(entries))
