@@ -401,12 +401,13 @@ def stage_vish(ctx: Context, rep: Report, sec: dict) -> None:
             # one bound-and-gradient evaluation on the subsample: what each lift-stage step costs
             per_eval = ctx.best(lambda: model.elbo_and_gradient(X[sub], y[sub]), repeat=1 if ctx.tiny else 2,
                                 warm=not ctx.tiny)
-            results[device] = (seconds, model.elbo(), nlpd, evals, per_eval, model.features.num_features)
+            copies = copies_back(model, lambda: model.elbo_and_gradient(X[sub], y[sub])) if device != "cpu" else 0
+            results[device] = (seconds, model.elbo(), nlpd, evals, per_eval, model.features.num_features, copies)
             fitted, spent = model, phases
         # the device's pass over every row at the fitted lift, against the CPU's at the same lift
         ref = harmonic_statistics(fitted.kernel, fitted.features, X, y, ops=ctx.cpu)
         pass_error = statistics_error(fitted.stats, ref)
-        (tc, ec, nc, _, pc, M), (td, ed, nd, evals, pd, _) = results["cpu"], results[ctx.device]
+        (tc, ec, nc, _, pc, M, _), (td, ed, nd, evals, pd, _, copies) = results["cpu"], results[ctx.device]
         target = TARGETS[size]
         one_pass = ctx.pass_seconds.get(M)
         verdict = "n/a (simulator)" if ctx.device == "sim" else ("met" if td <= target else "not met")
@@ -416,20 +417,38 @@ def stage_vish(ctx: Context, rep: Report, sec: dict) -> None:
             problems.append(f"M = {M}: the device fit's test NLPD {nd:.4f} is not the CPU fit's {nc:.4f}")
         rep.row(sec, M, tc, td, tc / td, f"{target:g} s: {verdict}",
                 SEED_001[size], td / one_pass if one_pass else "", evals,
-                f"{pc:.3f} / {pd:.3f}", abs(ed - ec) / max(1.0, abs(ec)), f"{nc:.4f} / {nd:.4f}", pass_error,
+                f"{pc:.3f} / {pd:.3f}", copies, abs(ed - ec) / max(1.0, abs(ec)), f"{nc:.4f} / {nd:.4f}", pass_error,
                 " / ".join(f"{spent[k]:.3f}" for k in PHASES))
     rep.note(sec, f"N = {X.shape[0]:,}: fit (lift stage on a {sub.stop:,}-row subsample, then one pass over every "
                   f"row and the spectrum) and predict_f at {Xte.shape[0]:,} test rows, transfers included, after a "
                   "warm-up fit on the subsample (one-time compilation untimed, on both). 'x pass': "
                   "the device's fit + predict over its one statistics pass (previous stage). 'lift evals': the lift "
                   "stage's bound-and-gradient evaluations on the device, each timed on its own (elbo_and_gradient "
-                  "on the subsample, CPU / device). The bound of the two fits (relative difference) and their test "
+                  "on the subsample, CPU / device); 'copies back / eval': the device's copies to the host in one such "
+                  "evaluation (the target: 1). The bound of the two fits (relative difference) and their test "
                   "NLPD (CPU / device) should agree; 'pass error': the device fit's statistics against a CPU pass "
                   "at the fitted lift (as in the previous stage). 'device phases': the device fit's seconds in its "
                   "checks of the data, the lift stage (its warm start included), the pass over every row, the "
                   "spectrum stage and predict_f.")
     if problems:
         raise AssertionError("; ".join(problems))
+
+
+def copies_back(model, call) -> int:
+    """How many copies from the device to the host (``model.ops.to_host``) one ``call()`` makes."""
+    ops, count = model.ops, []
+    real = ops.to_host
+
+    def counted(a):
+        count.append(1)
+        return real(a)
+
+    ops.to_host = counted
+    try:
+        call()
+    finally:
+        ops.to_host = real
+    return len(count)
 
 
 #: the device fit's phases, each a method of the model or a stage of ``spherelab.models.vish_collapsed``
@@ -574,7 +593,7 @@ STAGES = {
               "of the card's Gram product", "copy share", "error vs CPU"], stage_pass, 90),
     "vish": ("VISH fit + predict, CPU and device",
              ["M", "CPU s", "device s", "CPU / device", "target (H100)", "seed 001 s", "x pass", "lift evals",
-              "s / lift eval", "bound rel. diff", "test NLPD", "pass error",
+              "s / lift eval", "copies back / eval", "bound rel. diff", "test NLPD", "pass error",
               "device phases s (checks / lift / pass / spectrum / predict)"], stage_vish, 150),
     "decoupled": ("Decoupled minibatch steps against GPyTorch", ["model", "steps / s", "note"], stage_decoupled, 120),
 }

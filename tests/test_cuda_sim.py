@@ -160,6 +160,9 @@ def test_device_check_runs_end_to_end_in_the_simulator(tmp_path):
     assert all(s["status"] == "done" for s in data["sections"])
     rows = data["sections"][1]["rows"]
     assert len(rows) == len(parity.CASES) and all(r[2] == "yes" for r in rows)
+    vish = data["sections"][4]
+    column = vish["columns"].index("copies back / eval")
+    assert vish["rows"] and all(row[column] == 1 for row in vish["rows"])  # one copy back per lift evaluation
     markdown = (tmp_path / "gpu_check.md").read_text()
     assert "### Parity with the CPU, float64 (done" in markdown and "| case | error |" in markdown
 

@@ -57,9 +57,10 @@ class CollapsedBound:
     dnoise : float
         :math:`\\partial\\mathcal L/\\partial\\sigma^2`.
     dG : numpy.ndarray
-        :math:`\\partial\\mathcal L/\\partial G` (symmetric), ``(M, M)``.
+        :math:`\\partial\\mathcal L/\\partial G` (symmetric), ``(M, M)``; None from a device's
+        evaluation, which chains it where it is (:meth:`~spherelab.models.vish_resident.ResidentLift.evaluate`).
     dc : numpy.ndarray
-        :math:`\\partial\\mathcal L/\\partial c`, ``(M,)``.
+        :math:`\\partial\\mathcal L/\\partial c`, ``(M,)``; None there too.
     dsum_r2 : float
     error : float
         First-order estimate of the bound's error from the statistics' rounding
@@ -76,8 +77,8 @@ class CollapsedBound:
     dlam: np.ndarray
     dv: float
     dnoise: float
-    dG: np.ndarray
-    dc: np.ndarray
+    dG: np.ndarray | None
+    dc: np.ndarray | None
     dsum_r2: float
     error: float = 0.0
     condition: float = 0.0

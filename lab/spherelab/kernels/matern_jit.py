@@ -47,12 +47,12 @@ _C2, _C3, _C4, _C5, _C6, _C7, _C8, _C9, _C10, _C11, _C12, _C13 = (1.0 / math.fac
 @jit(inline=True)
 def exp_nonpositive(x):  # pragma: no cover - compiled
     r""":math:`e^x` for :math:`x \le 0` (NaN for NaN), within one ulp of the correctly rounded value,
-    subnormals included, and free of calls so that a loop around it runs in vector lanes: libm's
-    ``exp`` is a call per entry (9 ns on the development machine; the Matérn loops took 12-28 ns
-    per entry, half of it there). Cody-Waite reduction :math:`x = k\ln 2 + r`, :math:`|r| \le
-    \tfrac12\ln 2`, Taylor's polynomial to :math:`r^{13}` (remainder below 2e-17), and :math:`2^k`
-    written into the exponent bits; results below :math:`2^{-1000}` take a second factor
-    :math:`2^{-200}` so that subnormals round once."""
+    subnormals included, and free of calls so that a loop around it runs in vector lanes (libm's
+    ``exp`` is a call per entry, which keeps the loop scalar). Cody-Waite reduction
+    :math:`x = k\ln 2 + r`, :math:`|r| \le \tfrac12\ln 2`, Taylor's polynomial to :math:`r^{13}`
+    (remainder below 2e-17), and :math:`2^k` written into the exponent bits; arguments below -690
+    (results below about :math:`2^{-995}`) take :math:`2^{k + 200}` and a second factor
+    :math:`2^{-200}`, so that subnormal results round once."""
     x = -746.0 if x < -746.0 else x  # below, e^x rounds to 0 (a NaN passes)
     low = x < -690.0
     kf = x * _LOG2E + _ROUNDER
