@@ -293,7 +293,7 @@ class OrthogonalRegressor(_Regressor):
             Z, orthogonal = X[np.random.default_rng(seed).choice(X.shape[0], m, replace=False)] + 1e-3, "random"
         model = OrthogonalSVGP(_kernel(self.kernel), InducingPoints(Z), max(1, int(self.num_orthogonal)),
                                Gaussian(self.noise), orthogonal_inputs=orthogonal)
-        self.model_ = model.fit(X, self._fit_targets(y), maxiter=self.maxiter, seed=int(self.random_state or 0))
+        self.model_ = model.fit(X, self._fit_targets(y), maxiter=self.maxiter, seed=seed)
         return self
 
 

@@ -113,10 +113,10 @@ def collapsed_bound(
         check_trace_term(value, v * stats.sum_diag, float(t.trace), noise, stats.n)
     if not gradients and not stats.rounding:
         return value
-    G, dG, dc = stats.G, t.dG, t.dc
-    d = np.sqrt(np.maximum(np.diag(G), 0.0))
+    dG, dc = t.dG, t.dc
     error = condition = 0.0
-    if stats.rounding:
+    if stats.rounding:  # float32 statistics: the first-order estimate of their error
+        d = np.sqrt(np.maximum(np.diag(stats.G), 0.0))
         error = stats.rounding * float(np.sqrt(np.sum((dG * np.outer(d, d)) ** 2) + stats.yy * np.sum((dc * d) ** 2)))
         condition = float(np.abs(t.B).sum(axis=0).max() * np.abs(t.Binv).sum(axis=0).max())
     if not gradients:
