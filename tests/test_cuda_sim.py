@@ -163,6 +163,10 @@ def test_device_check_runs_end_to_end_in_the_simulator(tmp_path):
     vish = data["sections"][4]
     column = vish["columns"].index("copies back / eval")
     assert vish["rows"] and all(row[column] == 1 for row in vish["rows"])  # one copy back per lift evaluation
+    decoupled = data["sections"][5]
+    column = decoupled["columns"].index("copies back / step")
+    points = [row for row in decoupled["rows"] if "inducing points" in row[0] and row[0].endswith("(sim)")]
+    assert len(points) == 1 and points[0][column] == 1  # one copy back per minibatch step
     markdown = (tmp_path / "gpu_check.md").read_text()
     assert "### Parity with the CPU, float64 (done" in markdown and "| case | error |" in markdown
 
@@ -204,6 +208,36 @@ def test_small_host_series_run_on_the_host_and_parity_forces_the_device(cuda_dev
     ops.clenshaw(c, 1.5, t)
     assert len(launched) == 1
     assert parity.compare("gegenbauer + clenshaw, alpha = 0.5", cuda_device).ok and len(launched) > 1
+
+
+def test_small_host_harmonics_run_on_the_host_on_a_gpu(cuda_device, monkeypatch):
+    """On a GPU, host-in/host-out harmonics and their VJP of at most ``host_entries`` entries (a
+    decoupled model's harmonics at its orthogonal inputs, every minibatch step) run on the host's
+    kernels; above it, or in the simulator, the device's."""
+    from spherelab.devices import cuda_kernels
+    from spherelab.sphere.harmonics import SphericalHarmonics, harmonics_cpu, harmonics_vjp_cpu
+
+    ops = backend.resolve(cuda_device)
+    impl = ops.harmonics.__self__
+    launched = []
+    for name in ("harmonics_kernel", "harmonics_vjp_kernel"):
+        monkeypatch.setattr(cuda_kernels, name, _Counting(getattr(cuda_kernels, name), launched))
+    plan = SphericalHarmonics(3, 3).plan
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((6, 3))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    W = rng.standard_normal((6, plan.degrees.shape[0]))
+    monkeypatch.setattr(impl, "device", "gpu")  # the card's policy, on the simulator's arrays
+    values = ops.harmonics(X, plan, np.empty((6, plan.degrees.shape[0])))
+    vjp = ops.harmonics_vjp(X, W, plan)
+    assert launched == []
+    assert np.array_equal(values, harmonics_cpu(X, plan, np.empty_like(values)))
+    assert np.array_equal(vjp, harmonics_vjp_cpu(X, W, plan))
+    monkeypatch.setattr(impl, "host_entries", 10)
+    monkeypatch.setattr(impl, "device", cuda_device)
+    assert np.allclose(ops.harmonics(X, plan, np.empty_like(values)), values, rtol=1e-13, atol=1e-13)
+    assert np.allclose(ops.harmonics_vjp(X, W, plan), vjp, rtol=1e-13, atol=1e-13)
+    assert len(launched) == 2
 
 
 class _Counting:

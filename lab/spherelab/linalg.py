@@ -83,16 +83,21 @@ def jitter_backward(G: np.ndarray, jitter: float) -> np.ndarray:
     return G + jitter * np.trace(G) / G.shape[0] * np.eye(G.shape[0])
 
 
-def cholesky_backward(L: np.ndarray, dL: np.ndarray) -> np.ndarray:
+def cholesky_backward(L: np.ndarray, dL: np.ndarray, xp=np, solve=None) -> np.ndarray:
     r"""Reverse mode of :math:`\Sigma = LL^\top`: given :math:`\bar L` (lower triangle used),
     the symmetric :math:`\bar\Sigma = \tfrac12(G + G^\top)`,
     :math:`G = L^{-\top}\Phi(L^\top\bar L)L^{-1}` with :math:`\Phi` the lower triangle with
-    halved diagonal (Murray 2016, "Differentiation of the Cholesky decomposition")."""
+    halved diagonal (Murray 2016, "Differentiation of the Cholesky decomposition").
+    ``xp`` and ``solve`` (``solve(L, B, trans)``: :math:`L^{-1}B` or :math:`L^{-\top}B`) put it on
+    a device's arrays; the defaults are NumPy and SciPy's triangular solve."""
     if L.shape[0] == 0:
-        return np.zeros((0, 0))
-    P = np.tril(L.T @ np.tril(dL))
-    P[np.diag_indices_from(P)] *= 0.5
-    G = solve_triangular(L, solve_triangular(L, P, lower=True, trans=1).T, lower=True, trans=1).T
+        return xp.zeros((0, 0))
+    if solve is None:
+        def solve(L, B, trans):
+            return solve_triangular(L, B, lower=True, trans=trans)
+    P = xp.tril(L.T @ xp.tril(dL))
+    P = P - 0.5 * xp.diag(xp.diag(P))  # the halved diagonal (exact: x - x/2 = x/2)
+    G = solve(L, solve(L, P, 1).T, 1).T
     return 0.5 * (G + G.T)
 
 
@@ -131,11 +136,11 @@ def inv_tri_T(L: np.ndarray) -> np.ndarray:
     return np.tril(inverse).T
 
 
-def logdet_tri_gradient(L: np.ndarray) -> np.ndarray:
+def logdet_tri_gradient(L: np.ndarray, xp=np) -> np.ndarray:
     r""":math:`\partial\log|\det L|/\partial L` for lower-triangular L: the lower triangle of
     :math:`L^{-\top}`, which is upper triangular, so only its diagonal :math:`1/L_{ii}` (no
-    triangular inverse: O(n) instead of O(n^3))."""
-    return np.diag(1.0 / np.diag(L)) if L.size else np.zeros_like(L)
+    triangular inverse: O(n) instead of O(n^3)); ``xp``: the arrays' module."""
+    return xp.diag(1.0 / xp.diag(L)) if L.size else xp.zeros_like(L)
 
 
 def inverse_factor(Lam: np.ndarray, name: str = "the posterior precision") -> np.ndarray:

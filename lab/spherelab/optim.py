@@ -66,17 +66,21 @@ def natural_step(theta1: np.ndarray, precision: np.ndarray, target1: np.ndarray,
 
 class Adam:
     """Adam (Kingma & Ba 2015) on a flat parameter vector; :meth:`step` *ascends* the
-    objective (an ELBO) and returns the new parameters."""
+    objective (an ELBO) and returns the new parameters. ``xp`` (default NumPy) is the arrays'
+    module: with a device's, the vector and the moments stay on the device and a step is
+    elementwise arithmetic launched there (nothing read back)."""
 
     def __init__(
-        self, x0: np.ndarray, lr: float = 0.01, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8
+        self, x0: np.ndarray, lr: float = 0.01, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8,
+        xp: Any = np,
     ) -> None:
         if not lr > 0:
             raise ValueError(f"lr must be > 0, got {lr}")
-        self.x = np.array(x0, dtype=np.float64)
+        self.xp = xp
+        self.x = xp.array(x0, dtype=xp.float64)
         self.lr, self.beta1, self.beta2, self.eps = float(lr), beta1, beta2, eps
-        self.m = np.zeros_like(self.x)
-        self.v = np.zeros_like(self.x)
+        self.m = xp.zeros_like(self.x)
+        self.v = xp.zeros_like(self.x)
         self.t = 0
 
     def step(self, grad: np.ndarray) -> np.ndarray:
@@ -86,5 +90,5 @@ class Adam:
         self.v = self.beta2 * self.v + (1 - self.beta2) * grad * grad
         mhat = self.m / (1 - self.beta1**self.t)
         vhat = self.v / (1 - self.beta2**self.t)
-        self.x = self.x + self.lr * mhat / (np.sqrt(vhat) + self.eps)
+        self.x = self.x + self.lr * mhat / (self.xp.sqrt(vhat) + self.eps)
         return self.x

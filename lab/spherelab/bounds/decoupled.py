@@ -28,10 +28,8 @@ from scipy.linalg import cho_solve, solve_triangular
 from ..linalg import (
     chol_inverse,
     chol_inverse_tri,
-    cholesky_backward,
     cholesky_or_explain,
     inverse_factor,
-    logdet_tri_gradient,
 )
 from .statistics import check_trace_term, check_variance_rounding
 from .whitened import (
@@ -41,6 +39,7 @@ from .whitened import (
     whitened_kernel_backward,
     whitened_q_backward,
 )
+from .whitened_stats import whitened_stats_terms
 
 __all__ = [
     "TERMS",
@@ -248,7 +247,7 @@ def orthogonal_bound_whitened(
     bound at :math:`m = L_{uu}\tilde m`, :math:`C = L_{uu}\tilde C L_{uu}^\top`, but no
     :math:`K_{uu}^{-1}` or :math:`C^{-1}` appears, so ill-conditioned :math:`K_{uu}` (smooth
     activations, many units) stays usable. Derivatives reach :math:`K_{uu}`, :math:`S_{vv}`
-    through :func:`cholesky_backward`."""
+    through :func:`~spherelab.linalg.cholesky_backward`."""
     M, B = Kuf.shape
     K = Kvv.shape[0]
     scale = num_data / B
@@ -337,36 +336,21 @@ def gaussian_stats_bound_whitened(
     - \mathrm{KL}_u - \mathrm{KL}_v`. Derivatives go to :math:`\Phi`, :math:`\beta` (the caller
     chains :math:`\partial/\partial K_{pf} = L_J^{-\top}(2\bar\Phi A + \bar\beta y^\top)`), to
     :math:`K_{uu}`, :math:`K_{vv}`, :math:`K_{vu}` (the dependence of :math:`\Phi`, :math:`\beta`
-    on :math:`L_J` at fixed :math:`K_{pf}` included) through :func:`cholesky_backward` of
+    on :math:`L_J` at fixed :math:`K_{pf}` included) through :func:`~spherelab.linalg.cholesky_backward` of
     :math:`L_J`, and to q.
     No :math:`(P, B)` product is formed here, so the caller can stream the rows in chunks.
     """
+    t = whitened_stats_terms(np, _host_solve, LJ, M, Phi, beta, sum_kff, yy, batch, m_u, L_u, m_v, L_v,
+                             noise_variance, num_data)
     s = num_data / batch
-    s2 = float(noise_variance)
-    a = -0.5 * s / s2
-    L_u, L_v = np.tril(L_u), np.tril(L_v)
-    Phi = 0.5 * (Phi + Phi.T)
-    m = np.concatenate([m_u, m_v])
-    Phim = Phi @ m
-    PLu = Phi[:M, :M] @ L_u
-    PLv = Phi[M:, M:] @ L_v
-    total = (yy - 2.0 * float(m @ beta) + float(m @ Phim) + sum_kff - float(np.trace(Phi))
-             + float(np.sum(L_u * PLu)) + float(np.sum(L_v * PLv)))
-    value = -0.5 * s * batch * np.log(2 * np.pi * s2) + a * total - kl_whitened(m_u, L_u) - kl_whitened(m_v, L_v)
-    check_trace_term(value, s * sum_kff, s * float(np.trace(Phi)), s2, num_data)
-    dm = 2.0 * a * (Phim - beta) - m
-    dL_u = np.tril(2.0 * a * PLu - L_u) + logdet_tri_gradient(L_u)
-    dL_v = np.tril(2.0 * a * PLv - L_v) + logdet_tri_gradient(L_v)
-    dbeta = -2.0 * a * m
-    G = np.outer(a * m, m)
-    G[np.diag_indices_from(G)] -= a
-    G[:M, :M] += a * (L_u @ L_u.T)
-    G[M:, M:] += a * (L_v @ L_v.T)
-    dLJ = -solve_triangular(LJ, 2.0 * G @ Phi + np.outer(dbeta, beta), lower=True, trans=1)
-    dKpp = cholesky_backward(LJ, np.tril(dLJ))
-    dnoise = s * (-0.5 * batch / s2 + 0.5 * total / s2**2)
-    return StatsBound(float(value), dKpp[:M, :M], dKpp[M:, M:], 2.0 * dKpp[M:, :M], G, dbeta, a,
-                      dm[:M], dL_u, dm[M:], dL_v, float(dnoise))
+    check_trace_term(float(t.value), s * sum_kff, s * float(t.trace), float(noise_variance), num_data)
+    dKpp = t.dKpp
+    return StatsBound(float(t.value), dKpp[:M, :M], dKpp[M:, M:], 2.0 * dKpp[M:, :M], t.dPhi, t.dbeta, t.a,
+                      t.dm[:M], t.dL_u, t.dm[M:], t.dL_v, float(t.dnoise))
+
+
+def _host_solve(L, B, trans):
+    return solve_triangular(L, B, lower=True, trans=trans)
 
 
 def joint_cholesky(Kuu, Kvv, Kvu) -> np.ndarray:

@@ -10,6 +10,7 @@ asked for.
 
 from __future__ import annotations
 
+import functools
 import threading
 import warnings
 
@@ -19,6 +20,7 @@ from ..kernels import matern_jit
 from ..linalg import NumericalFailure
 from ..sphere import gegenbauer_src
 from ..sphere.gegenbauer_jit import clenshaw_cpu
+from ..sphere.harmonics import harmonics_cpu, harmonics_vjp_cpu
 from ..sphere.series_columns import series_columns_backward_cpu, series_columns_cpu
 from . import cuda_kernels as kernels
 from .transfer import CupyArrays, HostArrays, double_buffered_pass
@@ -51,7 +53,8 @@ class CudaOperations:
         else:  # the simulator runs every thread in Python: few threads, grid-stride loops
             from scipy.linalg import solve_triangular
 
-            self.arrays, self._solve = HostArrays(), solve_triangular
+            # NaN passes through, as cuSOLVER's solve leaves it (the callers read it in their copy back)
+            self.arrays, self._solve = HostArrays(), functools.partial(solve_triangular, check_finite=False)
             self.threads, self.max_blocks = 4, 1
         self.xp = self.arrays.xp
         self.to_device, self.to_host = self.arrays.to_device, self.arrays.to_host
@@ -156,7 +159,7 @@ class CudaOperations:
             self._launch(kernels.matern_backward_kernel, T.shape[0])(T, G, xp.asarray(r1), xp.asarray(r2), int(code),
                                                             1.0 / lengthscale, float(variance), bool(same),
                                                             A, B, row_var, row_l)
-        return A, B, float(row_var.sum()), float(row_l.sum())
+        return A, B, row_var.sum(), row_l.sum()
 
     #: host-in/host-out Matern and Clenshaw problems up to this many entries run on the host's
     #: compiled kernels: a launch, two copies and a synchronisation cost more than their arithmetic
@@ -178,14 +181,15 @@ class CudaOperations:
             return matern_jit.matern_backward(T, np.asarray(G, dtype=np.float64), np.asarray(r1), np.asarray(r2),
                                               code, lengthscale, variance, same)
         A, B, dvar, dlen = self._matern_backward(T, G, r1, r2, code, lengthscale, variance, same)
-        return self.to_host(A), self.to_host(B), dvar, dlen
+        return self.to_host(A), self.to_host(B), float(self.to_host(dvar)), float(self.to_host(dlen))
 
     def zonal_columns(self, T, r1, r2, code, lengthscale, variance):
         """:meth:`matern_values` of device arrays, left on the device."""
         return self._matern_values(T, r1, r2, code, lengthscale, variance, False)
 
     def zonal_columns_backward(self, T, G, r1, r2, code, lengthscale, variance):
-        """:meth:`matern_backward` of device arrays, ``A`` and ``B`` left on the device."""
+        """:meth:`matern_backward` of device arrays, ``A`` and ``B`` left on the device, and the
+        variance's and lengthscale's sums as 0-d device arrays (read when the caller copies back)."""
         return self._matern_backward(T, G, r1, r2, code, lengthscale, variance, False)
 
     def series_columns(self, T, r1, r2, coeffs, alpha):
@@ -239,7 +243,10 @@ class CudaOperations:
         return (self.device_harmonics(X, plan) * scale[:, None]).T
 
     def harmonics(self, X, plan, out):
-        """:meth:`device_harmonics` at host rows ``X``, written into the host array ``out``."""
+        """:meth:`device_harmonics` at host rows ``X``, written into the host array ``out`` (at most
+        ``host_entries`` entries on a GPU: the host's kernel, as for the Matérn and series problems)."""
+        if self.device == "gpu" and out.size <= self.host_entries:
+            return harmonics_cpu(X, plan, out)
         values = self.device_harmonics(self.to_device(X), plan)
         if values is not out:
             out[...] = self.to_host(values)
@@ -261,6 +268,8 @@ class CudaOperations:
         return grad
 
     def harmonics_vjp(self, X, W, plan):
+        if self.device == "gpu" and np.size(W) <= self.host_entries:  # (host arrays in and out)
+            return harmonics_vjp_cpu(X, W, plan)
         return self.to_host(self.device_harmonics_vjp(self.to_device(X), self.to_device(W), plan))
 
     def gram_pass(self, X, y, pieces, load, columns, keep=False):

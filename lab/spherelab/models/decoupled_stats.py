@@ -25,6 +25,7 @@ from ..linalg import forward_solve
 from ..threads import pass_workers
 from .decoupled_gradients import DecoupledGradients
 from .decoupled_resident import ResidentRows
+from .decoupled_step import ResidentSteps
 
 if TYPE_CHECKING:  # the host's parts, for the annotations of what the mixin reads
     from ..backend.ops import Operations
@@ -165,6 +166,11 @@ class DecoupledStatistics:
         """These rows in memory on the model's device (:class:`ResidentRows`), or None: the
         host's streamed pass."""
         return ResidentRows(self, X, y) if ResidentRows.applies(self) else None
+
+    def _svi_steps(self, X, y, lr: float):
+        """:meth:`fit_svi`'s stepper: resident on the model's device where :class:`ResidentSteps`
+        applies (one copy back per step), else the host's."""
+        return ResidentSteps(self, X, y, lr) if ResidentSteps.applies(self) else super()._svi_steps(X, y, lr)
 
     def _chunk_rows(self, n: int | None = None) -> int:
         """Rows per chunk: at most ``chunk_entries`` entries of :math:`K_{pf}`, and for ``n`` rows

@@ -18,7 +18,7 @@ from ..progress import FitProgress, check_progress
 from .base import Model, entry
 from .scale import warn_off_scale
 
-__all__ = ["SparseModel"]
+__all__ = ["SparseModel", "AdamSteps", "minibatch_gradient"]
 
 
 class SparseModel(Model):
@@ -148,22 +148,50 @@ class SparseModel(Model):
         self._start(X, y, seed, init_q)
         rng = np.random.default_rng(seed)
         B = min(B, X.shape[0])
-        theta = self.parameter_vector()
-        opt = Adam(theta, lr)
+        steps = self._svi_steps(X, y, lr)
         self.trace = []
         bar = FitProgress(progress, f"{type(self).__name__}.fit_svi", total=iterations)
         with self._threads(B), contextlib.closing(bar):
             for _ in range(iterations):
-                idx = rng.choice(X.shape[0], B, replace=False)
-                value, grad = self.objective(theta, X[idx], y[idx], num_data=X.shape[0])
-                if value >= 1e300:
-                    raise NumericalFailure("a minibatch step left the usable range (Cholesky failed); lower lr")
-                theta = opt.step(-grad)  # objective returns the negated ELBO gradient
-                self.trace.append(-value)
-                bar(-value)
-        self.set_parameter_vector(theta)
+                value = steps.step(rng.choice(X.shape[0], B, replace=False))
+                self.trace.append(value)
+                bar(value)
+            steps.finish()
         self._X, self._y = X, y
         return self
 
+    def _svi_steps(self, X: np.ndarray, y: np.ndarray, lr: float) -> "AdamSteps":
+        """The stepper of :meth:`fit_svi` (a model with a faster one overrides this)."""
+        return AdamSteps(self, X, y, lr)
+
     #: the name the inducing-point models had for :meth:`fit_svi`
     fit_adam = fit_svi
+
+
+def minibatch_gradient(model: Model, theta: np.ndarray, X: np.ndarray, y: np.ndarray, num_data: int,
+                       names: list[str] | None = None) -> tuple[float, np.ndarray]:
+    """The ELBO estimate on the minibatch ``(X, y)`` and its gradient over ``theta`` (of ``names``,
+    default all), the model left at ``theta``; a step that leaves the usable range raises."""
+    value, grad = model.objective(theta, X, y, names=names, num_data=num_data)
+    if value >= 1e300:
+        raise NumericalFailure("a minibatch step left the usable range (Cholesky failed); lower lr")
+    return -value, -grad  # objective returns the negated ELBO and its gradient
+
+
+class AdamSteps:
+    """:meth:`SparseModel.fit_svi`'s steps on the host: Adam on the registry's flat vector, the
+    gradient by :meth:`~spherelab.models.base.Model.objective` on each minibatch."""
+
+    def __init__(self, model: Model, X: np.ndarray, y: np.ndarray, lr: float) -> None:
+        self.model, self.X, self.y = model, X, y
+        self.opt = Adam(model.parameter_vector(), lr)
+
+    def step(self, idx: np.ndarray) -> float:
+        """One Adam step on the rows ``idx``; returns the ELBO estimate before it."""
+        value, grad = minibatch_gradient(self.model, self.opt.x, self.X[idx], self.y[idx], self.X.shape[0])
+        self.opt.step(grad)
+        return value
+
+    def finish(self) -> None:
+        """Write the last step's parameters into the model."""
+        self.model.set_parameter_vector(self.opt.x)
