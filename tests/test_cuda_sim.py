@@ -156,7 +156,8 @@ def test_device_check_runs_end_to_end_in_the_simulator(tmp_path):
                           "--out", str(tmp_path)], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     data = json.loads((tmp_path / "gpu_check.json").read_text())
-    assert [s["key"] for s in data["sections"]] == ["environment", "parity", "kernels", "pass", "vish", "decoupled"]
+    assert [s["key"] for s in data["sections"]] == ["environment", "parity", "kernels", "pass", "vish", "decoupled",
+                                                    "hvgp"]
     assert all(s["status"] == "done" for s in data["sections"])
     rows = data["sections"][1]["rows"]
     assert len(rows) == len(parity.CASES) and all(r[2] == "yes" for r in rows)
@@ -167,6 +168,10 @@ def test_device_check_runs_end_to_end_in_the_simulator(tmp_path):
     column = decoupled["columns"].index("copies back / step")
     points = [row for row in decoupled["rows"] if "inducing points" in row[0] and row[0].endswith("(sim)")]
     assert len(points) == 1 and points[0][column] == 1  # one copy back per minibatch step
+    hvgp = data["sections"][6]
+    device_row, host_row = hvgp["rows"]
+    assert device_row[hvgp["columns"].index("copies back / eval")] == 2  # the statistics, then the rows' sums
+    assert host_row[hvgp["columns"].index("bound rel. diff")] < 1e-12
     markdown = (tmp_path / "gpu_check.md").read_text()
     assert "### Parity with the CPU, float64 (done" in markdown and "| case | error |" in markdown
 

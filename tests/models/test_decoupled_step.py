@@ -21,7 +21,7 @@ def _data(n=60):
     return toy_data(1, n, 3, inputs="uniform", signal=lambda X: np.sin(X.sum(1)))
 
 
-def _model(X, device, features="points", K=3):
+def _model(X, device, features="points", K=3, jitter=1e-6):
     kernel = sl.kernels.Matern(1.5, 0.8, bias=0.7, input_scale=np.array([1.0, 1.3, 0.9]))
     if features == "points":
         feats = sl.InducingPoints(X[:5] + 0.05)
@@ -30,7 +30,7 @@ def _model(X, device, features="points", K=3):
     else:
         weights = np.random.default_rng(2).standard_normal((5, X.shape[1] + 1))
         feats = sl.ActivatedFeatures(sl.activations.Softplus(1.5), 5, 4, weights=weights)
-    return sl.OrthogonalSVGP(kernel, feats, K, sl.likelihoods.Gaussian(0.1), device=device)
+    return sl.OrthogonalSVGP(kernel, feats, K, sl.likelihoods.Gaussian(0.1), device=device, jitter=jitter)
 
 
 def _close(a, b, tol):
@@ -38,10 +38,11 @@ def _close(a, b, tol):
     return np.max(np.abs(a - b), initial=0.0) <= tol * max(1.0, np.max(np.abs(a), initial=0.0))
 
 
-@pytest.mark.parametrize("features, K", [("points", 3), ("points", 0), ("activated", 2), ("harmonics", 2)])
-def test_the_resident_fit_takes_the_hosts_steps(cuda_device, features, K):
+@pytest.mark.parametrize("features, K, jitter", [("points", 3, 1e-6), ("points", 0, 1e-6), ("points", 3, 1e-2),
+                                                ("points", 3, 0.0), ("activated", 2, 1e-6), ("harmonics", 2, 1e-6)])
+def test_the_resident_fit_takes_the_hosts_steps(cuda_device, features, K, jitter):
     X, y = _data()
-    cpu, dev = _model(X, "cpu", features, K), _model(X, cuda_device, features, K)
+    cpu, dev = _model(X, "cpu", features, K, jitter), _model(X, cuda_device, features, K, jitter)
     assert ResidentSteps.applies(dev) and not ResidentSteps.applies(cpu)
     for m in (cpu, dev):
         m.initialise(X)
@@ -101,6 +102,11 @@ def test_a_step_copies_back_once_and_moves_nothing_n_sized(cuda_device, monkeypa
     spy = _Spy(model, monkeypatch)
     steps = ResidentSteps(model, X, y, 0.01)
     assert max(spy.there) == X.size and spy.back == []  # the rows' one copy, nothing back
+    # inducing points: K_pp = k([Z; W], [Z; W]) and its chain on the device too, nothing of it on the host
+    assert steps.inducing_on_device == (features == "points")
+    host_blocks = []
+    real_block = type(model)._inducing_matrices
+    monkeypatch.setattr(type(model), "_inducing_matrices", lambda self: host_blocks.append(1) or real_block(self))
     P = model.features.num_features + 3
     rng = np.random.default_rng(0)
     for _ in range(3):
@@ -108,6 +114,7 @@ def test_a_step_copies_back_once_and_moves_nothing_n_sized(cuda_device, monkeypa
         steps.step(rng.choice(n, batch, replace=False))
         assert len(spy.back) - back == 1  # the step's one wait on the device
         assert max(spy.back[back:]) < n and max(spy.there[there:]) <= P * P < n
+    assert len(host_blocks) == (0 if features == "points" else 3)
     steps.finish()
     M = model.features.num_features
     assert spy.back[-1] == P + M * M + 3 * 3  # q, once, at the end

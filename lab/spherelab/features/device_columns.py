@@ -8,7 +8,10 @@ set (:meth:`~spherelab.features.Features.device_columns`); the decoupled models'
 * :class:`UnitColumns`: activated units' :math:`\|w_m\|\,r_n\,g_L(\hat w_m^\top\hat x_n)` (Tiao,
   thesis eq. 3.6): ``series_columns``, one Clenshaw pass per entry, and its backward pass;
 * :class:`HarmonicColumns`: spherical harmonics :math:`r_n\psi_m(\hat x_n)` (Dutordoir et al.
-  2020): ``harmonic_columns`` and, backwards, the solid harmonics' VJP.
+  2020): ``harmonic_columns`` and, backwards, the solid harmonics' VJP;
+* :class:`OrbitColumns`: HVGP's components :math:`k_c(z, x_n) = \sum_s w_{c,s}\,k(zG^s, x_n)` at
+  every block's inducing inputs (Sun et al. 2021, eq. 9): the kernel's columns at the orbit
+  points, one ``zonal_columns`` launch, combined by the weights.
 
 Each block gives ``columns(ops, r, Xh)`` -> (state, K block ``(n, width)``), ``backward(ops, state,
 dK, r, Xh)`` -> (the rows' :math:`\partial L/\partial\tilde x`, its sources' gradient or None, the
@@ -18,6 +21,7 @@ variance's and lengthscale's sums), ``source_gradients`` (chained through the so
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -26,7 +30,7 @@ from ..sphere.lift import lift_backward_rows, lifted_row_gradients
 from ..sphere.series_columns import normalized_zonal
 from .zonal import norms_and_directions
 
-__all__ = ["KernelColumns", "UnitColumns", "HarmonicColumns"]
+__all__ = ["KernelColumns", "UnitColumns", "HarmonicColumns", "OrbitColumns"]
 
 
 class KernelColumns:
@@ -107,3 +111,72 @@ class HarmonicColumns:
 
     def split(self, grads: dict[str, Any]) -> tuple[dict[str, Any], None]:
         return {}, None
+
+
+class OrbitColumns:
+    r"""Columns :math:`k_c(z_{ci}, x_n)` of every block c of a harmonic kernel decomposition
+    (:class:`~spherelab.groups.HarmonicComponent`, real form): with the orbit points
+    :math:`S = [Z_cG^s]_{c, s}` (``(S, D)``) and the weights :math:`W_{(c,s,i),(c,i)} = w_{c,s}`
+    (``(S, M)``, M = Σ m_c), :math:`K_{fu} = k(X, S)\,W`; backwards :math:`\partial L/\partial k(X, S)
+    = \partial L/\partial K_{fu}W^\top`, and an orbit point's gradient chains to its :math:`z`
+    by :math:`(G^s)^\top`.
+
+    Parameters
+    ----------
+    components
+        The decomposition's components, one per block.
+    Zs
+        Each block's inducing inputs ``(m_c, D)`` (host arrays).
+    kernel, ops
+        The base kernel (a compiled shape: :meth:`~spherelab.kernels.ZonalKernel.fused_code`) and
+        the device's operations.
+    """
+
+    def __init__(self, components, Zs, kernel, ops) -> None:
+        orbit, parts, weights = [], [], []
+        s_at = u_at = 0
+        for comp, Z in zip(components, Zs):
+            idx, ws = comp.weights()
+            m = Z.shape[0]
+            for s, w in zip(idx, ws):
+                G = comp.group.matrix(s)
+                orbit.append(Z @ G)  # k(z, G^s x) = k(G^-s z, x): the orbit of z, as rows
+                parts.append((G, s_at, u_at, m))
+                weights.append((s_at, u_at, m, float(np.real(w))))
+                s_at += m
+            u_at += m
+        self.inner = KernelColumns(kernel, ops, np.vstack(orbit), 0)
+        # the same weights give the same read-only array: the device holds one copy (device_constant)
+        self.W = ops.device_constant(_orbit_weights(tuple(weights), (s_at, u_at)))
+        self.parts, self.dim = parts, Zs[0].shape[1]
+        self.width, self.source_shape = u_at, self.inner.source_shape
+
+    def stacked(self, W: np.ndarray) -> None:
+        return None
+
+    def columns(self, ops, r, Xh):
+        T, K = self.inner.columns(ops, r, Xh)
+        return T, K @ self.W
+
+    def backward(self, ops, T, dK, r, Xh):
+        return self.inner.backward(ops, T, dK @ self.W.T, r, Xh)
+
+    def source_gradients(self, dS: np.ndarray, scale) -> dict[str, Any]:
+        return self.inner.source_gradients(dS, scale)
+
+    def split(self, grads: dict[str, Any]) -> tuple[dict[str, Any], None]:
+        """``{"Z": (M, D)}``: each orbit point's gradient chained back to its block's input."""
+        dZ = np.zeros((self.width, self.dim))
+        for G, a, b, m in self.parts:
+            dZ[b:b + m] += grads["X"][a:a + m] @ G.T
+        return {"Z": dZ}, None
+
+
+@functools.lru_cache(maxsize=16)
+def _orbit_weights(entries: tuple, shape: tuple) -> np.ndarray:
+    """:class:`OrbitColumns`' weight matrix, read-only, from its ``(orbit row, column, m, w)`` entries."""
+    W = np.zeros(shape)
+    for a, b, m, w in entries:
+        W[np.arange(a, a + m), np.arange(b, b + m)] = w
+    W.flags.writeable = False
+    return W

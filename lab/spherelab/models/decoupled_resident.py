@@ -5,7 +5,8 @@ is built from column blocks, each an operation of the device table on the rows' 
 feature set's own (:meth:`~spherelab.features.Features.device_columns`: inducing points, activated
 units, spherical harmonics) and the kernel's at the orthogonal inputs
 (:class:`~spherelab.features.device_columns.KernelColumns`, stacked with inducing points' in one
-block).
+block). :class:`~spherelab.HarmonicSVGP` uses the same rows with its own block
+(:class:`~spherelab.features.device_columns.OrbitColumns`: :mod:`.hvgp_resident`).
 
 On a device other than the CPU the training rows are copied there once; each
 evaluation of the whitened Gaussian bound (:func:`~spherelab.bounds.gaussian_stats_bound_whitened`)
@@ -23,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..bounds.statistics import Statistics, row_chunks
-from ..features.device_columns import KernelColumns
 from ..sphere.lift import lift_backward_sums, lift_gradient_from_sums, lift_rows_kept
 
 if TYPE_CHECKING:
@@ -39,9 +39,14 @@ class ResidentRows:
     Parameters
     ----------
     model
-        An :class:`~spherelab.OrthogonalSVGP` that :meth:`applies` to.
+        An :class:`~spherelab.OrthogonalSVGP` that :meth:`applies` to, or any model with the same
+        hooks (:class:`~spherelab.HarmonicSVGP`): ``column_blocks()`` (the device's column blocks of
+        :math:`K_{fp}` at its current parameters), ``column_width()`` (the widest chunk temporary's
+        columns), ``column_parameters(own)`` (the blocks' ``split`` results as its gradient),
+        ``keep_entries``, ``kernel`` and ``ops``.
     X, y
-        The host rows ``(N, D)``, ``(N,)`` (validated); copied to the device here, once.
+        The host rows ``(N, D)``, ``(N,)`` (validated); copied to the device here, once, unless
+        ``on_device`` gives them there already (:meth:`batch`).
     """
 
     #: rows per device chunk: about 2^25 entries of each (rows, P) temporary (256 MB)
@@ -53,7 +58,7 @@ class ResidentRows:
         self.X, self.y = X, y  # the host arrays these rows copy: a later call with the same ones reuses them
         self.Xd, self.yd = (ops.to_device(X), ops.to_device(y)) if on_device is None else on_device
         self.yy = float(y @ y)
-        P = model.features.num_features + model.num_orthogonal
+        P = model.column_width()  # the widest (rows, P) temporary's columns
         self.rows = max(1, min(X.shape[0], self.chunk_entries // max(P, 1)))
         self.keep = X.shape[0] * P <= model.keep_entries  # the chunks' A kept for the backward pass
         self._pass: dict[str, Any] = {}
@@ -76,15 +81,6 @@ class ResidentRows:
     def matches(self, X: Any, y: Any) -> bool:
         return X is self.X and y is self.y
 
-    @staticmethod
-    def blocks(model: "OrthogonalSVGP") -> list:
-        """The column blocks of :math:`K_{fp}` at the model's current parameters, in the order of p = [u; v]."""
-        first = model.features.device_columns(model.kernel, model.ops)
-        if not model.num_orthogonal:
-            return [first]
-        both = first.stacked(model.W)
-        return [both] if both is not None else [first, KernelColumns(model.kernel, model.ops, model.W, 0)]
-
     def _chunk(self, kernel, blocks, scale, a: int, b: int, LJd):
         """One chunk's lift (radii, unit rows), each block's T = X_hat S_hat^T, A = L_J^-1 K_pf
         ``(P, n)``, and the count of rows whose lift overflows or vanishes."""
@@ -97,7 +93,7 @@ class ResidentRows:
     def gram(self, model: "OrthogonalSVGP", LJd, blocks: list):
         r""":math:`\Phi`, :math:`\beta`, :math:`\sum_n r_n^2` and the rejected rows' count, device
         arrays, at :math:`L_J` ``LJd`` (a device array) and the column ``blocks``
-        (:meth:`blocks`); the chunks are kept for :meth:`device_sums` when they fit."""
+        (the model's ``column_blocks()``); the chunks are kept for :meth:`device_sums` when they fit."""
         xp, kernel = self.xp, model.kernel
         scale = xp.asarray(np.asarray(kernel.input_scale, dtype=np.float64))
         P, n = LJd.shape[0], self.X.shape[0]
@@ -123,7 +119,7 @@ class ResidentRows:
         r""":math:`\Phi`, :math:`\beta`, :math:`y^\top y` and :math:`\sum_n k(x_n, x_n)` at the model's
         current parameters (what :meth:`OrthogonalSVGP._statistics` returns), P-sized results only,
         in one copy back."""
-        G, c, r2, bad = self.gram(model, self.ops.to_device(LJ), self.blocks(model))
+        G, c, r2, bad = self.gram(model, self.ops.to_device(LJ), model.column_blocks())
         G, c, r2, bad = copy_back(self.ops, [G, c, r2, bad])
         if bad:
             self.rejected(model)
@@ -139,7 +135,7 @@ class ResidentRows:
         ops = self.ops
         same = self._pass.get("LJ") is LJ  # this evaluation's statistics: its blocks and L_J reused
         if not same:
-            self._pass = {"LJd": ops.to_device(LJ), "blocks": self.blocks(model), "kept": None}
+            self._pass = {"LJd": ops.to_device(LJ), "blocks": model.column_blocks(), "kept": None}
         parts = self.device_sums(model, ops.to_device(Q), ops.to_device(qb), dkff)
         return self.finish_sums(model, copy_back(ops, parts), dkff)
 
@@ -190,7 +186,7 @@ class ResidentRows:
             params, rows = block.split(gs)
             own.update(params)
             dW = rows if rows is not None and len(rows) else dW
-        return out, model.features.param_gradient(own), dW
+        return out, model.column_parameters(own), dW
 
 
 def copy_back(ops, arrays: list) -> list:

@@ -20,6 +20,7 @@ from scipy.linalg import solve_triangular
 from ..bounds.decoupled import gaussian_stats_bound_whitened, joint_cholesky, whitened_optimum
 from ..bounds.statistics import Statistics, row_chunks, run_shares, stopping, streamed_statistics
 from ..distributed import BlockwisePass, InBlocks, InMemory, rows
+from ..features.device_columns import KernelColumns
 from ..likelihoods import Gaussian
 from ..linalg import forward_solve
 from ..threads import pass_workers
@@ -166,6 +167,24 @@ class DecoupledStatistics:
         """These rows in memory on the model's device (:class:`ResidentRows`), or None: the
         host's streamed pass."""
         return ResidentRows(self, X, y) if ResidentRows.applies(self) else None
+
+    def column_width(self) -> int:
+        """The columns of :math:`K_{fp}` (a device's chunk holds this many per row)."""
+        return self._num_inducing()
+
+    def column_blocks(self) -> list:
+        """The device's column blocks of :math:`K_{fp}` at the current parameters, in the order of
+        p = [u; v] (:mod:`spherelab.features.device_columns`): the features' own, then the kernel's at
+        the orthogonal inputs (one block with inducing points' where they stack)."""
+        first = self.features.device_columns(self.kernel, self.ops)
+        if not self.num_orthogonal:
+            return [first]
+        both = first.stacked(self.W)
+        return [both] if both is not None else [first, KernelColumns(self.kernel, self.ops, self.W, 0)]
+
+    def column_parameters(self, own: dict) -> np.ndarray:
+        """The features' flat parameter gradient from the blocks' ``split`` results."""
+        return self.features.param_gradient(own)
 
     def _svi_steps(self, X, y, lr: float):
         """:meth:`fit_svi`'s stepper: resident on the model's device where :class:`ResidentSteps`

@@ -5,17 +5,24 @@ statistics (:class:`ResidentSteps.applies`), a fit copies the training rows ther
 (:class:`~spherelab.models.decoupled_resident.ResidentRows`) and keeps q and q's Adam moments there
 too. A step then:
 
-1. sends the minibatch's B indices, the joint inducing block :math:`K_{pp}` ``(P, P)`` (computed on
-   the host: O(P²D)) and the column blocks' sources. Every copy there precedes the step's first
-   launch, when the device is idle, so none of them waits on the device;
-2. on the device: gathers the batch, factors :math:`K_{pp} = L_JL_J^\top`, forms the batch's
-   whitened statistics :math:`\Phi`, :math:`\beta`, evaluates the bound and its backward pass
+1. sends the minibatch's B indices and the column blocks' sources (for inducing points, one block
+   at :math:`S = [Z; W]`); other feature sets also send the joint inducing block :math:`K_{pp}`
+   ``(P, P)``, computed on the host (O(P²D)). Every copy there precedes the step's first launch,
+   when the device is idle, so none of them waits on the device;
+2. on the device: for inducing points :math:`K_{pp} = k(S, S)` from the same block's columns
+   (with the host's jitter per diagonal block); gathers the batch, factors
+   :math:`K_{pp} = L_JL_J^\top`, forms the batch's whitened statistics :math:`\Phi`, :math:`\beta`,
+   evaluates the bound and its backward pass
    (:func:`~spherelab.bounds.whitened_stats.whitened_stats_terms`: the :math:`O(P^3)` algebra, the
-   Cholesky factor's reverse mode included) and the rows' chain rule;
-3. copies back one array: the value, the checks' numbers, :math:`\partial L/\partial K_{pp}` and
-   the hyper-parameters', sources' and lift's sums. This is the step's only wait on the device;
-4. launches q's Adam step on the device, and on the host chains :math:`\partial L/\partial K_{pp}`
-   and the sums to the kernel, the features, W and the noise, and takes their Adam step.
+   Cholesky factor's reverse mode included), the rows' chain rule and, for inducing points,
+   :math:`K_{pp}`'s chain into the same sums (rows and inducing block are the kernel's columns at
+   the same sources);
+3. copies back one array: the value, the checks' numbers, the hyper-parameters', sources' and
+   lift's sums (and :math:`\partial L/\partial K_{pp}` where the host built it). This is the
+   step's only wait on the device;
+4. launches q's Adam step on the device, and on the host chains the sums (and
+   :math:`\partial L/\partial K_{pp}`) to the kernel, the features, W and the noise, and takes
+   their Adam step.
 
 Adam is elementwise, so Adam on q's entries on the device and on the other entries on the host is
 Adam on the whole vector (the same numbers as :class:`~spherelab.models.sparse.AdamSteps`, to
@@ -32,6 +39,7 @@ import numpy as np
 
 from ..bounds.statistics import check_trace_term
 from ..bounds.whitened_stats import whitened_stats_terms
+from ..features.device_columns import KernelColumns
 from ..likelihoods import Gaussian
 from ..linalg import NumericalFailure
 from ..optim import Adam
@@ -73,6 +81,9 @@ class ResidentSteps:
         self.rest = Adam(model.parameter_vector(self.names), lr)
         model.set_trial_point(self.rest.x, self.names)  # the values the vector stands for, as the host's step sets them
         self.solve = functools.partial(_solve, self.ops)
+        blocks = model.column_blocks()
+        #: K_pp and its chain on the device: one block of the kernel's own columns at [Z; W] (inducing points)
+        self.inducing_on_device = len(blocks) == 1 and isinstance(blocks[0], KernelColumns)
 
     @staticmethod
     def applies(model: "OrthogonalSVGP") -> bool:
@@ -88,10 +99,15 @@ class ResidentSteps:
     def step(self, idx: np.ndarray) -> float:
         """One Adam step on the rows ``idx``; returns the ELBO estimate before it."""
         model, ops, xp, M = self.model, self.ops, self.xp, self.M
-        Kuu, Kvv, Kvu = model._inducing_matrices()
         rows = self.rows.batch(model, idx)
-        Kpp = ops.to_device(np.block([[Kuu, Kvu.T], [Kvu, Kvv]]))
-        blocks = ResidentRows.blocks(model)
+        blocks = model.column_blocks()
+        own = self.inducing_on_device
+        if own:  # K_pp = k(S, S) at the block's own sources S = [Z; W], on the device
+            T_pp, K_pp = blocks[0].columns(ops, blocks[0].r, blocks[0].U)
+            Kpp = _with_jitter(xp, K_pp, M, model.jitter)
+        else:
+            Kuu, Kvv, Kvu = model._inducing_matrices()
+            Kpp = ops.to_device(np.block([[Kuu, Kvu.T], [Kvu, Kvv]]))
         noise, B = model.likelihood.variance, idx.shape[0]
         # judged by the copy back (a rejected row's r = 0 makes NaN of its gradients, where NumPy's
         # stand-in would also warn): the device's results are read once, below
@@ -105,14 +121,19 @@ class ResidentSteps:
             t = whitened_stats_terms(xp, self.solve, LJ, M, G, c, r2 * model.kernel.at_one(), rows.yy, B,
                                      m_u, L_u, m_v, L_v, noise, self.num_data)
             parts = rows.device_sums(model, 2.0 * self.solve(LJ, t.dPhi, 1), self.solve(LJ, t.dbeta, 1), t.a)
+            if own:  # the inducing block's chain joins the rows': both are the kernel's at the same sources
+                dX, dS, dvar, dlen = blocks[0].backward(ops, T_pp, _jitter_backward(xp, t.dKpp, M, model.jitter),
+                                                        blocks[0].r, blocks[0].U)
+                parts = [parts[0] + dvar, parts[1] + dlen, *parts[2:4], parts[4] + dX + dS]
             gq = xp.concatenate([t.dm, t.dL_u.ravel(), t.dL_v.ravel()])
             head = xp.stack([xp.asarray(bad, dtype=xp.float64), t.value, t.trace, r2, t.dnoise,
                              xp.all(xp.isfinite(gq)).astype(xp.float64)])
-        head, dKpp, *sums = copy_back(ops, [head, t.dKpp, *parts])  # the step's one copy back
+        head, *sums = copy_back(ops, [head, *parts] if own else [head, t.dKpp, *parts])  # the step's one copy back
+        dKpp = None if own else sums.pop(0)
         if head[0]:
             rows.rejected(model)
-        if not (head[5] and np.all(np.isfinite(head[1:5])) and np.all(np.isfinite(dKpp))
-                and all(np.all(np.isfinite(s)) for s in sums)):
+        if not (head[5] and np.all(np.isfinite(head[1:5])) and all(np.all(np.isfinite(s)) for s in sums)
+                and (own or np.all(np.isfinite(dKpp)))):
             return self._on_host(idx)
         value, trace, sum_r2, dnoise = (float(v) for v in head[1:5])
         s = self.num_data / B
@@ -122,7 +143,8 @@ class ResidentSteps:
             raise NumericalFailure("a minibatch step left the usable range (Cholesky failed); lower lr") from err
         self.q.step(gq)  # launched after the copy back: it runs while the host chains the rest
         grads = DecoupledGradients(model)
-        grads.inducing(dKpp[:M, :M], dKpp[M:, M:], 2.0 * dKpp[M:, :M])
+        if not own:
+            grads.inducing(dKpp[:M, :M], dKpp[M:, M:], 2.0 * dKpp[M:, :M])
         grads.add_sums(rows.finish_sums(model, sums, t.a))
         g = grads.result(None, None, None, None, dnoise)
         self._advance(model._chain(g, self.rest.x, model._entries(self.names)))
@@ -168,3 +190,26 @@ def _split_q(x: np.ndarray, M: int, K: int) -> tuple:
 
 def _solve(ops, L, B, trans):
     return ops.device_solve(L, B, trans=trans)
+
+
+def _with_jitter(xp, K, M: int, jitter: float):
+    """The host's jitter (:func:`~spherelab.linalg.add_jitter`) on each diagonal block of
+    :math:`K_{pp}`: ``[:M, :M]`` and ``[M:, M:]``."""
+    if jitter == 0.0:
+        return K
+    d = xp.diag(K)
+    add = [xp.full(M, jitter) * xp.mean(d[:M])]
+    if K.shape[0] > M:
+        add.append(xp.full(K.shape[0] - M, jitter) * xp.mean(d[M:]))
+    return K + xp.diag(xp.concatenate(add))
+
+
+def _jitter_backward(xp, G, M: int, jitter: float):
+    """Reverse mode of :func:`_with_jitter` (:func:`~spherelab.linalg.jitter_backward` per block)."""
+    if jitter == 0.0:
+        return G
+    d, n = xp.diag(G), G.shape[0]
+    add = [xp.ones(M) * (jitter * xp.sum(d[:M]) / M)]
+    if n > M:
+        add.append(xp.ones(n - M) * (jitter * xp.sum(d[M:]) / (n - M)))
+    return G + xp.diag(xp.concatenate(add))

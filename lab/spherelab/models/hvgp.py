@@ -41,6 +41,7 @@ from ..likelihoods import Gaussian
 from ..linalg import cholesky_or_explain, inverse_factor
 from . import saved
 from .base import entry
+from .hvgp_resident import DeviceBlocks
 from .registry import Param, kernel_params, likelihood_params
 from .sparse import SparseModel
 
@@ -94,7 +95,7 @@ def _tied_scales_ok(group, kernel: ZonalKernel) -> bool:
     return all(np.allclose(R @ probe, probe @ R, atol=1e-12) for R in group.generators)
 
 
-class HarmonicSVGP(SparseModel):
+class HarmonicSVGP(DeviceBlocks, SparseModel):
     r"""The harmonic variational GP (HVGP, Sun et al. 2021 §4.2): one block of inducing inputs per
     component of the harmonic kernel decomposition, independent whitened posteriors per block.
 
@@ -143,6 +144,7 @@ class HarmonicSVGP(SparseModel):
     fields = SparseModel.fields + Fields(
         config=("kernel", "group", "sizes", "likelihood", "jitter"),
         fitted=("Z", "ms", "Ls", "input_dim=_input_dim"),
+        held=("held=_held",),
         transient=("components",))
 
     def __init__(self, kernel: ZonalKernel, group, num_inducing_per_block: int | Sequence[int] = 64,
@@ -275,6 +277,8 @@ class HarmonicSVGP(SparseModel):
         every parameter: ``ms``, ``Ls``, ``Z`` (lists per block), the kernel's hyper-parameters
         and ``noise``."""
         X = self._check_inputs(X)
+        if self._on_device():  # the statistics path, the rows on the device (.hvgp_resident)
+            return self._device_elbo_and_gradient(X, y, X.shape[0] if num_data is None else num_data)
         res = self.bound(X, y, num_data)
         kern = self.kernel
         acc = GradientSums.for_kernel(kern)

@@ -213,6 +213,17 @@ def _vish_lift_stage(device, rng):
     return [model.parameter_vector(), np.array([model.elbo()])]
 
 
+def _decoupled_steps(device, rng):
+    """Four minibatch steps of OrthogonalSVGP with inducing points and orthogonal inputs (on a device
+    the step is resident there: the bound, its backward pass and q's Adam): the fitted parameters and
+    each step's ELBO estimate."""
+    X = rng.standard_normal((30, 2))
+    y = np.sin(X[:, 0]) + 0.1 * rng.standard_normal(30)
+    model = _builders()["points+orthogonal"](X, device)
+    model.fit_svi(X, y, batch_size=10, iterations=4, lr=0.02, seed=0)
+    return [model.parameter_vector(), np.array(model.trace)]
+
+
 KERNEL_CASES: dict[str, Case] = {
     **{f"gegenbauer + clenshaw, alpha = {a}": _gegenbauer(a) for a in (0.0, 0.5, 3.5)},
     **{f"matern code {c}{', same' if s else ''}": _matern(c, s) for c in (0, 1, 2) for s in (False, True)},
@@ -228,6 +239,7 @@ MODEL_CASES: dict[str, Case] = {
     **{f"model {name}": _model(name) for name in
        ("points+orthogonal", "activated", "hvgp", "vish", "vish-phases", "harmonics+orthogonal")},
     "model vish, lift stage fitted": _vish_lift_stage,
+    "model points+orthogonal, minibatch steps": _decoupled_steps,
 }
 
 #: every case, kernels first

@@ -1,0 +1,130 @@
+"""HVGP's blocks on the device (spherelab.models.hvgp_resident): the statistics path there gives the
+CPU's per-row bound and gradient (full batch, minibatch, collapsed), a fit copies its rows once and
+then moves only arrays of the inducing size, and a row outside the lift gets the lift's own error."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import spherelab as sl
+from conftest import hvgp_data, randomise_block_q
+from spherelab import kernels as K
+from spherelab.features.device_columns import OrbitColumns
+from spherelab.groups import Antipodal, Product, Reflection, Rotation
+from spherelab.models.decoupled_resident import ResidentRows
+
+CASES = {
+    "reflect each, ARD": (lambda: Reflection(2),
+                          lambda: K.Matern(2.5, 0.9, bias=0.7, input_scale=np.array([1.2, 0.8])), 2),
+    "rotate 4": (lambda: Rotation(2, 4), lambda: K.Matern(1.5, 1.1, bias=0.5, input_scale=1.3), 2),
+    "rotate 3 x reflect": (lambda: Product(Rotation(3, 3, (0, 1)), Reflection(3, [[2]])),
+                           lambda: K.Matern(2.5, 0.8, bias=0.6), 3),
+}
+
+
+def _close(a, b, tol=1e-10):
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return np.max(np.abs(a - b), initial=0.0) <= tol * max(1.0, np.max(np.abs(a), initial=0.0))
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, list):  # one array per block
+        return len(a) == len(b) and all(_close(x, z) for x, z in zip(a, b))
+    return _close(a, b)
+
+
+def _models(case, device, rng, n=40):
+    group, kern, D = CASES[case]
+    X, y = hvgp_data(rng, n, D)
+    models = []
+    for dev in ("cpu", device):
+        m = sl.HarmonicSVGP(kern(), group(), 3, sl.likelihoods.Gaussian(0.3), device=dev).fit(X, y, optimize=False)
+        models.append(m)
+    models[1].set_params(**models[0].get_params())  # the same inducing inputs and q
+    randomise_block_q(models[0], np.random.default_rng(4))
+    randomise_block_q(models[1], np.random.default_rng(4))
+    return models, X, y
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_device_bound_and_gradient_equal_the_cpus(cuda_device, case, rng):
+    (cpu, dev), X, y = _models(case, cuda_device, rng)
+    assert dev._on_device() and not cpu._on_device()
+    for rows, num_data in ((slice(None), None), (slice(0, 12), 40)):
+        va, ga = cpu.elbo_and_gradient(X[rows], y[rows], num_data)
+        vb, gb = dev.elbo_and_gradient(X[rows], y[rows], num_data)
+        assert vb == pytest.approx(va, rel=1e-11)
+        assert set(ga) == set(gb)
+        off = [k for k in ga if not _same(ga[k], gb[k])]
+        assert not off, off
+
+
+def test_the_collapsed_bound_on_the_device_is_the_cpus(cuda_device, rng):
+    (cpu, dev), X, y = _models("rotate 4", cuda_device, rng)
+    names = cpu.collapsed_names
+    theta = cpu.parameter_vector(names)
+    va, ga = cpu.collapsed_objective(theta, X, y)
+    vb, gb = dev.collapsed_objective(theta, X, y)
+    assert vb == pytest.approx(va, rel=1e-10) and _close(ga, gb, 1e-8)
+    assert all(_close(a, b, 1e-9) for a, b in zip(cpu.Ls, dev.Ls)) and _close(np.concatenate(cpu.ms),
+                                                                                np.concatenate(dev.ms), 1e-9)
+
+
+def test_orbit_columns_are_the_components_values(cuda_device, rng):
+    (cpu, dev), X, y = _models("rotate 3 x reflect", cuda_device, rng)
+    block = dev.column_blocks()[0]
+    assert isinstance(block, OrbitColumns) and block.width == sum(dev.sizes)
+    xp = dev.ops.array_namespace()
+    r, U = dev.kernel.lift(X)
+    _, Kfu = block.columns(dev.ops, xp.asarray(r), xp.asarray(U))
+    expected = np.vstack([comp.K(Z, X) for comp, Z in zip(cpu.components, cpu.Z)]).T
+    assert _close(dev.ops.to_host(Kfu), expected, 1e-12)
+
+
+def test_a_fit_moves_no_n_sized_array_after_the_rows(cuda_device, monkeypatch, rng):
+    (_, dev), X, y = _models("reflect each, ARD", cuda_device, rng, n=300)
+    sizes, evaluations = [], []
+    impl = dev.ops.zonal_columns.__self__
+    for owner in (dev.ops, impl):
+        for name in ("to_device", "to_host"):
+            def counted(a, *args, _real=getattr(owner, name), **kw):
+                sizes.append(np.size(a))
+                return _real(a, *args, **kw)
+
+            monkeypatch.setattr(owner, name, counted)
+    original = ResidentRows.statistics
+    monkeypatch.setattr(ResidentRows, "statistics",
+                        lambda self, *a, **kw: evaluations.append(len(sizes)) or original(self, *a, **kw))
+    with pytest.warns(sl.ConvergenceWarning):
+        dev.fit(X, y, maxiter=3)
+    assert len(evaluations) >= 3
+    assert max(sizes[:evaluations[0]]) >= X.size  # the rows, once
+    P = sum(dev.sizes)
+    assert max(sizes[evaluations[0]:]) <= max(P * P + P + 2, dev.column_width() * 3) < X.shape[0]
+
+
+def test_a_row_outside_the_lift_gets_the_lifts_own_error(cuda_device, rng):
+    (_, dev), X, y = _models("rotate 4", cuda_device, rng)
+    X = X.copy()
+    X[5, 0] = 1e200
+    with pytest.raises(ValueError, match="the lift .X / input_scale, bias. has entries up to"):
+        dev.elbo_and_gradient(X, y)
+
+
+def test_other_kernels_likelihoods_and_groups_stay_on_the_host(cuda_device):
+    assert not sl.HarmonicSVGP(K.Matern(1.5, 1.0), Antipodal(), 2, device=cuda_device)._on_device()
+    assert not sl.HarmonicSVGP(K.ArcCosine(1), Reflection(2), 2, device=cuda_device)._on_device()
+    assert not sl.HarmonicSVGP(K.Matern(1.5, 1.0), Reflection(2), 2, sl.likelihoods.Bernoulli(),
+                               device=cuda_device)._on_device()
+
+
+@pytest.mark.filterwarnings("ignore::spherelab.ConvergenceWarning")
+def test_the_device_fits_follow_the_cpus(cuda_device, rng):
+    (cpu, dev), X, y = _models("rotate 4", cuda_device, rng)
+    for m in (cpu, dev):
+        m.fit(X, y, maxiter=5)
+    a, b = cpu.get_params(), dev.get_params()
+    assert all(_same(a[k], b[k]) if k != "q_sqrt" else _same(list(a[k]), list(b[k])) for k in a)
+    for m in (cpu, dev):
+        m.fit_svi(X, y, batch_size=16, iterations=4, lr=0.02, seed=3)
+    assert np.allclose(dev.trace, cpu.trace, rtol=1e-10, atol=0)
