@@ -217,3 +217,57 @@ def find_saved(node, name):
         if hit is not None:
             return hit
     return None
+
+
+class TransferSpy:
+    """Every host-device transfer of one decoupled model's device (the operation table's entries and
+    the CUDA operations' own methods), in order: ``sizes`` (entries of each), ``back`` (the
+    positions in ``sizes`` of the copies back), ``back_sizes`` and ``there_sizes``. The inducing
+    block's host-in/host-out operations (P x P, P x K) are left out: on a card they run on the host's
+    kernels (``CudaOperations.host_entries``); the simulator sends them through its device."""
+
+    def __init__(self, model, monkeypatch):
+        from spherelab.models.decoupled_gradients import DecoupledGradients
+
+        self.sizes: list[int] = []
+        self.back: list[int] = []
+        self.host_side = 0
+        impl = model.ops.zonal_columns.__self__  # the CudaOperations behind the table
+        for owner in (model.ops, impl):
+            for name in ("to_device", "to_host"):
+                monkeypatch.setattr(owner, name, self._wrap(getattr(owner, name), name == "to_host"))
+        for owner, name in ((type(model), "_inducing_matrices"), (DecoupledGradients, "inducing")):
+            monkeypatch.setattr(owner, name, self._host_side(getattr(owner, name)))
+
+    @property
+    def back_sizes(self) -> list[int]:
+        return [self.sizes[i] for i in self.back]
+
+    @property
+    def there_sizes(self) -> list[int]:
+        back = set(self.back)
+        return [n for i, n in enumerate(self.sizes) if i not in back]
+
+    def clear(self) -> None:
+        self.sizes.clear()
+        self.back.clear()
+
+    def _wrap(self, func, back):
+        def counted(a, *args, **kwargs):
+            if not self.host_side:
+                if back:
+                    self.back.append(len(self.sizes))
+                self.sizes.append(int(np.size(a)))
+            return func(a, *args, **kwargs)
+
+        return counted
+
+    def _host_side(self, func):
+        def marked(*args, **kwargs):
+            self.host_side += 1
+            try:
+                return func(*args, **kwargs)
+            finally:
+                self.host_side -= 1
+
+        return marked

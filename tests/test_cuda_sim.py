@@ -170,7 +170,7 @@ def test_device_check_runs_end_to_end_in_the_simulator(tmp_path):
     assert len(points) == 1 and points[0][column] == 1  # one copy back per minibatch step
     hvgp = data["sections"][6]
     device_row, host_row = hvgp["rows"]
-    assert device_row[hvgp["columns"].index("copies back / eval")] == 2  # the statistics, then the rows' sums
+    assert device_row[hvgp["columns"].index("copies back / eval")] == 1
     assert host_row[hvgp["columns"].index("bound rel. diff")] < 1e-12
     markdown = (tmp_path / "gpu_check.md").read_text()
     assert "### Parity with the CPU, float64 (done" in markdown and "| case | error |" in markdown

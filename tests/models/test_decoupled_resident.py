@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import spherelab as sl
-from conftest import toy_data
+from conftest import TransferSpy, toy_data
 from spherelab.models.decoupled_resident import ResidentRows
 
 
@@ -75,47 +75,37 @@ def test_other_kernels_and_features_stay_on_the_host_path(cuda_device):
     assert ResidentRows.applies(sl.OrthogonalSVGP(sl.kernels.Matern(0.5, 1.0), units, 0, device=cuda_device))
 
 
-class _Spy:
-    """Counts every host-device transfer of one model's device: the operation table's entries and
-    the CUDA operations' own methods (which the table's other operations call)."""
-
-    def __init__(self, model, monkeypatch):
-        self.sizes: list[int] = []
-        impl = model.ops.zonal_columns.__self__  # the CudaOperations behind the table
-        for owner in (model.ops, impl):
-            for name in ("to_device", "to_host"):
-                monkeypatch.setattr(owner, name, self._wrap(getattr(owner, name)))
-
-    def _wrap(self, func):
-        def counted(a, *args, **kwargs):
-            self.sizes.append(int(np.size(a)))
-            return func(a, *args, **kwargs)
-
-        return counted
-
-
 @pytest.mark.parametrize("features", ["points", "activated", "harmonics"])
 def test_a_fit_moves_no_n_sized_array_between_evaluations(cuda_device, monkeypatch, features):
-    n = 120 if features != "harmonics" else 400  # 14 harmonics + 2 points: P^2 = 256
+    n = 300 if features != "harmonics" else 700  # 14 harmonics + 2 points: P^2 = 256
     X, y = _data(n)
     model = _model(X, y, cuda_device, K=2, features=features)
-    spy = _Spy(model, monkeypatch)
+    spy = TransferSpy(model, monkeypatch)
     evaluations = []
-    original = ResidentRows.statistics
+    original = ResidentRows.gram
 
-    def statistics(self, *args, **kwargs):  # marks where each evaluation's transfers begin
+    def gram(self, *args, **kwargs):  # marks where each evaluation's transfers begin
         evaluations.append(len(spy.sizes))
         return original(self, *args, **kwargs)
 
-    monkeypatch.setattr(ResidentRows, "statistics", statistics)
-    model.fit(X, y, maxiter=4)
-    assert len(evaluations) >= 3
-    start = spy.sizes[:evaluations[0]]
-    per_evaluation = spy.sizes[evaluations[0]:]
-    assert max(start) >= n  # the rows were copied, once, before the first evaluation
-    P = model.features.num_features + 2
-    # only P-sized arrays after that (the statistics' one copy back: Phi, beta and two numbers)
-    assert per_evaluation and max(per_evaluation) <= P * P + P + 2 < n, max(per_evaluation)
+    monkeypatch.setattr(ResidentRows, "gram", gram)
+    for collapsed in (True, False):
+        evaluations.clear()
+        spy.clear()
+        model.fit(X, y, maxiter=4, collapsed=collapsed)
+        assert len(evaluations) >= 3
+        start = spy.sizes[:evaluations[0]]
+        per_evaluation = spy.sizes[evaluations[0]:]
+        assert max(start) >= n  # the rows were copied, once, before the first evaluation
+        M, P, D = model.features.num_features, model.features.num_features + 2, X.shape[1]
+        # only arrays of the inducing size after that: at most dL/dK_pp, q's gradient, the sources'
+        # gradients and a few numbers in one copy
+        limit = P * P + (P + M * M + 4) + P * (D + 1) + 16
+        assert per_evaluation and max(per_evaluation) <= limit < n, max(per_evaluation)
+        # one copy back per evaluation (the fit's last optimal_q, after them, makes its own)
+        marks = evaluations + [len(spy.sizes)]
+        counts = [sum(a <= i < b for i in spy.back) for a, b in zip(marks[:-1], marks[1:])]
+        assert counts[:-1] == [1] * (len(counts) - 1), counts
 
 
 def test_a_standalone_evaluation_copies_its_rows_and_reads_changed_data(cuda_device):
@@ -155,3 +145,15 @@ def test_the_backward_pass_without_its_forward_pass_recomputes_the_same_sums(cud
     for a, b in zip(kept[0].values(), fresh[0].values()):
         assert _close(a, b, 1e-13)
     assert _close(kept[1], fresh[1], 1e-13) and _close(kept[2], fresh[2], 1e-13)
+
+
+@pytest.mark.parametrize("features", ["points", "activated", "harmonics"])
+def test_the_collapsed_bound_on_the_device_is_the_cpus(cuda_device, features):
+    """q's optimum (the mean and each block's inverse factor) on the device, in the same evaluation."""
+    X, y = _data()
+    cpu, dev = (_model(X, y, d, 2, None, features) for d in ("cpu", cuda_device))
+    names = cpu.collapsed_names
+    theta = cpu.parameter_vector(names)
+    va, ga = cpu.collapsed_objective(theta, X, y)
+    vb, gb = dev.collapsed_objective(theta, X, y)
+    assert vb == pytest.approx(va, rel=1e-11) and _close(ga, gb, 1e-9)

@@ -8,10 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import spherelab as sl
-from conftest import toy_data
+from conftest import TransferSpy, toy_data
 from spherelab.bounds import gaussian_stats_bound_whitened
 from spherelab.bounds.whitened_stats import whitened_stats_terms
-from spherelab.models.decoupled_gradients import DecoupledGradients
 from spherelab.models.decoupled_resident import ResidentRows
 from spherelab.models.decoupled_step import ResidentSteps
 from spherelab.models.sparse import AdamSteps
@@ -57,51 +56,15 @@ def test_the_resident_fit_takes_the_hosts_steps(cuda_device, features, K, jitter
     assert np.allclose(np.triu(b["q_sqrt"], 1), 0.0)  # q's factor stays lower triangular on the device
 
 
-class _Spy:
-    """Counts the device's transfers (the operation table's and the CUDA operations' own), by size."""
-
-    def __init__(self, model, monkeypatch):
-        self.back: list[int] = []
-        self.there: list[int] = []
-        self.host_side = 0
-        impl = model.ops.zonal_columns.__self__
-        for owner in (model.ops, impl):
-            monkeypatch.setattr(owner, "to_device", self._wrap(getattr(owner, "to_device"), self.there))
-            monkeypatch.setattr(owner, "to_host", self._wrap(getattr(owner, "to_host"), self.back))
-        # the inducing block's host-in/host-out operations (P x P, P x K) run on the host's kernels on
-        # a card (CudaOperations.host_entries: series columns there, Matern everywhere); the simulator
-        # sends the series through its device, so those copies are not the step's
-        for owner, name in ((type(model), "_inducing_matrices"), (DecoupledGradients, "inducing")):
-            monkeypatch.setattr(owner, name, self._host_side(getattr(owner, name)))
-
-    def _wrap(self, func, sizes):
-        def counted(a, *args, **kwargs):
-            if not self.host_side:
-                sizes.append(int(np.size(a)))
-            return func(a, *args, **kwargs)
-
-        return counted
-
-    def _host_side(self, func):
-        def marked(*args, **kwargs):
-            self.host_side += 1
-            try:
-                return func(*args, **kwargs)
-            finally:
-                self.host_side -= 1
-
-        return marked
-
-
 @pytest.mark.parametrize("features", ["points", "activated", "harmonics"])
 def test_a_step_copies_back_once_and_moves_nothing_n_sized(cuda_device, monkeypatch, features):
     n, batch = 400, 16
     X, y = _data(n)
     model = _model(X, cuda_device, features, K=3)
     model.initialise(X)
-    spy = _Spy(model, monkeypatch)
+    spy = TransferSpy(model, monkeypatch)
     steps = ResidentSteps(model, X, y, 0.01)
-    assert max(spy.there) == X.size and spy.back == []  # the rows' one copy, nothing back
+    assert max(spy.there_sizes) == X.size and spy.back == []  # the rows' one copy, nothing back
     # inducing points: K_pp = k([Z; W], [Z; W]) and its chain on the device too, nothing of it on the host
     assert steps.inducing_on_device == (features == "points")
     host_blocks = []
@@ -110,14 +73,14 @@ def test_a_step_copies_back_once_and_moves_nothing_n_sized(cuda_device, monkeypa
     P = model.features.num_features + 3
     rng = np.random.default_rng(0)
     for _ in range(3):
-        back, there = len(spy.back), len(spy.there)
+        back, there = len(spy.back_sizes), len(spy.there_sizes)
         steps.step(rng.choice(n, batch, replace=False))
-        assert len(spy.back) - back == 1  # the step's one wait on the device
-        assert max(spy.back[back:]) < n and max(spy.there[there:]) <= P * P < n
+        assert len(spy.back_sizes) - back == 1  # the step's one wait on the device
+        assert max(spy.back_sizes[back:]) < n and max(spy.there_sizes[there:]) <= P * P < n
     assert len(host_blocks) == (0 if features == "points" else 3)
     steps.finish()
     M = model.features.num_features
-    assert spy.back[-1] == P + M * M + 3 * 3  # q, once, at the end
+    assert spy.back_sizes[-1] == P + M * M + 3 * 3  # q, once, at the end
 
 
 def test_a_failed_device_factor_takes_the_hosts_step(cuda_device, monkeypatch):

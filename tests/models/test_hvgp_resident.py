@@ -81,26 +81,32 @@ def test_orbit_columns_are_the_components_values(cuda_device, rng):
     assert _close(dev.ops.to_host(Kfu), expected, 1e-12)
 
 
-def test_a_fit_moves_no_n_sized_array_after_the_rows(cuda_device, monkeypatch, rng):
-    (_, dev), X, y = _models("reflect each, ARD", cuda_device, rng, n=300)
-    sizes, evaluations = [], []
+def test_a_fit_copies_back_once_per_evaluation_and_nothing_n_sized(cuda_device, monkeypatch, rng):
+    (_, dev), X, y = _models("reflect each, ARD", cuda_device, rng, n=800)
+    sizes, back, evaluations = [], [], []
     impl = dev.ops.zonal_columns.__self__
     for owner in (dev.ops, impl):
         for name in ("to_device", "to_host"):
-            def counted(a, *args, _real=getattr(owner, name), **kw):
+            def counted(a, *args, _real=getattr(owner, name), _back=name == "to_host", **kw):
+                if _back:
+                    back.append(len(sizes))
                 sizes.append(np.size(a))
                 return _real(a, *args, **kw)
 
             monkeypatch.setattr(owner, name, counted)
-    original = ResidentRows.statistics
-    monkeypatch.setattr(ResidentRows, "statistics",
+    original = ResidentRows.gram
+    monkeypatch.setattr(ResidentRows, "gram",
                         lambda self, *a, **kw: evaluations.append(len(sizes)) or original(self, *a, **kw))
     with pytest.warns(sl.ConvergenceWarning):
         dev.fit(X, y, maxiter=3)
     assert len(evaluations) >= 3
     assert max(sizes[:evaluations[0]]) >= X.size  # the rows, once
     P = sum(dev.sizes)
-    assert max(sizes[evaluations[0]:]) <= max(P * P + P + 2, dev.column_width() * 3) < X.shape[0]
+    # at most dL/dK_uu, q (or its gradient), the orbit points' gradients and a few numbers
+    assert max(sizes[evaluations[0]:]) <= P * P + (P + P * P) + dev.column_width() * 3 + 16 < X.shape[0]
+    marks = evaluations + [len(sizes)]
+    counts = [sum(a <= i < b for i in back) for a, b in zip(marks[:-1], marks[1:])]
+    assert counts[:-1] == [1] * (len(counts) - 1), counts  # (the fit's last optimal_q copies after them)
 
 
 def test_a_row_outside_the_lift_gets_the_lifts_own_error(cuda_device, rng):

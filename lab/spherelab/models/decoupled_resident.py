@@ -8,13 +8,15 @@ units, spherical harmonics) and the kernel's at the orthogonal inputs
 block). :class:`~spherelab.HarmonicSVGP` uses the same rows with its own block
 (:class:`~spherelab.features.device_columns.OrbitColumns`: :mod:`.hvgp_resident`).
 
-On a device other than the CPU the training rows are copied there once; each
-evaluation of the whitened Gaussian bound (:func:`~spherelab.bounds.gaussian_stats_bound_whitened`)
-then sends :math:`L_J` and the blocks' sources and gets back :math:`\Phi = AA^\top`, :math:`\beta = Ay`
-and :math:`\sum_n k(x_n, x_n)` (:math:`A = L_J^{-1}K_{pf}`); its backward pass sends :math:`Q` and
-:math:`q_\beta` (:math:`\partial L/\partial K_{pf} = QA + q_\beta y^\top`) and gets back the
-hyper-parameters' sums and the sources' gradients. Nothing of size N crosses between
-evaluations (tested with the simulator's stand-in arrays, which count every transfer).
+On a device other than the CPU the training rows are copied there once. An evaluation of the
+whitened Gaussian bound (:func:`~spherelab.bounds.gaussian_stats_bound_whitened`) then runs there
+whole (:func:`~spherelab.models.resident_bound.resident_bound`: :meth:`ResidentRows.gram` gives
+:math:`\Phi = AA^\top`, :math:`\beta = Ay` and :math:`\sum_n r_n^2`, :math:`A = L_J^{-1}K_{pf}`;
+:meth:`ResidentRows.device_sums` the rows' chain from
+:math:`\partial L/\partial K_{pf} = QA + q_\beta y^\top`) and copies back once. :meth:`statistics`
+and :meth:`row_sums` are the same two passes with a copy back each, for the host's bound (q's
+optimum at a fit's start, and an evaluation whose factor failed on the device). Nothing of size N
+crosses between evaluations (tested with the simulator's stand-in arrays, which count every transfer).
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ from ..threads import pass_workers
 from .decoupled_gradients import DecoupledGradients
 from .decoupled_resident import ResidentRows
 from .decoupled_step import ResidentSteps
+from .resident_bound import resident_bound, split_flat
 
 if TYPE_CHECKING:  # the host's parts, for the annotations of what the mixin reads
     from ..backend.ops import Operations
@@ -182,6 +183,11 @@ class DecoupledStatistics:
         both = first.stacked(self.W)
         return [both] if both is not None else [first, KernelColumns(self.kernel, self.ops, self.W, 0)]
 
+    def joint_inducing_block(self) -> np.ndarray:
+        r"""The joint inducing block :math:`K_{pp}` of :math:`p = [u; v]` ``(P, P)``, jitter included."""
+        Kuu, Kvv, Kvu = self._inducing_matrices()
+        return np.block([[Kuu, Kvu.T], [Kvu, Kvv]])
+
     def column_parameters(self, own: dict) -> np.ndarray:
         """The features' flat parameter gradient from the blocks' ``split`` results."""
         return self.features.param_gradient(own)
@@ -217,6 +223,10 @@ class DecoupledStatistics:
         """The bound on the rows of ``rowpass`` (``n`` of them; ``num_data`` the data's size) and
         its gradient: the statistics, the bound, then the rows' sums."""
         M = self.features.num_features
+        if rowpass.device is not None:  # the rows on a device: the whole evaluation there, one copy back
+            out = self._resident_evaluation(rowpass.device, num_data, collapsed)
+            if out is not None:
+                return out
         LJ = joint_cholesky(*self._inducing_matrices())
         st = rowpass.statistics(LJ)
         q = (self.m_u, self.L_u, self.m_v, self.L_v)
@@ -232,6 +242,26 @@ class DecoupledStatistics:
         qb = solve_triangular(LJ, res.dbeta, lower=True, trans=1)
         grads.add_sums(rowpass.row_sums(LJ, Q, qb, res.dkff))
         return res.value, grads.result(res.dm_u, res.dL_u, res.dm_v, res.dL_v, res.dnoise)
+
+    def _resident_evaluation(self, rows: ResidentRows, num_data: int, collapsed: bool):
+        """:meth:`_elbo_and_gradient_stats` by :func:`~.resident_bound.resident_bound`; None where the
+        device's factor failed (the host's evaluation then decides, with its jitter and errors)."""
+        M, K = self.features.num_features, self.num_orthogonal
+        if collapsed:
+            res = resident_bound(self, rows, M, num_data, optimum=[slice(0, M), slice(M, M + K)],
+                                 inducing=self.joint_inducing_block, q_back=False)
+        else:
+            q = (self.m_u, self.m_v, np.tril(self.L_u), np.tril(self.L_v))
+            res = resident_bound(self, rows, M, num_data, q=tuple(self.ops.to_device(a) for a in q),
+                                 inducing=self.joint_inducing_block)
+        if res is None:
+            return None
+        grads = DecoupledGradients(self)
+        if res.dKpp is not None:
+            grads.inducing(res.dKpp[:M, :M], res.dKpp[M:, M:], 2.0 * res.dKpp[M:, :M])
+        grads.add_sums(rows.finish_sums(self, res.sums, res.dkff))
+        dq = (None,) * 4 if collapsed else split_flat(res.q, M, K)
+        return res.value, grads.result(dq[0], dq[2], dq[1], dq[3], res.dnoise)
 
     def _blocks_refused(self) -> str | None:
         """Why this model cannot fit Dask blocks (None: it can)."""

@@ -278,7 +278,9 @@ class HarmonicSVGP(DeviceBlocks, SparseModel):
         and ``noise``."""
         X = self._check_inputs(X)
         if self._on_device():  # the statistics path, the rows on the device (.hvgp_resident)
-            return self._device_elbo_and_gradient(X, y, X.shape[0] if num_data is None else num_data)
+            out = self._device_elbo_and_gradient(X, y, X.shape[0] if num_data is None else num_data)
+            if out is not None:
+                return out
         res = self.bound(X, y, num_data)
         kern = self.kernel
         acc = GradientSums.for_kernel(kern)

@@ -11,9 +11,10 @@ derivatives by :math:`L` and :math:`K_{uu}` are read on the diagonal blocks).
 On a device other than the CPU the rows are copied there once per fit
 (:class:`~spherelab.models.decoupled_resident.ResidentRows`); every block's columns come from one
 kernel launch at all the blocks' orbit points (:class:`~spherelab.features.device_columns.OrbitColumns`).
-An evaluation sends :math:`L_J` and the orbit points, copies back :math:`\Phi`, :math:`\beta` and two
-numbers, runs the :math:`O(M^3)` bound on the host, sends its two P-sized derivatives and copies back
-the rows' gradient sums: two copies back, nothing of size N.
+An evaluation sends the joint :math:`K_{uu}` (block-diagonal, built on the host with each block's
+jitter) and the orbit points; the factor, the statistics, q's optimum (collapsed), the bound, its
+backward pass and the rows' chain run on the device (:func:`~.resident_bound.resident_bound`), and
+one copy comes back; nothing of size N crosses. Each block's :math:`K_{uu}` chain runs on the host.
 """
 
 from __future__ import annotations
@@ -22,15 +23,14 @@ import contextlib
 from typing import Any, Iterator
 
 import numpy as np
-from scipy.linalg import block_diag, solve_triangular
+from scipy.linalg import block_diag
 
-from ..bounds.decoupled import gaussian_stats_bound_whitened
 from ..bounds.sums import GradientSums
 from ..features.device_columns import OrbitColumns
 from ..groups import Group
 from ..likelihoods import Gaussian
-from ..linalg import inverse_factor
 from .decoupled_resident import ResidentRows
+from .resident_bound import resident_bound, split_flat
 
 __all__ = ["DeviceBlocks"]
 
@@ -78,42 +78,49 @@ class DeviceBlocks:
             return held[2]
         return ResidentRows(self, X, np.asarray(y, dtype=np.float64))
 
-    def _device_elbo_and_gradient(self, X, y, num_data: int, collapsed: bool = False) -> tuple[float, dict[str, Any]]:
+    def _device_elbo_and_gradient(self, X, y, num_data: int,
+                                  collapsed: bool = False) -> tuple[float, dict[str, Any]] | None:
         r"""The bound on rows ``(X, y)`` and its gradient, every parameter (the dict of
-        :meth:`~spherelab.HarmonicSVGP.elbo_and_gradient`); ``collapsed``: at the optimal q for
-        the other parameters, which it also sets (:meth:`~spherelab.HarmonicSVGP.optimal_q`)."""
+        :meth:`~spherelab.HarmonicSVGP.elbo_and_gradient`), in one copy back
+        (:func:`~.resident_bound.resident_bound`); ``collapsed``: at the optimal q for the other
+        parameters, which it also sets (:meth:`~spherelab.HarmonicSVGP.optimal_q`). None where the
+        device's factor failed: the host's evaluation decides (its jitter, its errors)."""
         rows = self._device_rows(X, y)
-        Lks = self._factors()  # each block's factor, with its jitter and its error, on the host
-        LJ = block_diag(*Lks)
-        st = rows.statistics(self, LJ)
         offs = np.cumsum([0, *self.sizes])
         blocks = [slice(a, b) for a, b in zip(offs[:-1], offs[1:])]
-        M, s2 = LJ.shape[0], self.likelihood.variance
+        M, ops = int(offs[-1]), self.ops
+
+        def inducing():
+            return block_diag(*[self._with_jitter(comp.K(Z, ops=ops)) for comp, Z in zip(self.components, self.Z)])
+
         if collapsed:
-            Lam = np.eye(M) + st.G / s2
-            mu = np.linalg.solve(Lam, st.c / s2)
-            self.ms = [mu[b].copy() for b in blocks]
-            self.Ls = [inverse_factor(Lam[b, b]) for b in blocks]
-        Lu = block_diag(*[np.tril(L) for L in self.Ls])
-        res = gaussian_stats_bound_whitened(LJ, M, st.G, st.c, st.sum_diag, st.yy, X.shape[0],
-                                            np.concatenate(self.ms), Lu, np.zeros(0), np.zeros((0, 0)), s2,
-                                            num_data)
-        Q = 2.0 * solve_triangular(LJ, res.dPhi, lower=True, trans=1)
-        qb = solve_triangular(LJ, res.dbeta, lower=True, trans=1)
-        sums, dZ_rows, _ = rows.row_sums(self, LJ, Q, qb, res.dkff)
+            res = resident_bound(self, rows, M, num_data, optimum=blocks, inducing=inducing)
+        else:
+            q = (np.concatenate(self.ms), np.zeros(0), block_diag(*[np.tril(L) for L in self.Ls]), np.zeros((0, 0)))
+            res = resident_bound(self, rows, M, num_data, q=tuple(ops.to_device(a) for a in q), inducing=inducing)
+        if res is None:
+            return None
+        sums, dZ_rows, _ = rows.finish_sums(self, res.sums, res.dkff)
         acc = GradientSums.for_kernel(self.kernel)
         acc.add(sums)
         dZ = []
         for b, comp, Z in zip(blocks, self.components, self.Z):
-            d, dZc, _ = comp.gradients_with_inputs(self._jitter_backward(res.dKuu[b, b]), Z, ops=self.ops)
+            d, dZc, _ = comp.gradients_with_inputs(self._jitter_backward(res.dKpp[b, b]), Z, ops=ops)
             acc.add(d)
             dZ.append(dZc)
-        g: dict[str, Any] = {"q_mu": res.dm_u, "q_sqrt": [res.dL_u[b, b] for b in blocks],
-                             "Z": np.concatenate(dZ) + dZ_rows, "noise": res.dnoise}
+        m, _, L, _ = split_flat(res.q, M, 0)  # the optimal q (collapsed), or q's gradient
+        if collapsed:
+            self.ms, self.Ls = [m[b].copy() for b in blocks], [L[b, b].copy() for b in blocks]
+            dm, dL = None, None
+        else:
+            dm, dL = m, [L[b, b] for b in blocks]
+        g: dict[str, Any] = {"q_mu": dm, "q_sqrt": dL, "Z": np.concatenate(dZ) + dZ_rows, "noise": res.dnoise}
         g.update(acc.result())
         return res.value, g
 
     def _collapsed_elbo_and_gradient(self, X, y):
         if self._on_device():  # one pass's statistics serve the optimum and the bound
-            return self._device_elbo_and_gradient(self._check_inputs(X), y, X.shape[0], collapsed=True)
+            out = self._device_elbo_and_gradient(self._check_inputs(X), y, X.shape[0], collapsed=True)
+            if out is not None:
+                return out
         return super()._collapsed_elbo_and_gradient(X, y)
