@@ -168,6 +168,8 @@ def test_device_check_runs_end_to_end_in_the_simulator(tmp_path):
     column = decoupled["columns"].index("copies back / step")
     points = [row for row in decoupled["rows"] if "inducing points" in row[0] and row[0].endswith("(sim)")]
     assert len(points) == 1 and points[0][column] == 1  # one copy back per minibatch step
+    full = [row for row in decoupled["rows"] if "inducing points" in row[0] and row[0].endswith("full batch")]
+    assert len(full) == 1 and full[0][column] == 1  # ... and per full-batch evaluation
     hvgp = data["sections"][6]
     device_row, host_row = hvgp["rows"]
     assert device_row[hvgp["columns"].index("copies back / eval")] == 1
