@@ -97,6 +97,7 @@ class BlockPass(BlockwisePass):
     single-threaded, on the active scheduler) and summed; the statistics path only."""
 
     per_row = False
+    device = None  # the blocks stay with their workers: never rows held on the model's device
 
     def __init__(self, model, X, y) -> None:
         why = model._blocks_refused()
