@@ -3,6 +3,7 @@
 #   make lab HEADLESS=1 PORT=8899     same, no browser, listening on 127.0.0.1:8899
 #   make test                         install, then run every test (notebooks in smoke size; one worker per core)
 #   make test-fast                    the same without the tests marked slow (end-to-end fits, notebooks)
+#   make test-equality                the equality tests under another thread count and chunk size (CI runs it)
 #   make test-notebooks-full          every notebook at full size with its checks (not in CI: minutes each)
 #   make test-browser                 every notebook in Chromium through JupyterLab, then the docs site
 #   make lint                         ruff check (configured in pyproject.toml)
@@ -25,7 +26,7 @@ LAB_STAMP := $(VENV)/.spherelab-lab-installed
 BENCH_STAMP := $(VENV)/.spherelab-bench-installed
 CONSTRAINTS := .ci/constraints.txt
 
-.PHONY: lab test test-notebooks-full test-fast test-browser lint bench bench-peers install clean check-device-shape docs wheel-test
+.PHONY: lab test test-equality test-notebooks-full test-fast test-browser lint bench bench-peers install clean check-device-shape docs wheel-test
 
 install: $(STAMP)
 
@@ -37,6 +38,8 @@ $(LAB_STAMP): pyproject.toml $(CONSTRAINTS) | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) -e ".[lab]"
 	$(BIN)/python -c "import spherelab; spherelab.warmup()"
+	@# JupyterLab's defaults for this lab (no news or update toast on a first start): an admin override
+	mkdir -p $(VENV)/share/jupyter/lab/settings && cp .jupyter/overrides.json $(VENV)/share/jupyter/lab/settings/
 	touch $@
 
 $(STAMP): $(LAB_STAMP)
@@ -79,6 +82,18 @@ test-browser: $(STAMP)
 # the notebooks at full size (minutes each): every assertion beside a stated result, as a reader runs it
 test-notebooks-full: $(STAMP)
 	SPHERELAB_NOTEBOOKS=full MPLBACKEND=Agg $(BIN)/python -m pytest tests/test_notebooks.py $(PYTEST_ARGS)
+
+# The equality tests (marked equality: two orders of the same sums, compared) again under other
+# thread counts and chunk sizes than make test's (one thread, chunks sized from the cache), so that
+# a tolerance fitted to one machine's chunking fails here first. EQUALITY_RUNS: THREADS:ROWS pairs.
+EQUALITY_RUNS ?= 2:512
+test-equality: $(STAMP)
+	@for run in $(EQUALITY_RUNS); do \
+	  threads=$${run%%:*}; rows=$${run##*:}; \
+	  echo "equality tests with SPHERELAB_THREADS=$$threads SPHERELAB_CHUNK_ROWS=$$rows"; \
+	  SPHERELAB_THREADS=$$threads SPHERELAB_CHUNK_ROWS=$$rows SPHERELAB_SMOKE=1 MPLBACKEND=Agg \
+	    $(BIN)/python -m pytest $(TEST_WORKERS) -m equality $(PYTEST_ARGS) || exit 1; \
+	done
 
 test-fast: $(STAMP)
 	SPHERELAB_SMOKE=1 MPLBACKEND=Agg $(BIN)/python -m pytest $(TEST_WORKERS) -m "not slow" $(PYTEST_ARGS)

@@ -19,6 +19,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from spherelab import activations as A  # noqa: E402
 from spherelab.features import ActivatedFeatures, HarmonicFeatures, InducingPoints  # noqa: E402
+from spherelab.models import capped  # noqa: E402
 from spherelab.testing import checkgrad  # noqa: E402
 
 
@@ -197,7 +198,7 @@ def fit_in_a_thread(model, X, y, monkeypatch, maxiter=30, pause=0.02):
         return original(self, *args, **kwargs)
 
     monkeypatch.setattr(type(model), "_collapsed_elbo_and_gradient", slow)
-    t = threading.Thread(target=lambda: model.fit(X, y + 0.5, maxiter=maxiter))
+    t = threading.Thread(target=capped()(lambda: model.fit(X, y + 0.5, maxiter=maxiter)))
     t.start()
     return t, inside
 

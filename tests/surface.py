@@ -19,6 +19,7 @@ import spherelab as sl
 from spherelab import activations as A
 from spherelab import kernels as K
 from spherelab.likelihoods import Bernoulli, Gaussian
+from spherelab.models import capped
 
 RNG = np.random.default_rng(0)
 X = RNG.uniform(-1, 1, (40, 2))
@@ -185,10 +186,10 @@ CALLS = [
           "likelihood": C("object", Gaussian(0.1), optional=True, words=("likelihood",)),
           "chunk_size": C("count", 64, 1, optional=True), "prior": C("choice", "kernel"),
           "gram_dtype": C("choice", "float64")}),
-    Call("VISH.fit", lambda X, y, optimize, train_lift, lift_subsample, lift_maxiter, maxiter, seed, lift_ftol,
+    Call("VISH.fit", capped()(lambda X, y, optimize, train_lift, lift_subsample, lift_maxiter, maxiter, seed, lift_ftol,
          progress:
          _vish().fit(X, y, optimize=optimize, train_lift=train_lift, lift_subsample=lift_subsample,
-                     lift_maxiter=lift_maxiter, maxiter=maxiter, seed=seed, lift_ftol=lift_ftol, progress=progress),
+                     lift_maxiter=lift_maxiter, maxiter=maxiter, seed=seed, lift_ftol=lift_ftol, progress=progress)),
          {"X": C("array", X), "y": C("array", Y), "optimize": C("flag", True), "train_lift": C("flag", True),
           "lift_subsample": C("count", 30, 1), "lift_maxiter": C("count", 2, 0), "maxiter": C("count", 2, 0),
           "seed": C("seed", 0), "lift_ftol": C("nonneg", 1e-4, optional=True),
@@ -223,17 +224,17 @@ CALLS = [
          sl.features.kmeans_centres(X, count, seed=seed, iterations=iterations, max_rows=max_rows),
          {"X": C("array", X), "count": C("count", 3, 1), "seed": C("seed", 0), "iterations": C("count", 2, 0),
           "max_rows": C("count", 30, 1)}),
-    Call("OrthogonalSVGP.fit", lambda X, y, optimize, maxiter, seed, init_q, collapsed, max_time, progress:
+    Call("OrthogonalSVGP.fit", capped()(lambda X, y, optimize, maxiter, seed, init_q, collapsed, max_time, progress:
          _orth().fit(X, y, optimize=optimize, maxiter=maxiter, seed=seed, init_q=init_q, collapsed=collapsed,
-                     max_time=max_time, progress=progress),
+                     max_time=max_time, progress=progress)),
          {"X": C("array", X), "y": C("array", Y), "optimize": C("flag", True), "maxiter": C("count", 2, 0),
           "seed": C("seed", 0), "init_q": C("choice", "optimal"), "collapsed": C("flag", True, optional=True),
           "max_time": C("positive", 60.0, optional=True), "progress": C("flag", False, optional=True)}),
-    Call("fit_hybrid", lambda kernel, X, y, degree, num_orthogonal, time_budget, likelihood, maxiter,
+    Call("fit_hybrid", capped()(lambda kernel, X, y, degree, num_orthogonal, time_budget, likelihood, maxiter,
          max_orthogonal, seed:
          sl.models.fit_hybrid(kernel, X, y, degree=degree, num_orthogonal=num_orthogonal, time_budget=time_budget,
                               likelihood=likelihood, maxiter=maxiter, max_orthogonal=max_orthogonal,
-                              seed=seed),
+                              seed=seed)),
          {"kernel": C("object", K.Matern(1.5), words=("kernel",)), "X": C("array", X), "y": C("array", Y),
           "degree": C("count", 2, 0, optional=True), "num_orthogonal": C("count", 3, 1, size=True, optional=True),
           "time_budget": C("positive", 60.0, optional=True),

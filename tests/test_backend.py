@@ -31,6 +31,7 @@ def test_probe_without_cupy(monkeypatch, fresh_probe):
     monkeypatch.setitem(sys.modules, "cupy", None)  # makes "import cupy" raise ImportError
     assert backend.gpu_available() is False
     assert "not importable" in backend.gpu_unavailable_reason()
+    assert 'pip install ".[gpu-cuda12]"' in backend.gpu_unavailable_reason()  # the extra to install, by name
     with pytest.raises(RuntimeError, match="no GPU backend is usable: CuPy is not importable"):
         backend.resolve_device("gpu")
 

@@ -15,14 +15,15 @@ import spherelab as sl
 from conftest import sine_data
 from spherelab import kernels as K
 from spherelab.concurrency import ParameterLock, lock_of
+from spherelab.models import capped
 
 G = sl.likelihoods.Gaussian
 
 
 MODELS = {
-    "vish": lambda X, y: sl.VISH(K.Matern(1.5, 1.0), 4, G(0.1)).fit(X, y, maxiter=5, lift_maxiter=3),
-    "orthogonal": lambda X, y: sl.OrthogonalSVGP(K.Matern(1.5, 1.0), sl.InducingPoints(X[:8]), 6, G(0.1))
-    .fit(X, y, maxiter=5),
+    "vish": capped()(lambda X, y: sl.VISH(K.Matern(1.5, 1.0), 4, G(0.1)).fit(X, y, maxiter=5, lift_maxiter=3)),
+    "orthogonal": capped()(lambda X, y: sl.OrthogonalSVGP(K.Matern(1.5, 1.0), sl.InducingPoints(X[:8]), 6, G(0.1))
+    .fit(X, y, maxiter=5)),
 }
 
 
@@ -81,7 +82,8 @@ def test_predictions_never_see_a_fits_trial_points():
         seen, done = [], threading.Event()
 
         def fit():
-            model.fit(X, y + 0.5, maxiter=30)
+            with sl.models.capped():  # a deliberately short fit: its limit is meant
+                model.fit(X, y + 0.5, maxiter=30)
             done.set()
 
         def reader():
@@ -103,7 +105,8 @@ def test_models_sharing_nothing_fit_concurrently_and_those_sharing_a_kernel_seri
 
     def fit(m):
         try:
-            m.fit(X, y, maxiter=10, **({"lift_maxiter": 3} if isinstance(m, sl.VISH) else {}))
+            with sl.models.capped():  # a deliberately short fit: its limit is meant
+                m.fit(X, y, maxiter=10, **({"lift_maxiter": 3} if isinstance(m, sl.VISH) else {}))
             m.predict_f(X[:5])
         except Exception as exc:
             errors.append(exc)

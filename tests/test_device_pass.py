@@ -13,6 +13,8 @@ from spherelab import kernels as K
 from spherelab.bounds.vish import harmonic_statistics
 from spherelab.devices.transfer import HostArrays, double_buffered_pass
 
+pytestmark = pytest.mark.equality  # sums in another order: run under several chunk sizes and thread counts
+
 pytest.importorskip("numba.cuda")
 
 

@@ -22,9 +22,10 @@ def test_docstring_examples_run(name, tmp_path, monkeypatch):
     module = importlib.import_module(name)
     finder = doctest.DocTestFinder(exclude_empty=True)
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
-    for test in finder.find(module, name):
-        if test.examples and (test.filename or "").startswith(spherelab.__path__[0]):
-            runner.run(test)
+    with spherelab.models.capped():  # the examples' iteration limits are short for speed: meant
+        for test in finder.find(module, name):
+            if test.examples and (test.filename or "").startswith(spherelab.__path__[0]):
+                runner.run(test)
     result = runner.summarize(verbose=False)
     assert result.failed == 0, f"{result.failed} of {result.attempted} examples failed in {name}"
 

@@ -86,7 +86,12 @@ def test_decomposition_explorer_seed_moves_do_not_refactor(monkeypatch):
     assert len(eigh_calls) == len(ex.components)
     assert "real components" in ex.status.value
     ex.group.value = "reflect x₁ and x₂"
-    assert [a.get_title() for a in ex.axes if a.get_visible()][-1] == "sum: a draw of k"
+    titles = [a.get_title() for a in ex.axes if a.get_visible()]
+    assert titles[-1] == "sum: a draw of $k$" and titles[0] == "$k_{(0,0)}$"  # subscripts set as such
+    # the colour bar beside the last panel shown, not after the hidden ones; ticks on every panel
+    last = [a for a in ex.axes if a.get_visible()][-1].get_position()
+    assert 0 < ex.cax.get_position().x0 - last.x1 < 0.02
+    assert all(list(a.get_xticks()) == [-2, 0, 2] for a in ex.axes)
 
 
 def test_truncation_explorer_errors_fall_and_norms_match_the_library():
@@ -284,12 +289,14 @@ def test_precomputer_in_an_event_loop_answers_later_and_only_the_newest():
 
 def test_on_sphere_is_the_model_divided_by_the_radius_and_blank_below():
     """g(x̂) = f(x) / r at the lifted inputs (and their sd likewise); no value where no input maps."""
-    from spherelab.explore import on_sphere, sphere_posterior
+    with sl.models.capped():  # a deliberately short fit: its limit is meant
+        from spherelab.explore import on_sphere, sphere_posterior
 
     rng = np.random.default_rng(0)
     X = rng.standard_normal((60, 2))
     y = np.sin(X[:, 0]) + 0.1 * rng.standard_normal(60)
-    model = sl.VISH(K.Matern(1.5, 1.0, bias=0.7, input_scale=np.array([1.3, 0.8])), 5).fit(X, y, maxiter=30)
+    with sl.models.capped():  # a deliberately short fit: its limit is meant
+        model = sl.VISH(K.Matern(1.5, 1.0, bias=0.7, input_scale=np.array([1.3, 0.8])), 5).fit(X, y, maxiter=30)
     r, Xh = model.kernel.lift(X)
     mean, sd = on_sphere(model, Xh)
     mu, var = model.predict_f(X)
@@ -459,3 +466,47 @@ def test_the_live_frontier_samples_each_fit_and_starts_points_at_kmeans_centres(
     assert times == sorted(times) and all(np.isfinite([n for _, n, _ in curve]))
     with pytest.raises(ValueError, match="contenders"):
         fr.frontier_curves(X, y, X, y, contenders=("SGPR",))
+
+
+def test_the_live_frontier_holds_every_cited_point_and_legends_only_what_it_shows(monkeypatch):
+    """At every budget the axes hold each contender's best point within it (the points the status
+    line cites), the legend lists the contenders with a point by then, and the status line names
+    the others as not reached: power's case where the best lay above a quantile taken over the
+    whole budget, and kin8nm's where two contenders had no point at a short budget."""
+    pytest.importorskip("ipywidgets")
+    from spherelab.explore import frontier as fr
+
+    designed = {  # (seconds, NLPD, RMSE): one contender far above the rest, two that start late
+        "VISH, features prior": [(0.2, 0.155, 0.3), (0.9, 0.12, 0.3), (4.0, 0.05, 0.2)],
+        "VISH, kernel prior": [(0.3, 0.9, 0.5), (2.0, 0.6, 0.4)],
+        "harmonics + orthogonal points": [(3.0, 0.08, 0.3), (6.0, 0.07, 0.3)],
+        "inducing points": [(5.0, 0.10, 0.3), (9.0, 0.06, 0.3)],
+    }
+    monkeypatch.setattr(fr, "frontier_curves", lambda *a, **k: designed)
+    X = np.zeros((4, 2))
+    explorer = fr.FrontierExplorer({"power": (X, X[:, 0], X, X[:, 0])}, budget=10.0)
+    try:
+        explorer.wait()
+        for seconds in (0.25, 0.5, 1.0, 2.5, 6.3, 10.0):
+            explorer.select(seconds=seconds)
+            now = explorer.current
+            low, high = explorer.ax.get_ylim()
+            left, right = explorer.ax.get_xlim()
+            for c, v in now["best"].items():
+                if np.isfinite(v):
+                    t = min(t for t, n, _ in designed[c] if n == v)
+                    assert low < v < high and left < t < right, (seconds, c, v, (low, high))
+            shown = [c for c in fr.CONTENDERS if any(t <= seconds for t, _, _ in designed[c])]
+            legend = [text.get_text() for text in explorer.ax.get_legend().get_texts()]
+            assert legend == shown, (seconds, legend)
+            missing = [c for c in fr.CONTENDERS if c not in shown]
+            assert now["missing"] == missing
+            if missing:
+                assert f"not reached in {seconds:.2g} s: {', '.join(missing)}" in explorer.status.value
+            else:
+                assert "not reached" not in explorer.status.value
+            assert now["lead"] in shown and f"test NLPD {now['best'][now['lead']]:.3f}" in explorer.status.value
+    finally:
+        import matplotlib.pyplot as plt
+
+        plt.close(explorer.fig)

@@ -121,3 +121,22 @@ def test_the_server_starts_without_a_word_about_the_hook(server, tmp_path):
     err = proc.communicate(timeout=20)[1].decode()
     assert started, err[-2000:]
     assert "Overriding" not in err and "Warning" not in err, err[-2000:]
+
+
+def test_the_lab_asks_no_news_question_on_its_first_start():
+    """``make lab`` installs JupyterLab's admin overrides: no news feed toast, no update check; the
+    settings are valid against JupyterLab's own schema."""
+    import json
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    overrides = json.loads((root / ".jupyter" / "overrides.json").read_text())
+    notification = overrides["@jupyterlab/apputils-extension:notification"]
+    assert notification == {"checkForUpdates": False, "fetchNews": "false"}
+    schema = Path(sys.prefix) / "share/jupyter/lab/schemas/@jupyterlab/apputils-extension/notification.json"
+    if schema.exists():
+        properties = json.loads(schema.read_text())["properties"]
+        assert set(notification) <= set(properties)
+        assert "false" in [c["const"] for c in properties["fetchNews"]["oneOf"]]
+    assert "cp .jupyter/overrides.json $(VENV)/share/jupyter/lab/settings/" in (root / "Makefile").read_text()

@@ -39,7 +39,8 @@ def test_round_trip_predicts_identically(name, tmp_path):
     if name == "exact":
         model.fit(X, y)
     else:
-        model.fit(X, y, maxiter=5)
+        with sl.models.capped():  # a deliberately short fit: its limit is meant
+            model.fit(X, y, maxiter=5)
     path = tmp_path / "model.npz"
     sl.save(model, path)
     loaded = sl.load(path)
@@ -54,7 +55,8 @@ def test_round_trip_predicts_identically(name, tmp_path):
 
 def test_training_data_only_when_asked(tmp_path):
     X, y = sine_data(2_000)
-    model = sl.VISH(K.Matern(1.5), 3, G(0.1)).fit(X, y, maxiter=5, lift_maxiter=3)
+    with sl.models.capped():  # a deliberately short fit: its limit is meant
+        model = sl.VISH(K.Matern(1.5), 3, G(0.1)).fit(X, y, maxiter=5, lift_maxiter=3)
     small, full = tmp_path / "small.npz", tmp_path / "full.npz"
     model.save(small)
     model.save(full, include_data=True)
@@ -135,7 +137,8 @@ def test_unsaveable_parts_are_named(tmp_path):
 @pytest.mark.slow
 def test_a_fresh_process_predicts_identically(tmp_path):
     X, y = sine_data(200)
-    model = sl.VISH(K.Matern(1.5, 1.0), 4, G(0.1)).fit(X, y, maxiter=10, lift_maxiter=5)
+    with sl.models.capped():  # a deliberately short fit: its limit is meant
+        model = sl.VISH(K.Matern(1.5, 1.0), 4, G(0.1)).fit(X, y, maxiter=10, lift_maxiter=5)
     path = tmp_path / "model.npz"
     model.save(path)
     np.save(tmp_path / "Xs.npy", X[:20])

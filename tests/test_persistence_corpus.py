@@ -48,18 +48,21 @@ def audited_load(path):
 def _vish():
     rng = np.random.default_rng(0)
     X = rng.uniform(-1, 1, (60, 2))
-    return sl.VISH(K.Matern(1.5, 1.0), 3, G(0.1)).fit(X, np.sin(3 * X[:, 0]), maxiter=3, lift_maxiter=2)
+    with sl.models.capped():  # a deliberately short fit: its limit is meant
+        return sl.VISH(K.Matern(1.5, 1.0), 3, G(0.1)).fit(X, np.sin(3 * X[:, 0]), maxiter=3, lift_maxiter=2)
 
 
 def _orthogonal():
     rng = np.random.default_rng(1)
     X = rng.uniform(-1, 1, (40, 2))
-    return sl.OrthogonalSVGP(K.Matern(1.5), sl.InducingPoints(X[:5]), 4, G(0.1)).fit(X, np.cos(X[:, 1]), maxiter=3)
+    with sl.models.capped():  # a deliberately short fit: its limit is meant
+        return sl.OrthogonalSVGP(K.Matern(1.5), sl.InducingPoints(X[:5]), 4, G(0.1)).fit(X, np.cos(X[:, 1]), maxiter=3)
 
 
 def _hvgp():
     X, y = hvgp_data(np.random.default_rng(0))
-    return sl.HarmonicSVGP(K.Matern(2.5, 0.9), sl.groups.Reflection(2), 3, G(0.1)).fit(X, y, maxiter=3)
+    with sl.models.capped():  # a deliberately short fit: its limit is meant
+        return sl.HarmonicSVGP(K.Matern(2.5, 0.9), sl.groups.Reflection(2), 3, G(0.1)).fit(X, y, maxiter=3)
 
 
 @pytest.fixture(scope="module")
@@ -371,7 +374,8 @@ def test_save_works_in_every_state(tmp_path, name, state):
              "orthogonal": lambda: sl.OrthogonalSVGP(K.Matern(1.5), sl.InducingPoints(X[:5]), 4, G(0.1)),
              "hvgp": lambda: sl.HarmonicSVGP(K.Matern(2.5, 0.9), sl.groups.Reflection(2), 3, G(0.1))}[name]()
     if state == "after predictions":
-        model.fit(X, y, maxiter=3, **({"lift_maxiter": 2} if name == "vish" else {}))
+        with sl.models.capped():  # a deliberately short fit: its limit is meant
+            model.fit(X, y, maxiter=3, **({"lift_maxiter": 2} if name == "vish" else {}))
         model.predict_f(X[:3])
     elif state == "after fit_svi":
         model.fit_svi(X, y, iterations=3, batch_size=16)

@@ -20,9 +20,11 @@ def _fitted():
     y = np.sin(3 * X[:, 0]) + 0.1 * rng.standard_normal(300)
     with sl.thread_limit(2):  # the parallel kernels really start their pool
         vish = sl.VISH(K.Matern(1.5, 1.0), 4, sl.likelihoods.Gaussian(0.1), prior="kernel")
-        vish.fit(X, y, maxiter=20, lift_maxiter=5)
+        with sl.models.capped():  # a deliberately short fit: its limit is meant
+            vish.fit(X, y, maxiter=20, lift_maxiter=5)
         orth = sl.OrthogonalSVGP(K.Matern(1.5), sl.InducingPoints(X[:8]), 8, sl.likelihoods.Gaussian(0.1))
-        orth.fit(X, y, maxiter=5)
+        with sl.models.capped():  # a deliberately short fit: its limit is meant
+            orth.fit(X, y, maxiter=5)
         sl.SphericalHarmonics(9, 4)(sl.sample_sphere(20_000, 9, rng=rng))
     return vish, orth, X
 

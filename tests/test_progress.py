@@ -21,7 +21,8 @@ def test_true_draws_the_iterations_and_the_bound_of_every_fit(data, capsys):
     err = capsys.readouterr().err
     assert "VISH.fit" in err and "stage=spectrum" in err and "bound=" in err  # (tqdm shows a stage at most every 0.1 s)
     model = sl.OrthogonalSVGP(sl.kernels.Matern(1.5), sl.InducingPoints(X[:6]), 3)
-    model.fit(X, y, maxiter=7, max_time=60, progress=True)
+    with sl.models.capped():  # a deliberately short fit: its limit is meant
+        model.fit(X, y, maxiter=7, max_time=60, progress=True)
     err = capsys.readouterr().err
     assert "OrthogonalSVGP.fit" in err and "/7" in err and "time left" in err
     model.fit_svi(X, y, iterations=5, progress=True)
@@ -41,10 +42,12 @@ def test_none_shows_the_bar_once_a_fit_has_run_its_seconds(data, capsys, monkeyp
     X, y = data
     monkeypatch.setattr(P, "_interactive", lambda: threading.current_thread() is threading.main_thread())
     monkeypatch.setattr(P, "AFTER_SECONDS", 0.0)
-    sl.OrthogonalSVGP(sl.kernels.Matern(1.5), sl.InducingPoints(X[:6]), 3).fit(X, y, maxiter=5)
+    with sl.models.capped():  # a deliberately short fit: its limit is meant
+        sl.OrthogonalSVGP(sl.kernels.Matern(1.5), sl.InducingPoints(X[:6]), 3).fit(X, y, maxiter=5)
     assert "OrthogonalSVGP.fit" in capsys.readouterr().err
     monkeypatch.setattr(P, "AFTER_SECONDS", 1e9)  # a short fit stays quiet
-    sl.OrthogonalSVGP(sl.kernels.Matern(1.5), sl.InducingPoints(X[:6]), 3).fit(X, y, maxiter=5)
+    with sl.models.capped():  # a deliberately short fit: its limit is meant
+        sl.OrthogonalSVGP(sl.kernels.Matern(1.5), sl.InducingPoints(X[:6]), 3).fit(X, y, maxiter=5)
     assert capsys.readouterr().err == ""
 
 
@@ -86,7 +89,8 @@ def test_a_reporter_is_told_each_fit_from_start_to_close_on_its_thread(data, cap
     X, y = data
     spy = Spy()
     model = sl.OrthogonalSVGP(sl.kernels.Matern(1.5), sl.InducingPoints(X[:6]), 3)
-    model.fit(X, y, maxiter=7, max_time=60, progress=spy)
+    with sl.models.capped():  # a deliberately short fit: its limit is meant
+        model.fit(X, y, maxiter=7, max_time=60, progress=spy)
     assert spy.calls[0] == ("start", "OrthogonalSVGP.fit", 7, 60)
     steps = [c for c in spy.calls if c[0] == "step"]
     assert [c[1] for c in steps] == list(range(1, len(steps) + 1)) and 1 <= len(steps) <= 7
@@ -116,3 +120,30 @@ def test_a_reporter_is_closed_when_its_fit_fails(data):
 def test_a_reporter_must_implement_step():
     with pytest.raises(NotImplementedError, match="Bare must implement step"):
         type("Bare", (P.Reporter,), {})().step(1, 0.0, 0.0, None)
+
+
+def test_one_time_left_under_max_time_and_an_automatic_bar_leaves_no_trace(data, capsys, monkeypatch):
+    """Under ``max_time`` the bar shows the postfix's time left, not tqdm's estimate from the
+    iteration limit besides it; a bar that appeared by itself is cleared when the fit ends, one
+    asked for stays."""
+    from tqdm import tqdm
+
+    made = []
+    real = tqdm.__init__
+
+    def spy(self, *args, **kwargs):
+        made.append(kwargs)
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(tqdm, "__init__", spy)
+    X, y = data
+    model = sl.OrthogonalSVGP(sl.kernels.Matern(1.5), sl.InducingPoints(X[:6]), 3)
+    with sl.models.capped():  # a deliberately short fit: its limit is meant
+        model.fit(X, y, maxiter=7, max_time=60, progress=True)
+    assert "{remaining}" not in made[-1]["bar_format"] and made[-1]["leave"] is True
+    assert "<" not in capsys.readouterr().err.split("time left")[0].split("[")[-1]  # no "elapsed<remaining"
+    monkeypatch.setattr(P, "_interactive", lambda: threading.current_thread() is threading.main_thread())
+    monkeypatch.setattr(P, "AFTER_SECONDS", 0.0)
+    with sl.models.capped():
+        sl.OrthogonalSVGP(sl.kernels.Matern(1.5), sl.InducingPoints(X[:6]), 3).fit(X, y, maxiter=5)
+    assert made[-1]["leave"] is False and made[-1]["bar_format"] is None

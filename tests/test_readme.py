@@ -15,36 +15,41 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 FENCE = re.compile(r"```(\w+)\n(.*?)```\n", re.S)
+#: documentation pages whose plain ``python`` blocks (scripts, not executed cells) run here too
+SCRIPT_PAGES = ("docs/tasks/dask.md",)
 
 
-def _blocks():
+def _blocks(text=README):
     """(language, code, printed output or None, line number) for every fenced block but outputs."""
-    found = list(FENCE.finditer(README))
+    found = list(FENCE.finditer(text))
     out, skip = [], set()
     for i, m in enumerate(found):
         if i in skip or m.group(1) == "text":
             continue
         printed = None
         if m.group(1) == "python" and i + 1 < len(found):
-            between = README[m.end():found[i + 1].start()]
+            between = text[m.end():found[i + 1].start()]
             if found[i + 1].group(1) == "text" and between.strip() == "prints":
                 printed, _ = found[i + 1].group(2), skip.add(i + 1)
-        out.append((m.group(1), m.group(2), printed, README.count("\n", 0, m.start()) + 1))
+        out.append((m.group(1), m.group(2), printed, text.count("\n", 0, m.start()) + 1))
     return out
 
 
 BLOCKS = _blocks()
+PAGES = [(page, b) for page in SCRIPT_PAGES for b in _blocks((ROOT / page).read_text(encoding="utf-8"))
+         if b[0] == "python"]
 PYTHON = [b for b in BLOCKS if b[0] == "python"]
 SHELL = [b for b in BLOCKS if b[0] == "bash"]
 
 
 def test_the_readme_has_its_blocks():
-    assert len(PYTHON) >= 4 and len(SHELL) >= 2
+    assert len(PYTHON) >= 3 and len(SHELL) >= 1 and PAGES
     assert all(b[0] in ("python", "bash") for b in BLOCKS), "a block in another language: teach this test"
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("block", PYTHON, ids=[f"line{b[3]}" for b in PYTHON])
+@pytest.mark.parametrize("block", PYTHON + [b for _, b in PAGES],
+                         ids=[f"line{b[3]}" for b in PYTHON] + [f"{p}:line{b[3]}" for p, b in PAGES])
 def test_python_block_runs_as_a_script(block, tmp_path):
     _, code, printed, line = block
     script = tmp_path / "readme_block.py"

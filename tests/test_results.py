@@ -68,12 +68,17 @@ def test_the_readme_quotes_each_claims_current_figures():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     section = readme.split("## Accuracy and speed", 1)[1].split("\n## ", 1)[0]
     bullets = ["* " + b for b in section.split("\n* ")[1:]]
-    assert len(bullets) >= 5
-    current = record.current()
+    assert len(bullets) >= 4
+    import readers  # on the path through record.py
+
+    current, every = record.current(), record.entries()
     for bullet in bullets:
         claims = re.findall(r"claims?\s+`([\w-]+)`", bullet)
         assert claims and all(c in current for c in claims), bullet
-        body = " ".join(current[c]["body"] for c in claims)
+        assert all(c in readers.FOR_READERS for c in claims), bullet  # on the docs' results page
+        # a claim's newest run, and its summary over every run where it has one (the frontier's targets)
+        body = " ".join(current[c]["body"] + (record.SUMMARIES[c]([e for e in every if e["claim"] == c])
+                                               if c in record.SUMMARIES else "") for c in claims)
         figures = re.findall(FIGURE, bullet.replace("$", ""))
         for figure in figures:
             plain = figure.replace("×", "").strip()
@@ -82,10 +87,10 @@ def test_the_readme_quotes_each_claims_current_figures():
             assert found, f"{figure!r} of {bullet[:60]!r} is not in {claims}"
 
 
-def test_the_readme_gpu_paragraph_quotes_measured_figures():
-    """The paragraph under the rendered device check quotes only figures of those tables or of the
-    logs it cites (no number typed by hand)."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+def test_the_gpu_page_paragraph_quotes_measured_figures():
+    """The paragraph under the rendered device check (the GPU task page) quotes only figures of
+    those tables or of the logs it cites (no number typed by hand)."""
+    readme = (ROOT / "docs" / "tasks" / "gpu.md").read_text(encoding="utf-8")
     start = readme.index("The pass runs ")
     end = readme.find("\n\n", start)
     paragraph = readme[start:end if end >= 0 else None]
@@ -134,7 +139,7 @@ def test_the_frontier_figure_reads_every_contender_of_the_log_and_fits_the_scree
     monkeypatch.setattr(figures, "FIGURE_DIR", tmp_path)
     path = figures.draw("frontier", [*runs[:-1], {**runs[-1], "file": "test.md"}])
     width = float(re.search(r'width="([\d.]+)pt"', path.read_text()).group(1))
-    assert width <= 10 * 72  # 10 inches: 960 px, inside a notebook's output area at 1 280 px
+    assert width <= 8.5 * 72  # 8.5 inches: 816 px, inside a notebook's output area at 1 280 px
     assert figures.drawn_from("frontier") == "drawn from benchmarks/log/test.md"
 
 
@@ -212,3 +217,23 @@ def test_for_readers_rejoins_a_table_a_warning_split():
     out = record.for_readers(body)
     assert "| 1 | 2 |\n| 3 | 4 |" in out and "Warning" not in out and "(1 warning the run printed: in the log.)" in out
     assert "spherelab from old/lab/spherelab" in out and "Dutordoir et al.'s table" in out
+
+
+def test_the_docs_results_page_holds_the_users_claims_and_no_logbook():
+    """The documentation's results page: every claim a user relies on, each with its sentence, and
+    none of the development log's (profiles, comparisons between versions), no commit hash, no
+    before/after heading, no development word."""
+    import readers  # on the path through record.py
+
+    page = record.digest()
+    headings = re.findall(r"^#{2,6} (.*)$", page, re.M)
+    for claim, (sentence, _) in readers.FOR_READERS.items():
+        assert f"### {record.CLAIMS[claim][1]}" in page and sentence in page, claim
+    for claim, (_, what) in record.CLAIMS.items():
+        if claim not in readers.FOR_READERS:
+            assert f"### {what}\n" not in page, claim
+    assert not re.search(r"(?<![\w-])(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}(?![\w-])", page)
+    for line in headings:
+        assert not re.search(r"(?i)\b(before|after|old|new)\b", line), line
+    for pattern in (r"(?i)\bissue \d", r"(?i)\bsession\b", r"(?<![\w.])/(work|tmp|home)/", r"PYTHONPATH"):
+        assert not re.search(pattern, page), pattern

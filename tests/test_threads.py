@@ -12,6 +12,8 @@ import spherelab as sl
 from spherelab import threads
 from threadpoolctl import threadpool_info
 
+pytestmark = pytest.mark.equality  # sums in another order: run under several chunk sizes and thread counts
+
 
 def blas_counts() -> set[int]:
     return {lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}

@@ -11,8 +11,9 @@ one in that time, in the background).
                                        [--smoke]
 
 ``--check`` exits non-zero on an error output or any output on stderr, a notebook without live widgets, a control whose
-move never redraws, or a figure that passes the right edge of its output area in a 1 280 x 900
-window with the file browser open (what ``make test-browser`` asserts); latencies are only
+move never redraws, a progress bar left in an output after the run, or a figure (a live canvas or a
+displayed image) that passes the right edge of its output area in a 1 280 x 900 window with the file
+browser open (what ``make test-browser`` asserts); latencies are only
 reported (targets: median under 150 ms, worst under 300 ms). A screenshot of each figure in the
 window goes to ``build/browser/`` (``--screenshots``).
 """
@@ -110,9 +111,14 @@ def run_notebook(page, port: int, token: str, name: str, presses: int, pause: fl
     figures = page.locator(".jupyter-matplotlib-canvas-div").count()
     # every figure against the output area it sits in (the file browser open): its width, the room
     # from its left edge to the area's right edge, and how far its right edge passes that one
-    widths = page.evaluate("""() => [...document.querySelectorAll('.jupyter-matplotlib-canvas-div canvas:first-child')]
+    # (interactive canvases, and the images a cell displays: a recorded figure, an SVG)
+    widths = page.evaluate("""() => [...document.querySelectorAll('.jupyter-matplotlib-canvas-div canvas:first-child, '
+      + '.jp-OutputArea-output img, .jp-OutputArea-output .jp-RenderedSVG > svg')]
       .map(c => { const b = c.getBoundingClientRect(), a = c.closest('.jp-OutputArea').getBoundingClientRect();
                   return [b.width, a.right - b.left]; })""")
+    # a progress bar still shown once every cell has finished: a fit's bar that outlived its fit
+    bars = page.evaluate("""() => [...document.querySelectorAll('.jp-OutputArea-output .widget-hprogress')]
+      .filter(e => e.offsetParent !== null && getComputedStyle(e).visibility !== 'hidden').length""")
     overflow = max((w - room for w, room in widths), default=0.0)
     if shots is not None:  # what a reader sees of each figure, in the window, kept for a person to look at
         for i, canvas in enumerate(page.locator(".jupyter-matplotlib-canvas-div").all()):
@@ -162,7 +168,7 @@ def run_notebook(page, port: int, token: str, name: str, presses: int, pause: fl
             saved_clean = True if clean else "outputs written"
     page.locator(".lm-MenuBar-itemLabel", has_text="Kernel").first.click()
     page.locator(".lm-Menu-itemLabel", has_text="Shut Down Kernel").first.click()
-    return dict(saved_clean=saved_clean, name=name, run_all=run_all, errors=errors, stderr=stderr, sliders=sliders.count(), dropdowns=dropdowns.count(),
+    return dict(bars=bars, saved_clean=saved_clean, name=name, run_all=run_all, errors=errors, stderr=stderr, sliders=sliders.count(), dropdowns=dropdowns.count(),
                 figures=figures, moves=moves, dead=sorted(set(dead)), overflow=overflow,
                 widest=max((w for w, _ in widths), default=0.0), room=min((r for _, r in widths), default=0.0))
 
@@ -235,6 +241,8 @@ def main() -> int:
         if r["overflow"] > 0:
             failures.append(f"{r['name']}: a figure passes its output area's right edge by {r['overflow']:.0f} px "
                             f"in a {WINDOW[0]}-px window")
+        if r["bars"]:
+            failures.append(f"{r['name']}: {r['bars']} progress bar(s) still shown after every cell finished")
         if r["figures"] and not r["moves"]:
             failures.append(f"{r['name']}: no control redrew a figure")
         if r["saved_clean"] == "outputs written":

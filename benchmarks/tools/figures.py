@@ -88,8 +88,9 @@ def frontier_figure(entries: list[dict]):
     panels = dict(frontier_curves(entries).values())
     cols = min(2, len(panels))
     rows = -(-len(panels) // cols)
-    # 10 inches wide at most: 960 px, inside a notebook's output area on a 1 280-px screen
-    fig, axes = plt.subplots(rows, cols, figsize=(5.0 * cols, 4.0 * rows), squeeze=False)
+    # 8.5 inches wide at most: 816 px at 96 dpi, inside a notebook's output area (about 850 px beside
+    # JupyterLab's side bar) on a 1 280-px screen
+    fig, axes = plt.subplots(rows, cols, figsize=(4.25 * cols, 3.6 * rows), squeeze=False)
     styles = {"spherelab": "-", "GPflow": "--", "GPyTorch": ":"}
     # one colour per contender in every panel (a contender missing from one set shifts no other)
     order = list(dict.fromkeys(label for curves in panels.values() for label in curves))

@@ -23,6 +23,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from figures import FIGURES, draw, drawn_from, source_tag  # noqa: E402
+from readers import FOR_READERS  # noqa: E402
 from summaries import SUMMARIES  # noqa: E402
 
 BENCHMARKS = HERE.parent
@@ -35,7 +36,7 @@ DIGEST = BENCHMARKS.parent / "docs" / "results.md"
 CLAIMS = {
     "accuracy": ("Paper reproductions and identities", "Gegenbauer, addition theorem and orthonormality against references"),
     "vish-table1": ("Paper reproductions and identities", "VISH, Dutordoir et al. 2020 Table 1 (features prior)"),
-    "vish-uci": ("Paper reproductions and identities", "VISH on five UCI sets with the kernel prior (the default before the features prior)"),
+    "vish-uci": ("Paper reproductions and identities", "VISH on five UCI sets with the kernel prior"),
     "vish-degrees": ("Paper reproductions and identities", "VISH against M and wall time on kin8nm, power, protein"),
     "decoupled-uci": ("Paper reproductions and identities", "Activated features and the orthogonal basis on UCI (Tiao, thesis)"),
     "decoupled-snelson": ("Paper reproductions and identities", "The orthogonal basis on Snelson (Tiao, thesis Fig. 3.9)"),
@@ -66,7 +67,7 @@ CLAIMS = {
     "threading-layer": ("Speed against peers and limits", "Numba's threading layer: OpenMP against TBB"),
     "notebook-redraw": ("Speed against peers and limits", "Notebook explorers' redraw latency"),
     "browser": ("Speed against peers and limits", "Every notebook in Chromium"),
-    "gpu-check": ("The GPU device check", "benchmarks/gpu_check.py on a lent card"),
+    "gpu-check": ("The GPU device check", "The device check on a lent GPU"),
     "device-profile": ("The GPU device check", "Where a device's time goes in the steps the check found slow"),
     "device-vish": ("The GPU device check", "VISH's fit on a card with its lift stage kept on the device"),
     "robustness-census": ("Robustness and analyses", "Robustness census: bad input against clear errors"),
@@ -230,9 +231,10 @@ def render() -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def _headline(body: str) -> list[str]:
-    """The first Markdown table of a run's body, under the heading it sits below; without a table,
-    the first output block (at most 24 lines)."""
+def _headline(body: str, under: str | None = None) -> list[str]:
+    """The first Markdown table of a run's body (with ``under``, the first below a heading that starts
+    with it), under the heading it sits below unless chosen by it; without a table, the first output
+    block (at most 24 lines)."""
     lines, fenced, heading, block = for_readers(body).split("\n"), False, None, None
     for i, line in enumerate(lines):
         if line.startswith("```"):
@@ -244,29 +246,32 @@ def _headline(body: str) -> list[str]:
             continue
         if re.match(r"#{1,6} ", line):
             heading = line.lstrip("#").strip()
-        elif line.startswith("|"):
+        elif line.startswith("|") and (under is None or (heading or "").startswith(under)):
             end = next((j for j in range(i, len(lines)) if not lines[j].startswith("|")), len(lines))
-            return ([f"**{heading}**", ""] if heading else []) + lines[i:end]
-    if block is None:
-        return []
+            return ([f"**{heading}**", ""] if heading and under is None else []) + lines[i:end]
+    if block is None or under is not None:
+        raise ValueError(f"no table under a heading starting with {under!r}" if under else "no output")
     end = next(j for j in range(block + 1, len(lines)) if lines[j].startswith("```"))
     return ["```text", *lines[block + 1:min(end, block + 25)], "```"]
 
 
 def digest() -> str:
-    """The documentation site's results page: per claim, what was run, when and where, its headline
-    table and figure, and the summary over runs where the claim has one; the notes, the full
+    """The documentation site's results page: the claims a user relies on (:data:`readers.FOR_READERS`),
+    each with one sentence on what was measured, when and where, its headline table and figure, and
+    the summary over runs where the claim has one. The development measurements, the notes, the full
     output and the earlier runs stay in RESULTS.md and the log."""
     every, latest = entries(), current()
     lines = ["# Results", "",
-             "The current measurement of each claim: the newest run's headline table, with its date and the "
-             "machine it ran on. Generated from the repository's benchmark log, never edited by hand; every "
-             "table of each run, how it was made and the command that repeats it are in "
-             "`benchmarks/RESULTS.md`.", ""]
-    for heading, claim, what, e in _measured(latest):
+             "What the library reproduces, how fast it is beside its peers and how it handles bad input: for "
+             "each claim, one sentence on what was measured and the newest run's headline table, with its date "
+             "and machine. Generated from the repository's benchmark log, never edited by hand. "
+             "`benchmarks/RESULTS.md` has every table of each run, the command that repeats it, and the "
+             "development measurements (profiles, comparisons between versions) that are not listed here.", ""]
+    for heading, claim, what, e in _measured({c: e for c, e in latest.items() if c in FOR_READERS}):
+        sentence, under = FOR_READERS[claim]
         lines += heading
-        lines += [f"### {what}", "", for_readers(f"*{e['title']}* · {e['date']} · {e['machine']}"), "",
-                  *_headline(e["body"]), ""]
+        lines += [f"### {what}", "", f"{sentence} *{e['date']} · {for_readers(e['machine'])}*", "",
+                  *(_headline(e["body"], under) if under is not False else []), ""]
         if claim in SUMMARIES:
             lines += [_under_claim(SUMMARIES[claim]([x for x in every if x["claim"] == claim])), ""]
         if claim in FIGURES:

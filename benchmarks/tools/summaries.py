@@ -68,14 +68,14 @@ PRIORS = ("spherelab VISH (kernel prior)", "spherelab VISH (features prior)")
 
 
 def prior_change(entries: list[dict]) -> str:
-    """VISH's default prior, before (the kernel) and after (the features): per set, each prior's test
+    """VISH's two priors, the kernel and the features (the default): per set, each prior's test
     NLPD at the end of its budget, averaged over the splits where both ran, and on how many of
     them the features prior is the lower."""
-    lines = ["##### VISH's default prior: the kernel before, the features now", "",
+    lines = ["##### VISH's default prior (the features) against the kernel prior", "",
              "Over the splits where both priors ran: each prior's mean test NLPD at the end of its budget, and "
              "the splits on which the features prior's is lower. VISH's default is `prior=\"features\"`; "
              "`prior=\"kernel\"` stays an option.", "",
-             "| set | splits | kernel prior (before) | features prior (now) | features lower on |",
+             "| set | splits | kernel prior | features prior (default) | features lower on |",
              "| --- | --- | --- | --- | --- |"]
     for name, splits in frontier_runs(entries).items():
         both = [s for s in sorted(splits) if all(p in splits[s][1] for p in PRIORS)]

@@ -200,9 +200,9 @@ def example_fits():
     y = np.sin(2 * X[:, 0]) + 0.1 * rng.standard_normal(300)
     K, G = sl.kernels, sl.likelihoods.Gaussian
     return X, {
-        "VISH.fit": lambda: sl.VISH(K.Matern(1.5, 1.0), 4, G(0.1)).fit(X, y, maxiter=3, lift_maxiter=3),
-        "OrthogonalSVGP.fit": lambda: sl.OrthogonalSVGP(K.Matern(1.5, 1.0), sl.InducingPoints(X[:8] + 0.01), 4,
-                                                        G(0.1)).fit(X, y, maxiter=3),
+        "VISH.fit": sl.models.capped()(lambda: sl.VISH(K.Matern(1.5, 1.0), 4, G(0.1)).fit(X, y, maxiter=3, lift_maxiter=3)),
+        "OrthogonalSVGP.fit": sl.models.capped()(lambda: sl.OrthogonalSVGP(K.Matern(1.5, 1.0), sl.InducingPoints(X[:8] + 0.01), 4,
+                                                        G(0.1)).fit(X, y, maxiter=3)),
     }
 
 

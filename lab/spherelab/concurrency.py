@@ -297,8 +297,13 @@ class Locked:
     def __reduce_ex__(self, protocol):
         # the state deep-copied under the lock: pickle reads the parts later, outside it
         with holding(self):
-            state = copy.deepcopy({k: v for k, v in vars(self).items() if k != "_parameter_lock"})
+            state = {k: v for k, v in vars(self).items() if k != "_parameter_lock"}
+            state = copy.deepcopy(self._pickled(state))
         return copyreg.__newobj__, (type(self),), state
+
+    def _pickled(self, state: dict) -> dict:
+        """The attributes a pickle holds (a copy's are all of them): by default every one."""
+        return state
 
 
 def reachable(root: Any) -> list:

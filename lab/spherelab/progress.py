@@ -91,7 +91,12 @@ class FitProgress:
     def _open(self, done: int) -> None:
         from tqdm.auto import tqdm
 
-        self.bar = tqdm(total=self.total, initial=done, desc=self.desc, unit="it", leave=True, dynamic_ncols=True)
+        # one estimate of the time left: under max_time the postfix's, not tqdm's (from the iteration
+        # limit, which L-BFGS-B rarely reaches); a bar shown by itself (progress=None) goes when the
+        # fit ends, one asked for stays
+        timed = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}, {rate_fmt}{postfix}]"
+        self.bar = tqdm(total=self.total, initial=done, desc=self.desc, unit="it", leave=bool(self.mode),
+                        dynamic_ncols=True, bar_format=timed if self.max_time is not None else None)
 
     def __call__(self, bound: float) -> None:
         self.iteration += 1

@@ -36,7 +36,9 @@ costs at most 2x on an idle machine and avoids 20x on a busy one. Every public e
 (model ``fit``/``elbo``/``predict_f``/``objective``, the statistics pass, kernel Gram matrices,
 the harmonics and their VJP, the Gegenbauer tables and series) runs inside :func:`policy`.
 Users override it with :func:`set_threads` (process-wide, also via the environment variable
-``SPHERELAB_THREADS``) or :func:`thread_limit` (a ``with`` block).
+``SPHERELAB_THREADS``) or :func:`thread_limit` (a ``with`` block). ``SPHERELAB_CHUNK_ROWS`` fixes
+the rows per chunk of every host pass (:func:`fixed_chunk_rows`): the test suite runs its equality
+tests under two values, so that no tolerance depends on one machine's cache.
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ __all__ = [
     "pass_worker",
     "cache_bytes",
     "chunk_rows",
+    "fixed_chunk_rows",
     "numba_threads_for",
     "blas_threads_for",
     "entry_point",
@@ -169,6 +172,15 @@ def machine_busy() -> bool:
     return _load[1]
 
 
+def _busy() -> bool:
+    """:func:`machine_busy` as read when the outermost :func:`policy` of this thread was entered:
+    every decision inside one call (a fit, an evaluation, a prediction) follows one reading of the
+    load, so a load that changes mid-call changes neither the chunking nor the threads between its
+    passes, and the call's result is that of one steady load, bit for bit."""
+    reading = getattr(_state, "busy", None)
+    return machine_busy() if reading is None else reading
+
+
 def _fixed() -> int | None:
     f = getattr(_state, "fixed", None)
     return f if f is not None else _override
@@ -190,7 +202,7 @@ def blas_threads_for(work: float = 0.0, dim: int | None = None) -> int:
     if f is not None:
         return f
     big = dim > BLAS_MIN_DIM if dim is not None else work >= BLAS_MIN_WORK
-    return _max_threads() if big and not machine_busy() else 1
+    return _max_threads() if big and not _busy() else 1
 
 
 def pass_workers(chunks: int) -> int:
@@ -206,7 +218,7 @@ def pass_workers(chunks: int) -> int:
     if threading.current_thread() is not threading.main_thread():
         return 1
     f = _fixed()
-    n = f if f is not None else (1 if machine_busy() else _max_threads())
+    n = f if f is not None else (1 if _busy() else _max_threads())
     return max(1, min(n, chunks))
 
 
@@ -247,6 +259,23 @@ def cache_bytes(level: int = 3) -> int:
     return default
 
 
+def fixed_chunk_rows() -> int | None:
+    """The rows per chunk fixed by the environment variable ``SPHERELAB_CHUNK_ROWS`` (a positive
+    int), read at each call; ``None`` where it is unset. Every host pass (VISH's statistics, the
+    decoupled models' whitened statistics) then chunks its rows by this count instead of by the
+    cache: two machines with different caches sum in the same order."""
+    value = os.environ.get("SPHERELAB_CHUNK_ROWS", "").strip()
+    if not value:
+        return None
+    try:
+        rows = int(value)
+    except ValueError:
+        rows = 0
+    if rows < 1:
+        raise ValueError(f"SPHERELAB_CHUNK_ROWS={value!r}: expected a positive int (rows per chunk), or unset")
+    return rows
+
+
 def chunk_rows(width: int) -> int:
     """Rows per chunk of a streamed pass whose columns have ``width`` float64 entries per row: the
     chunks of all cores together fill an eighth of the last-level cache (a chunk is written by the
@@ -254,7 +283,10 @@ def chunk_rows(width: int) -> int:
     product's own efficiency drops) and at most 16 384, in multiples of 256. Measured on a
     2-core machine with 32 MiB of L3 (RESULTS.md, "chunk size"): at M = 210 its 1 024 rows are
     within 1 % of the best (16 384 rows: 8 % slower), at M = 660 its 512 rows are the best
-    (16 384 rows: 28 % slower)."""
+    (16 384 rows: 28 % slower). ``SPHERELAB_CHUNK_ROWS`` fixes it (:func:`fixed_chunk_rows`)."""
+    fixed = fixed_chunk_rows()
+    if fixed is not None:
+        return fixed
     rows = cache_bytes(3) // (8 * max(_max_threads(), 1) * 8 * max(int(width), 1))
     return int(min(16384, max(512, rows // 256 * 256)))
 
@@ -297,9 +329,16 @@ class _Policy:
 
     def __enter__(self) -> None:
         active = getattr(_state, "active", 0)
-        self.blas = _blas(blas_threads_for(self.work, self.dim)) if not active else None
-        if self.blas is not None:
-            self.blas.__enter__()
+        self.blas = None
+        if not active:  # the outermost call reads the load once for everything inside it (_busy)
+            _state.busy = None
+            try:
+                _state.busy = machine_busy() if _fixed() is None else False
+                self.blas = _blas(blas_threads_for(self.work, self.dim))
+                self.blas.__enter__()
+            except BaseException:
+                _state.busy = None
+                raise
         _state.active = active + 1
         try:
             n = numba_threads_for(self.work)
@@ -319,6 +358,8 @@ class _Policy:
 
     def _leave(self, *exc) -> None:
         _state.active -= 1
+        if not _state.active:
+            _state.busy = None
         if self.blas is not None:
             self.blas.__exit__(*exc)
 

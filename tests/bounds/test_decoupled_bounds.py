@@ -11,6 +11,8 @@ from spherelab import activations as A
 from spherelab import kernels as K
 from spherelab.features import ActivatedFeatures, InducingPoints
 
+pytestmark = pytest.mark.equality  # sums in another order: run under several chunk sizes and thread counts
+
 
 def _stats_model(fname, num_orth, rng, n=70):
     X, y = decoupled_data(rng, n=n)

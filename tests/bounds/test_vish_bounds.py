@@ -12,6 +12,8 @@ from spherelab.bounds.vish import harmonic_statistics
 from spherelab.features import HarmonicFeatures
 from spherelab.testing import check_named_gradients
 
+pytestmark = pytest.mark.equality  # sums in another order: run under several chunk sizes and thread counts
+
 
 def _svgp_problem(rng, n=40, M=6):
     Phi = rng.normal(size=(n, M))

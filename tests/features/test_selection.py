@@ -103,12 +103,14 @@ def test_the_hybrid_starts_from_a_fitted_vish_and_improves_on_it():
     hybrid.fit(X, y, optimize=False)
     start = hybrid.elbo()
     assert start >= vish.elbo() - 1e-6 * abs(vish.elbo())  # more inducing variables, same hyper-parameters
-    hybrid.fit(X, y, maxiter=40)
+    with sl.models.capped():  # a deliberately short fit: its limit is meant
+        hybrid.fit(X, y, maxiter=40)
     assert hybrid.elbo() > start
     assert all(np.array_equal(vish.kernel.hyperparameters[k], v) for k, v in params.items())  # VISH untouched
     with pytest.raises(ValueError, match="fitted with fit"):
         sl.OrthogonalSVGP.from_vish(sl.VISH(sl.kernels.Matern(1.5), 3), 4)
-    features_prior = sl.VISH(sl.kernels.Matern(1.5), 3).fit(X, y, maxiter=5)  # the default prior
+    with sl.models.capped():  # a deliberately short fit: its limit is meant
+        features_prior = sl.VISH(sl.kernels.Matern(1.5), 3).fit(X, y, maxiter=5)  # the default prior
     with pytest.raises(ValueError, match="prior='kernel'"):
         sl.OrthogonalSVGP.from_vish(features_prior, 4)
 
@@ -150,8 +152,10 @@ def test_the_inducing_point_regressor_starts_from_kmeans_or_greedy_rows(rng, mon
     starts = []
     real = estimators.InducingPoints
     monkeypatch.setattr(estimators, "InducingPoints", lambda Z: starts.append(np.array(Z)) or real(Z))
-    greedy = estimators.InducingPointRegressor(num_inducing=5, maxiter=1, inputs="greedy").fit(X, y)
-    estimators.InducingPointRegressor(num_inducing=5, maxiter=1).fit(X, y)
+    with sl.models.capped():  # a deliberately short fit: its limit is meant
+        greedy = estimators.InducingPointRegressor(num_inducing=5, maxiter=1, inputs="greedy").fit(X, y)
+    with sl.models.capped():  # a deliberately short fit: its limit is meant
+        estimators.InducingPointRegressor(num_inducing=5, maxiter=1).fit(X, y)
     rows = {tuple(r) for r in (X - greedy.X_mean_) / greedy.X_scale_}  # the rows the regressor fits
     assert len(starts) == 2 and all(s.shape == (5, 2) for s in starts)
     assert all(tuple(z) in rows for z in starts[0])
@@ -174,8 +178,10 @@ def test_the_orthogonal_regressor_starts_from_kmeans_centres_or_random_rows(rng,
         return real(kernel, features, K, likelihood, **options)
 
     monkeypatch.setattr(estimators, "OrthogonalSVGP", spy)
-    est = estimators.OrthogonalRegressor(num_inducing=5, num_orthogonal=3, maxiter=1).fit(X, y)
-    estimators.OrthogonalRegressor(num_inducing=5, num_orthogonal=3, maxiter=1, inputs="random").fit(X, y)
+    with sl.models.capped():  # a deliberately short fit: its limit is meant
+        est = estimators.OrthogonalRegressor(num_inducing=5, num_orthogonal=3, maxiter=1).fit(X, y)
+    with sl.models.capped():  # a deliberately short fit: its limit is meant
+        estimators.OrthogonalRegressor(num_inducing=5, num_orthogonal=3, maxiter=1, inputs="random").fit(X, y)
     Xs = (X - est.X_mean_) / est.X_scale_  # the rows the regressor fits
     assert np.array_equal(seen[0][0], sl.features.kmeans_centres(Xs, 5, seed=0)) and seen[0][1] == "greedy"
     shifted = {tuple(r + 1e-3) for r in Xs}

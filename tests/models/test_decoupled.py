@@ -19,6 +19,8 @@ from spherelab import activations as A
 from spherelab import kernels as K
 from spherelab.features import ActivatedFeatures, HarmonicFeatures
 
+pytestmark = pytest.mark.equality  # sums in another order: run under several chunk sizes and thread counts
+
 KERNELS = {
     "arccos": lambda: K.ArcCosine(1, 1.3, bias=0.8, input_scale=np.array([1.2, 0.7])),
     "matern52": lambda: K.Matern(2.5, 0.9, 1.1, bias=1.2, input_scale=0.8),
@@ -198,7 +200,8 @@ def test_whitening_trains_ill_conditioned_softplus_features():
     model = OrthogonalSVGP(K.ArcCosine(1), ActivatedFeatures(A.Softplus(1.0), 10, 8), 4, sl.likelihoods.Gaussian(1.0))
     model.fit(X, y, optimize=False)
     start = model.elbo()
-    model.fit(X, y, maxiter=150)
+    with sl.models.capped():  # a deliberately short fit: its limit is meant
+        model.fit(X, y, maxiter=150)
     assert model.optimizer_result.nit > 20
     assert model.elbo() > start + 50
 
@@ -207,7 +210,8 @@ def test_variance_terms_sum_to_the_predictive_variance(rng):
     X, y = decoupled_data(rng, n=20)
     kern = K.ArcCosine(1, bias=1.0)
     model = OrthogonalSVGP(kern, ActivatedFeatures(A.ReLU(), 5, 8), 4, sl.likelihoods.Gaussian(0.1))
-    model.fit(X, y, maxiter=30)
+    with sl.models.capped():  # a deliberately short fit: its limit is meant
+        model.fit(X, y, maxiter=30)
     Xs = rng.standard_normal((25, 2))
     terms = model.variance_terms(Xs)
     assert list(terms) == ["Kff", "-Qff", "+QCuQ", "-SfvSvv^-1Svf", "+SfvSvv^-1CvSvv^-1Svf"]
@@ -266,7 +270,8 @@ def test_fit_raises_the_elbo_and_stays_below_the_exact_lml(collapsed, rng):
     model.fit(X, y, optimize=False)
     before = model.elbo()
     g0 = np.abs(model.objective(model.parameter_vector(), X, y, num_data=X.shape[0])[1]).max()
-    model.fit(X, y, maxiter=2000 if collapsed else 200, collapsed=collapsed)
+    with sl.models.capped():  # a deliberately short fit: its limit is meant
+        model.fit(X, y, maxiter=2000 if collapsed else 200, collapsed=collapsed)
     after = model.elbo()
     if collapsed:
         # converged, and q left at its optimum for the final parameters: no q-gradient, and

@@ -15,6 +15,8 @@ from spherelab.models.decoupled_resident import ResidentRows
 from spherelab.models.decoupled_step import ResidentSteps
 from spherelab.models.sparse import AdamSteps
 
+pytestmark = pytest.mark.equality  # sums in another order: run under several chunk sizes and thread counts
+
 
 def _data(n=60):
     return toy_data(1, n, 3, inputs="uniform", signal=lambda X: np.sin(X.sum(1)))

@@ -11,6 +11,7 @@ import spherelab as sl
 from conftest import hvgp_data, sine_data
 from spherelab import kernels as K
 from spherelab.linalg import NumericalFailure
+from spherelab.models import capped
 
 G = sl.likelihoods.Gaussian
 
@@ -18,20 +19,20 @@ G = sl.likelihoods.Gaussian
 # model, the method to interrupt (patched on the class: raises at its 4th call), and the fit
 CASES = {
     "vish fit": (lambda X: sl.VISH(K.Matern(1.5, 1.0), 3, G(0.1)), "_bound",
-                 lambda m, X, y: m.fit(X, y, maxiter=20, lift_maxiter=10)),
+                 capped()(lambda m, X, y: m.fit(X, y, maxiter=20, lift_maxiter=10))),
     "vish fit_svi": (lambda X: sl.VISH(K.Matern(1.5, 1.0), 3, G(0.1)), "features.Kuu_inverse_diag",
                      lambda m, X, y: m.fit_svi(X, y, iterations=20, batch_size=16)),
     "orthogonal fit (collapsed)": (lambda X: sl.OrthogonalSVGP(K.Matern(1.5), sl.InducingPoints(X[:5]), 4, G(0.1)),
-                                   "_collapsed_elbo_and_gradient", lambda m, X, y: m.fit(X, y, maxiter=20)),
+                                   "_collapsed_elbo_and_gradient", capped()(lambda m, X, y: m.fit(X, y, maxiter=20))),
     "orthogonal fit (joint)": (lambda X: sl.OrthogonalSVGP(K.Matern(1.5), sl.InducingPoints(X[:5]), 4, G(0.1)),
-                               "elbo_and_gradient", lambda m, X, y: m.fit(X, y, maxiter=20, collapsed=False)),
+                               "elbo_and_gradient", capped()(lambda m, X, y: m.fit(X, y, maxiter=20, collapsed=False))),
     "orthogonal fit_svi": (lambda X: sl.OrthogonalSVGP(K.Matern(1.5), sl.InducingPoints(X[:5]), 4, G(0.1)),
                            "elbo_and_gradient", lambda m, X, y: m.fit_svi(X, y, iterations=20, batch_size=16)),
     "activated fit": (lambda X: sl.ActivatedSVGP(K.ArcCosine(1), sl.ActivatedFeatures(sl.activations.ReLU(), 3, 3),
                                                  G(0.1)), "_collapsed_elbo_and_gradient",
-                      lambda m, X, y: m.fit(X, y, maxiter=20)),
+                      capped()(lambda m, X, y: m.fit(X, y, maxiter=20))),
     "hvgp fit": (lambda X: sl.HarmonicSVGP(K.Matern(2.5, 0.9), sl.groups.Reflection(2), 3, G(0.1)),
-                 "_collapsed_elbo_and_gradient", lambda m, X, y: m.fit(X, y, maxiter=20)),
+                 "_collapsed_elbo_and_gradient", capped()(lambda m, X, y: m.fit(X, y, maxiter=20))),
 }
 
 if not hasattr(sl.VISH, "_bound"):  # pragma: no cover - the tests name the methods they patch
@@ -107,7 +108,8 @@ def test_an_interrupted_first_fit_leaves_the_model_unfitted(case, monkeypatch):
 def test_a_shared_kernel_is_restored_for_every_model_holding_it(monkeypatch):
     X, y = sine_data(50)
     kernel = K.Matern(1.5, 1.0)
-    first = sl.VISH(kernel, 3, G(0.1)).fit(X, y, maxiter=10, lift_maxiter=5)
+    with sl.models.capped():  # a deliberately short fit: its limit is meant
+        first = sl.VISH(kernel, 3, G(0.1)).fit(X, y, maxiter=10, lift_maxiter=5)
     second = sl.OrthogonalSVGP(kernel, sl.InducingPoints(X[:5]), 4, G(0.1))
     before = _fingerprint(first, X[:4])
     _interrupt(monkeypatch, second, "_collapsed_elbo_and_gradient", KeyboardInterrupt())
@@ -137,12 +139,14 @@ def test_a_fit_refuses_a_model_holding_an_attribute_its_table_does_not_declare()
     """What a failed fit restores is the declared state: an attribute outside the field table (a
     subclass's, say) is refused before the fit begins, naming it, and the model is untouched."""
     X, y = sine_data(40)
-    model = sl.VISH(K.Matern(1.5, 1.0), 3, G(0.1)).fit(X, y, maxiter=5, lift_maxiter=3)
+    with sl.models.capped():  # a deliberately short fit: its limit is meant
+        model = sl.VISH(K.Matern(1.5, 1.0), 3, G(0.1)).fit(X, y, maxiter=5, lift_maxiter=3)
     before = _fingerprint(model, X[:4])
     model.my_note = "kept by the user"
     with pytest.raises(TypeError, match=r"VISH holds attributes its field table does not declare: \['my_note'\]"):
         model.fit(X[:30], y[:30], maxiter=5)
     assert _fingerprint(model, X[:4]) == before
     del model.my_note
-    model.fit(X[:30], y[:30], maxiter=5, lift_maxiter=3)
+    with sl.models.capped():  # a deliberately short fit: its limit is meant
+        model.fit(X[:30], y[:30], maxiter=5, lift_maxiter=3)
     assert model.stats.n == 30

@@ -21,8 +21,23 @@ def check(g):
     for c, samples in now["curves"].items():
         if not c.startswith("VISH"):  # one fit sampled along the way: its clock only moves forward
             assert all(a[0] <= b[0] for a, b in zip(samples, samples[1:])), c
+    _the_frontier_shows_what_it_cites(frontier)
     shorter = frontier.seconds.value / 4
     frontier.select(seconds=shorter)
     for c, v in frontier.current["best"].items():  # less time never shows a better NLPD
         assert not np.isfinite(v) or v >= now["best"][c], c
+    _the_frontier_shows_what_it_cites(frontier)
     assert g["recorded"] is not None  # the figure recorded in the checkout is found from the notebook
+
+
+def _the_frontier_shows_what_it_cites(frontier):
+    """Every point the status line and the sentence cite lies inside the axes; the legend lists
+    exactly the contenders with a point by the budget, the others are named as not reached."""
+    now, seconds = frontier.current, frontier.seconds.value
+    low, high = frontier.ax.get_ylim()
+    for c, v in now["best"].items():
+        assert not np.isfinite(v) or low < v < high, (c, v, low, high)
+    legend = [t.get_text() for t in frontier.ax.get_legend().get_texts()]
+    assert legend == [c for c in now["curves"] if any(t <= seconds for t, _, _ in now["curves"][c])]
+    for c in now["missing"]:
+        assert c not in legend and c in frontier.status.value

@@ -46,7 +46,9 @@ def _probe() -> tuple[bool, str]:
     try:
         import cupy  # noqa: F401
     except Exception as exc:  # ImportError, or a broken CUDA library raising at import
-        return False, f"CuPy is not importable ({type(exc).__name__}: {exc})"
+        return False, (f"CuPy is not importable ({type(exc).__name__}: {exc}); install the GPU extra for the "
+                       "machine's CUDA major version (nvidia-smi tells): pip install \".[gpu-cuda12]\" or "
+                       "\".[gpu-cuda13]\" in the repository")
     try:
         import cupy
 

@@ -31,6 +31,11 @@ def component_title(comp) -> str:
     return f"k_{name(comp.index)}"
 
 
+def _math_title(comp) -> str:
+    """:func:`component_title` as Matplotlib mathtext (subscripts set as subscripts)."""
+    return " + ".join(f"$k_{{{part[2:]}}}$" for part in component_title(comp).split(" + "))
+
+
 class ComponentSampler:
     """Draws of every component of ``base`` decomposed under a group, on the points ``P``
     ``(n, D)``, with the square-root factors cached per group key.
@@ -136,15 +141,18 @@ class DecompositionExplorer(Selectable):
         for ax in self.axes:
             im = ax.imshow(np.zeros((grid_size, grid_size)), extent=(-2, 2, -2, 2), origin="lower",
                            cmap="RdBu_r", vmin=-2.5, vmax=2.5)
-            ax.set_xticks([])
-            ax.set_yticks([])
+            ax.set_xticks([-2, 0, 2])
+            ax.set_yticks([-2, 0, 2])
+            ax.tick_params(labelsize=7, length=2, pad=1, labelleft=ax is self.axes[0])
             self.images.append(im)
         self.axes[0].set_ylabel("x₂")
+        self.cax = cax
         bar = self.fig.colorbar(self.images[0], cax=cax)
         bar.ax.tick_params(labelsize=7)
         bar.set_label("f(x)", fontsize=8)
-        self.fig.supxlabel("x₁ ∈ [−2, 2], one panel per component; colour: the sampled function", fontsize=8)
+        self.fig.supxlabel("x₁, one panel per component; colour: the sampled function", fontsize=8)
         self.fig.tight_layout()
+        self._bar_width = cax.get_position().width
         # images and titles change on a move; the rest is redrawn only when the number of panels
         # shown changes (blitting)
         self.blit = BlitManager(self.fig, [*self.images, *(ax.title for ax in self.axes)])
@@ -193,14 +201,16 @@ class DecompositionExplorer(Selectable):
                 artist.set_visible(i <= shown)
             if i < shown:
                 self.images[i].set_data(draws[i].reshape(self.n, self.n))
-                ax.set_title(component_title(comps[i]), fontsize=8)
+                ax.set_title(_math_title(comps[i]), fontsize=9)
             elif i == shown:
                 self.images[i].set_data(sum(draws).reshape(self.n, self.n))
-                ax.set_title("sum: a draw of k", fontsize=8)
+                ax.set_title("sum: a draw of $k$", fontsize=9)
         extra = f" (first {self.max_panels} shown; the sum uses all)" if len(comps) > self.max_panels else ""
         self.status.value = f"{len(comps)} real components from |G| = {group.size}{extra}"
-        if shown != self._shown:  # panels appear or vanish: a full render
+        if shown != self._shown:  # panels appear or vanish: the colour bar moves beside the sum, a full render
             self._shown = shown
+            box = self.axes[shown].get_position()
+            self.cax.set_position([box.x1 + 0.012, box.y0, self._bar_width, box.height])
             self.blit.full()
         else:
             self.blit.update()

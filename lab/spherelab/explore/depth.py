@@ -117,9 +117,9 @@ class PhaseViewer:
         self.snapshots = snapshots
         rounds = len(snapshots) - 1
         self.round = widgets.IntSlider(value=rounds, min=0, max=rounds, description="round")
-        self.fig = figure(figsize=(6.0, 4.6))
-        # the globe on the right, the legend in the column left of it
-        ax = self.fig.add_axes((0.2, 0.0, 0.8, 0.93), projection="3d")
+        self.fig = figure(figsize=(5.2, 4.6))
+        # the globe on the right, the legend in the narrow column left of it
+        ax = self.fig.add_axes((0.15, -0.03, 0.85, 0.98), projection="3d")
         u, v = np.mgrid[0:2 * np.pi:40j, 0:np.pi:20j]
         ax.plot_wireframe(np.cos(u) * np.sin(v), np.sin(u) * np.sin(v), np.cos(v), color="0.85", lw=0.4)
         if points is not None:
@@ -135,7 +135,7 @@ class PhaseViewer:
                 (head,) = ax.plot([], [], [], "o", color=col, ms=6, label=f"ℓ = {ell}" if j == 0 else None)
                 self.paths.append((ell, j, path))
                 self.heads.append((ell, j, head))
-        ax.set_box_aspect((1, 1, 1), zoom=1.45)  # the sphere fills its panel, not a third of it
+        ax.set_box_aspect((1, 1, 1), zoom=1.65)  # the sphere fills its panel, not a third of it
         ax.set_axis_off()
         self.fig.legend(*ax.get_legend_handles_labels(), loc="center left", fontsize=8, frameon=False)
         self.ax = ax

@@ -56,9 +56,10 @@ def _thin(samples: list, keep: int = 12) -> list:
 def _vish_curve(X, y, Xte, yte, budget, prior, seed) -> list:
     size = lambda L: cumulative_num_harmonics(L, X.shape[1] + 1)  # noqa: E731
     out, spent, L, last = [], 0.0, 1, 0.0
-    # the next degree is fitted only if its time, extrapolated as M^2 (the pass over the rows), fits;
-    # degree 1's fit may carry one-time costs (compiled kernels loading), so degree 2 is always tried
-    while spent < budget and (L <= 2 or spent + last * (size(L) / size(L - 1)) ** 2 <= budget):
+    # the next degree is fitted only if its time, extrapolated as M^3 (the algebra, the steepest part of
+    # a fit), fits: the budget bounds the wait; degree 1's fit may carry one-time costs (compiled
+    # kernels loading), so degree 2 is always tried
+    while spent < budget and (L <= 2 or spent + last * (size(L) / size(L - 1)) ** 3 <= budget):
         t0 = time.perf_counter()
         model = VISH(_kernel(X.shape[1]), L, Gaussian(1.0), prior=prior).fit(X, y, seed=seed)
         last = time.perf_counter() - t0
@@ -155,7 +156,7 @@ class FrontierExplorer(Selectable):
 
         self.sets, self.budget, self.inducing, self.degree = sets, float(budget), int(inducing), int(degree)
         self.curves = Precomputer(self._compute, max_items=len(sets))
-        opts = dict(continuous_update=False)
+        opts = dict(continuous_update=False, style={"description_width": "initial"})  # labels read whole
         self.data = widgets.Dropdown(options=list(sets), description="data set")
         self.seconds = widgets.FloatLogSlider(value=self.budget, base=10, min=-1, max=np.log10(self.budget),
                                               description="time budget s", readout_format=".2g", **opts)
@@ -166,7 +167,6 @@ class FrontierExplorer(Selectable):
         self.ax.set_xscale("log")
         self.ax.set_xlabel("fit time, s (log scale)")
         self.ax.set_ylabel("test NLPD (lower is better)")
-        self.ax.legend(loc="upper right", fontsize=8)
         self.ax.grid(alpha=0.3)
         self.fig.subplots_adjust(left=0.1, right=0.98, bottom=0.15, top=0.9)
         self.blit = BlitManager(self.fig, [*self.lines.values(), self.ax.title])
@@ -198,6 +198,11 @@ class FrontierExplorer(Selectable):
         return frontier_curves(*self.sets[name], budget=self.budget, inducing=self.inducing, degree=self.degree,
                                progress=progress)
 
+    def bound(self) -> float:
+        """Seconds a new set's curves take at most, roughly: every contender's budget, plus the
+        predictions at its recorded iterates (outside the fits' clocks)."""
+        return 1.5 * len(CONTENDERS) * self.budget
+
     def best_within(self, curves: dict, seconds: float) -> dict[str, float]:
         """Each contender's best test NLPD among its samples by ``seconds`` (NaN if none)."""
         return {c: min((v for t, v, _ in s if t <= seconds), default=float("nan")) for c, s in curves.items()}
@@ -208,6 +213,9 @@ class FrontierExplorer(Selectable):
         name = self._want = self.data.value
         if not self.curves.ready(name):
             self.fitbar.count(0, len(CONTENDERS), f"fitting every contender on {name} (up to {self.budget:g} s each)")
+            shown = getattr(self, "current", {}).get("name")
+            if shown is not None:  # the figure keeps the previous set until the new one is ready
+                self.status.value = f"showing {shown} while {name}'s fits run (at most {self.bound():.0f} s)"
         self.curves.when_ready(name, lambda c: self._show(name, c), self._failed, wait=self._wait)
 
     def _failed(self, err: BaseException) -> None:
@@ -220,26 +228,43 @@ class FrontierExplorer(Selectable):
         self.fitbar.close()
         self.curves.ahead([s for s in self.sets if s != name])
         limit = self.seconds.value
+        shown = {c: [(t, v) for t, v, _ in curves.get(c, []) if t <= limit] for c in CONTENDERS}
         for c, line in self.lines.items():
-            shown = [(t, v) for t, v, _ in curves.get(c, []) if t <= limit]
-            line.set_data([t for t, _ in shown], [v for _, v in shown])
-        if getattr(self, "_scaled_for", None) != name:  # new axes limits for a new set only
-            every = [(t, v) for s in curves.values() for t, v, _ in s]
-            ts, vs = np.array([t for t, _ in every]), np.array([v for _, v in every])
-            self.ax.set_xlim(0.8 * max(ts.min(), 1e-2), 1.25 * max(self.budget, ts.max()))
-            top = float(np.quantile(vs, 0.9))
-            self.ax.set_ylim(vs.min() - 0.05 * (top - vs.min()), top + 0.05 * (top - vs.min()))
-        self.ax.set_title(f"{name}: each model's test NLPD by {limit:.2g} s of fitting", fontsize=9)
+            line.set_data([t for t, _ in shown[c]], [v for _, v in shown[c]])
         best = self.best_within(curves, limit)
-        lead = min((c for c in best if np.isfinite(best[c])), key=best.get, default=None)
+        reached = [c for c in CONTENDERS if shown[c]]
+        missing = [c for c in CONTENDERS if not shown[c]]
+        layout = (name, tuple(reached), self._limits(curves, shown, best))
+        self.ax.set_title(f"{name}: each model's test NLPD by {limit:.2g} s of fitting", fontsize=9)
+        lead = min(reached, key=best.get, default=None)
         self.status.value = ("no fit has finished an iteration yet" if lead is None else
-                             f"best within {limit:.2g} s: {lead}, test NLPD {best[lead]:.3f}")
-        self.current = dict(name=name, curves=curves, best=best, lead=lead)
-        if getattr(self, "_scaled_for", None) != name:
-            self._scaled_for = name
+                             f"best within {limit:.2g} s: {lead}, test NLPD {best[lead]:.3f}"
+                             + (f"; not reached in {limit:.2g} s: {', '.join(missing)}" if missing else ""))
+        self.current = dict(name=name, curves=curves, best=best, lead=lead, missing=missing)
+        if getattr(self, "_layout", None) != layout:  # axes or legend change: a full redraw
+            self._layout = layout
+            self.ax.legend(handles=[self.lines[c] for c in reached], loc="upper right", fontsize=8)
             self.blit.full()
         else:
             self.blit.update()
+
+    def _limits(self, curves: dict, shown: dict, best: dict) -> tuple:
+        """Set the axes to hold every point shown up to a high quantile, and always each contender's
+        best within the budget (the points the status line and a notebook's sentence cite); the
+        time axis spans the whole budget. Returns the limits, to tell when they changed."""
+        every = [t for s in curves.values() for t, _, _ in s]
+        values = np.array([v for s in shown.values() for _, v in s])
+        cited = [v for v in best.values() if np.isfinite(v)]
+        xlim = (0.8 * max(min(every, default=1.0), 1e-2), 1.25 * max(self.budget, max(every, default=1.0)))
+        if values.size:
+            low, top = float(values.min()), max(float(np.quantile(values, 0.9)), max(cited))
+            pad = 0.05 * max(top - low, 1e-3)
+            ylim = (low - pad, top + pad)
+        else:
+            ylim = self.ax.get_ylim()
+        self.ax.set_xlim(*xlim)
+        self.ax.set_ylim(*ylim)
+        return (*np.round(xlim, 12), *np.round(ylim, 12))
 
 
 def recorded_figure(name: str = "frontier", start: str | Path = "."):

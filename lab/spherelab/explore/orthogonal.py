@@ -71,7 +71,8 @@ class OrthogonalExplorer(Selectable):
         self.grid = np.linspace(self.X.min() - 1.0, self.X.max() + 1.0, 300)[:, None]
         #: every configuration's fit, computed once (the neighbours of the shown one ahead)
         self.fits = Precomputer(self._fit, max_items=256)
-        opts = dict(continuous_update=False)  # refit on release, not on every pixel of a drag
+        # refit on release, not on every pixel of a drag; labels wide enough to be read whole
+        opts = dict(continuous_update=False, style={"description_width": "initial"})
         self.kernel = widgets.Dropdown(options=list(kernels), value=kernel or next(iter(kernels)), description="kernel")
         self.act = widgets.Dropdown(options=list(activations), value=activation or next(iter(activations)),
                                     description="activation")

@@ -255,6 +255,7 @@ class ZonalKernel(Saveable):
         check_allocation(4 * 8.0 * n1 * n2, f"a {n1:,} x {n2:,} Gram matrix",
                          "compute it in blocks of rows, or use a sparse model (VISH, OrthogonalSVGP)")
 
+    @_gram
     def K(self, X: Any, X2: Any = None, *, ops: Operations | str = "cpu") -> np.ndarray:
         r"""Gram matrix :math:`k(X, X2)`, ``(N, N2)``, computed by ``ops`` (the operations of a
         model's device, or a device's name)."""

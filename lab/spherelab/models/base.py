@@ -140,6 +140,13 @@ class Model(Saveable):
 
         save(self, path, include_data=include_data)
 
+    def _pickled(self, state: dict) -> dict:
+        """A pickle holds what :meth:`save` writes by default: no training data (absent as None,
+        as after :func:`spherelab.load`), so a pickled model weighs its parameters and posterior,
+        not its rows. ``copy.deepcopy`` keeps everything."""
+        names = {self.fields.attribute(entry) for entry in self.fields.entries("data")}
+        return {k: (None if k in names else v) for k, v in state.items()}
+
     def _restore(self, device: str) -> None:
         """After :func:`spherelab.load`: the device's operations, absent training data as None."""
         self._set_device(device)

@@ -23,7 +23,7 @@ from ..distributed import BlockwisePass, InBlocks, InMemory, rows
 from ..features.device_columns import KernelColumns
 from ..likelihoods import Gaussian
 from ..linalg import forward_solve
-from ..threads import pass_workers
+from ..threads import fixed_chunk_rows, pass_workers
 from .decoupled_gradients import DecoupledGradients
 from .decoupled_resident import ResidentRows
 from .decoupled_step import ResidentSteps
@@ -201,7 +201,10 @@ class DecoupledStatistics:
     def _chunk_rows(self, n: int | None = None) -> int:
         """Rows per chunk: at most ``chunk_entries`` entries of :math:`K_{pf}`, and for ``n`` rows
         at least one chunk per core of the split pass (a single chunk ran kin8nm's 7 373 rows on
-        one BLAS thread: the forward solve at 18 GFLOP/s)."""
+        one BLAS thread: the forward solve at 18 GFLOP/s). ``SPHERELAB_CHUNK_ROWS`` fixes it."""
+        fixed = fixed_chunk_rows()
+        if fixed is not None:
+            return fixed
         rows = max(1, self.chunk_entries // max(self._num_inducing(), 1))
         if n:
             rows = min(rows, -(-n // pass_workers(n)))
