@@ -19,8 +19,6 @@ from spherelab import activations as A
 from spherelab import kernels as K
 from spherelab.features import ActivatedFeatures, HarmonicFeatures
 
-pytestmark = pytest.mark.equality  # sums in another order: run under several chunk sizes and thread counts
-
 KERNELS = {
     "arccos": lambda: K.ArcCosine(1, 1.3, bias=0.8, input_scale=np.array([1.2, 0.7])),
     "matern52": lambda: K.Matern(2.5, 0.9, 1.1, bias=1.2, input_scale=0.8),
@@ -57,6 +55,7 @@ def test_every_parameter_gradient_against_finite_differences(whiten, lik, fname,
     check_objective_gradient(model, X, y, 40)  # minibatch scaling N / B = 40 / 12
 
 
+@pytest.mark.equality  # sums in another order: run under other chunk sizes and thread counts
 @pytest.mark.parametrize("fname", ["softplus", "points", "harmonics"])
 def test_k0_is_svgp_and_reaches_the_titsias_bound_at_the_optimal_q(fname, rng):
     X, y = decoupled_data(rng, n=20)
@@ -81,6 +80,7 @@ def test_k0_is_svgp_and_reaches_the_titsias_bound_at_the_optimal_q(fname, rng):
     assert np.allclose(var, kern.diag(Xs) + np.einsum("ij,jk,ik->i", Ksu @ Kinv, S - Kuu, Ksu @ Kinv))
 
 
+@pytest.mark.equality  # sums in another order: run under other chunk sizes and thread counts
 @pytest.mark.parametrize("whiten", [True, False])
 @pytest.mark.parametrize("fname", ["softplus", "relu", "points"])
 def test_optimal_q_reaches_the_titsias_bound_and_is_stationary(fname, whiten, rng):
@@ -127,6 +127,7 @@ def test_collapsed_bound_gradient_against_finite_differences(whiten, fname, num_
     assert model.elbo() == pytest.approx(value, rel=1e-10)
 
 
+@pytest.mark.equality  # sums in another order: run under other chunk sizes and thread counts
 def test_harmonic_features_at_the_optimal_q_equal_collapsed_vish(rng):
     # an independent implementation of the same bound: VISH's streamed collapsed ELBO
     X, y = decoupled_data(rng, n=40)
@@ -335,6 +336,7 @@ def test_bad_input_gives_clear_errors(rng):
         OrthogonalSVGP(kern, ActivatedFeatures(A.ReLU(), 3, 4), 0).predict_f(X)
 
 
+@pytest.mark.equality  # sums in another order: run under other chunk sizes and thread counts
 @pytest.mark.parametrize("fname", ["softplus", "points"])
 @pytest.mark.parametrize("keep", [True, False])
 def test_split_pass_gives_the_same_bound_and_gradient_as_one_thread(fname, keep, rng):
