@@ -85,14 +85,15 @@ test-notebooks-full: $(STAMP)
 
 # The equality tests (marked equality: two orders of the same sums, compared) again under other
 # thread counts and chunk sizes than make test's (one thread, chunks sized from the cache), so that
-# a tolerance fitted to one machine's chunking fails here first. EQUALITY_RUNS: THREADS:ROWS pairs.
+# a tolerance fitted to one machine's chunking fails here first; the slow ones (a local cluster, the
+# device check end to end) run in make test only. EQUALITY_RUNS: THREADS:ROWS pairs.
 EQUALITY_RUNS ?= 2:512
 test-equality: $(STAMP)
 	@for run in $(EQUALITY_RUNS); do \
 	  threads=$${run%%:*}; rows=$${run##*:}; \
 	  echo "equality tests with SPHERELAB_THREADS=$$threads SPHERELAB_CHUNK_ROWS=$$rows"; \
 	  SPHERELAB_THREADS=$$threads SPHERELAB_CHUNK_ROWS=$$rows SPHERELAB_SMOKE=1 MPLBACKEND=Agg \
-	    $(BIN)/python -m pytest $(TEST_WORKERS) -m equality $(PYTEST_ARGS) || exit 1; \
+	    $(BIN)/python -m pytest $(TEST_WORKERS) -m "equality and not slow" $(PYTEST_ARGS) || exit 1; \
 	done
 
 test-fast: $(STAMP)

@@ -4,6 +4,7 @@ numbers that match the library."""
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import matplotlib
 
@@ -510,3 +511,13 @@ def test_the_live_frontier_holds_every_cited_point_and_legends_only_what_it_show
         import matplotlib.pyplot as plt
 
         plt.close(explorer.fig)
+
+
+def test_the_recorded_frontier_figure_scales_to_its_output_area(tmp_path):
+    """The recorded benchmark figure is shown no wider than the notebook's output area (it was 112 px
+    wider at 1 280 px): an image with max-width 100 %; None outside a checkout."""
+    from spherelab.explore import recorded_figure
+
+    shown = recorded_figure("frontier", start=Path(__file__).parent)
+    assert shown is not None and "max-width: 100%" in shown.data and "image/svg+xml;base64," in shown.data
+    assert recorded_figure("frontier", start=tmp_path) is None

@@ -162,13 +162,13 @@ class FrontierExplorer(Selectable):
                                               description="time budget s", readout_format=".2g", **opts)
         self.status = widgets.Label()
         self.fitbar = FitBar()
-        self.fig, self.ax = subplots(figsize=(8.5, 3.6))
+        self.fig, self.ax = subplots(figsize=(8.5, 3.9))
         self.lines = {c: self.ax.plot([], [], "o-", ms=3, lw=1.5, label=c)[0] for c in CONTENDERS}
         self.ax.set_xscale("log")
         self.ax.set_xlabel("fit time, s (log scale)")
         self.ax.set_ylabel("test NLPD (lower is better)")
         self.ax.grid(alpha=0.3)
-        self.fig.subplots_adjust(left=0.1, right=0.98, bottom=0.15, top=0.9)
+        self.fig.subplots_adjust(left=0.1, right=0.98, bottom=0.27, top=0.91)  # the legend below the axes
         self.blit = BlitManager(self.fig, [*self.lines.values(), self.ax.title])
         self.data.observe(self.show, names="value")
         self.seconds.observe(self.show, names="value")
@@ -243,7 +243,9 @@ class FrontierExplorer(Selectable):
         self.current = dict(name=name, curves=curves, best=best, lead=lead, missing=missing)
         if getattr(self, "_layout", None) != layout:  # axes or legend change: a full redraw
             self._layout = layout
-            self.ax.legend(handles=[self.lines[c] for c in reached], loc="upper right", fontsize=8)
+            # below the axes, where it covers no point
+            self.ax.legend(handles=[self.lines[c] for c in reached], loc="upper center", bbox_to_anchor=(0.5, -0.2),
+                           ncol=4, fontsize=8, frameon=False)
             self.blit.full()
         else:
             self.blit.update()
@@ -269,11 +271,16 @@ class FrontierExplorer(Selectable):
 
 def recorded_figure(name: str = "frontier", start: str | Path = "."):
     """The recorded benchmark figure ``benchmarks/figures/NAME.svg`` of the repository holding
-    ``start`` (searched upwards), as an ``IPython.display.SVG``; ``None`` outside a checkout."""
-    from IPython.display import SVG
+    ``start`` (searched upwards), as an ``IPython.display.HTML`` image scaled down to the output
+    area's width where that is narrower; ``None`` outside a checkout."""
+    import base64
+
+    from IPython.display import HTML
 
     for folder in [Path(start).resolve(), *Path(start).resolve().parents]:
         path = folder / "benchmarks" / "figures" / f"{name}.svg"
         if path.is_file():
-            return SVG(filename=str(path))
+            data = base64.b64encode(path.read_bytes()).decode("ascii")
+            return HTML(f'<img src="data:image/svg+xml;base64,{data}" alt="{name}: the recorded benchmark figure" '
+                        'style="max-width: 100%; height: auto">')
     return None
