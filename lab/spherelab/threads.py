@@ -260,17 +260,12 @@ def cache_bytes(level: int = 3) -> int:
 
 
 def fixed_chunk_rows() -> int | None:
-    """The rows per chunk fixed by the environment variable ``SPHERELAB_CHUNK_ROWS`` (a positive
-    int), read at each call; ``None`` where it is unset. Every host pass (VISH's statistics, the
-    decoupled models' whitened statistics) then chunks its rows by this count instead of by the
-    cache: two machines with different caches sum in the same order."""
+    """The rows per chunk of every host pass fixed by ``SPHERELAB_CHUNK_ROWS`` (a positive int,
+    read at each call), instead of the cache's; ``None`` where it is unset."""
     value = os.environ.get("SPHERELAB_CHUNK_ROWS", "").strip()
     if not value:
         return None
-    try:
-        rows = int(value)
-    except ValueError:
-        rows = 0
+    rows = int(value) if value.isdigit() else 0
     if rows < 1:
         raise ValueError(f"SPHERELAB_CHUNK_ROWS={value!r}: expected a positive int (rows per chunk), or unset")
     return rows
@@ -331,7 +326,6 @@ class _Policy:
         active = getattr(_state, "active", 0)
         self.blas = None
         if not active:  # the outermost call reads the load once for everything inside it (_busy)
-            _state.busy = None
             try:
                 _state.busy = machine_busy() if _fixed() is None else False
                 self.blas = _blas(blas_threads_for(self.work, self.dim))

@@ -239,8 +239,7 @@ class ZonalKernel(Saveable):
         """Code of the compiled (fused) shape the Gram matrices and their backward run on (``None``: NumPy)."""
         return None
 
-    @_gram
-    def _lift_pair(self, X: Any, X2: Any):
+    def _lift_pair(self, X: Any, X2: Any):  # (inside K and gradients_with_inputs: under their policy)
         r1, U1 = self.lift(X)
         if X2 is None:
             return r1, U1, r1, U1

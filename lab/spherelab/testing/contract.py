@@ -38,12 +38,12 @@ def _raises(kind: type, match: str) -> Iterator[None]:
     raise AssertionError(f"{kind.__name__} (matching {match!r}) not raised")
 
 
-
 def _capped():
     """:func:`spherelab.models.capped`: a contract's fits stop at their limits by design."""
     from ..models.report import capped
 
     return capped()
+
 
 class ModelContract:
     """Subclass and define :meth:`make`; ``fit_kwargs`` / ``svi_kwargs`` go to the short fits,
