@@ -206,7 +206,9 @@ def test_kernels_fall_back_to_a_private_cache_dir(monkeypatch, tmp_path):
     real = numba.njit
     calls = []
 
-    def njit(**kwargs):
+    def njit(*args, **kwargs):
+        if args:  # numba's own lazy imports on a process's first compile (numba.typed): not ours to count
+            return real(*args, **kwargs)
         calls.append((kwargs["cache"], numba.config.CACHE_DIR))
         if kwargs["cache"] and not numba.config.CACHE_DIR:
             raise RuntimeError("cannot cache function: no locator available")
