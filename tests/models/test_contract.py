@@ -32,6 +32,15 @@ class TestVISHPhases(TestVISH):
                        features=sl.PhaseTruncatedHarmonics(3, 4, 3, seed=1)), X, y
 
 
+class TestVISHAdditive(TestVISH):
+    def make(self, rng, device="cpu"):
+        X, y = _regression(rng)
+        kernel = K.Additive([K.Matern(1.5, 1.0), K.Matern(2.5, 0.8, input_scale=1.2),
+                             K.Matern(1.5, 0.9, input_scale=np.array([1.1, 0.9]))], [0, 1, (0, 1)])
+        return sl.VISH(kernel, None, sl.likelihoods.Gaussian(0.1), device=device,
+                       features=sl.features.AdditiveHarmonics([4, 4, 2])), X, y
+
+
 class TestInducingPoints(ModelContract):
     def make(self, rng, device="cpu"):
         X, y = _regression(rng)

@@ -38,9 +38,10 @@ def collapsed_terms(xp: Any, cholesky: Callable, solve_lower: Callable, factor_i
     lam, G, c
         :math:`\lambda` ``(M,)`` (all > 0), :math:`G` ``(M, M)`` symmetric, :math:`c` ``(M,)``.
     v, noise, yy, n
-        :math:`\kappa(1)`, :math:`\sigma^2`, :math:`y^\top y` and the rows' count (host numbers).
+        :math:`\kappa(1)` (an additive kernel's: ``(C,)``, one per component), :math:`\sigma^2`,
+        :math:`y^\top y` and the rows' count (host numbers).
     sum_diag
-        :math:`\sum_n r_n^2` (a host number or a 0-d array).
+        :math:`\sum_n r_n^2` (a host number or a 0-d array; ``(C,)`` per component with ``v``).
     on
         The trace term's weight: 1 (kernel prior) or 0 (features prior).
 
@@ -66,7 +67,7 @@ def collapsed_terms(xp: Any, cholesky: Callable, solve_lower: Callable, factor_i
         - 0.5 * n * np.log(noise)
         - 0.5 * yy / noise
         + 0.5 * (w @ w) / noise**2
-        - 0.5 * on * (v * sum_diag - trace_lg) / noise
+        - 0.5 * on * (xp.sum(v * sum_diag) - trace_lg) / noise
     )
     out = SimpleNamespace(value=value, trace=trace_lg)
     if not gradients:
@@ -85,7 +86,7 @@ def collapsed_terms(xp: Any, cholesky: Callable, solve_lower: Callable, factor_i
         - 0.5 * n / noise
         + 0.5 * yy / noise**2
         - (Sc @ z) / noise**3
-        + 0.5 * on * (v * sum_diag - trace_lg) / noise**2
+        + 0.5 * on * (xp.sum(v * sum_diag) - trace_lg) / noise**2
     )
     out.dlam = dloglam / lam
     out.dnoise = dnoise

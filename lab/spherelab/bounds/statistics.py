@@ -33,7 +33,8 @@ __all__ = ["Statistics", "check_trace_term", "check_variance_rounding", "streame
 @dataclass
 class Statistics(Saveable):
     r"""Sufficient statistics of a Gaussian bound: ``G = A A^T`` ``(P, P)``, ``c = A y`` ``(P,)``,
-    ``yy = y^T y``, ``sum_diag`` = :math:`\sum_n d(x_n)`, ``n`` rows; ``chunks`` holds the
+    ``yy = y^T y``, ``sum_diag`` = :math:`\sum_n d(x_n)` (an additive kernel's per component,
+    ``(C,)``), ``n`` rows; ``chunks`` holds the
     chunks' A when asked to keep them (for a backward pass without recomputing them).
     ``rounding`` is the scale :math:`\rho` of the products' rounding errors, relative to
     :math:`\sqrt{G_{ii}G_{jj}}` for :math:`G_{ij}` and :math:`\sqrt{G_{ii}\,y^\top y}` for :math:`c_i`
@@ -43,7 +44,7 @@ class Statistics(Saveable):
     G: np.ndarray
     c: np.ndarray
     yy: float
-    sum_diag: float
+    sum_diag: float | np.ndarray  # (C,): an additive kernel's, one per component
     n: int
     chunks: list = field(default_factory=list, repr=False)
     rounding: float = 0.0
@@ -69,8 +70,14 @@ class Statistics(Saveable):
         P = G.shape[0]
         if G.shape != (P, P) or not np.allclose(G, G.T, rtol=1e-12, atol=1e-300):
             raise state.fail("G", "a symmetric square array")
+        if isinstance(state.value("sum_diag"), np.ndarray):  # an additive kernel's, per component
+            sum_diag = state.array("sum_diag", shape=(None,))
+            if sum_diag.size == 0 or np.any(sum_diag < 0):
+                raise state.fail("sum_diag", "a number >= 0, or a non-empty array of them")
+        else:
+            sum_diag = state.float("sum_diag", minimum=0.0)
         out = cls(G, state.array("c", shape=(P,)), state.float("yy", minimum=0.0),
-                  state.float("sum_diag", minimum=0.0), state.int("n", minimum=1),
+                  sum_diag, state.int("n", minimum=1),
                   rounding=state.float("rounding", minimum=0.0))
         state.check_work(9.0 * P ** 3, f"the eigendecomposition of a {P:,} x {P:,} G")
         problem = out.impossible()
@@ -162,7 +169,7 @@ def _gram_share(columns_at, y, pieces, keep, ops):
             A = columns_at(start, end)
             if isinstance(A, tuple):
                 A, d = A
-                sum_d += float(np.sum(d))
+                sum_d = sum_d + np.sum(d, axis=0)  # (C,) per component for an additive kernel
             if G is None:
                 G, c = np.zeros((A.shape[0], A.shape[0])), np.zeros(A.shape[0])
             # alone, a large product may use BLAS's threads; in a share, BLAS is single-threaded
@@ -184,7 +191,8 @@ def _reduce(parts):
     kept = {}
     for part in parts:
         kept.update(part[3])
-    return G, c, sum(part[2] for part in parts), [kept[i] for i in sorted(kept)]
+    total = sum(part[2] for part in parts)
+    return G, c, (float(total) if np.ndim(total) == 0 else np.asarray(total)), [kept[i] for i in sorted(kept)]
 
 
 def host_gram_pass(X, y, pieces, load, columns, keep=False, ops="cpu"):

@@ -35,7 +35,7 @@ class GradientSums:
     @classmethod
     def for_kernel(cls, kernel, **extra: Any) -> "GradientSums":
         """Zeros for every hyper-parameter of ``kernel`` (its ``parameter_names``), plus ``extra``."""
-        zeros = {k: np.zeros_like(np.asarray(getattr(kernel, k), dtype=np.float64)) for k in kernel.parameter_names}
+        zeros = {k: np.zeros_like(np.asarray(kernel.get_hyper(k), dtype=np.float64)) for k in kernel.parameter_names}
         return cls({**zeros, **extra})
 
     def add(self, d: Mapping[str, Any]) -> None:

@@ -34,7 +34,6 @@ from ..backend import array_module
 from ..backend.ops import as_operations
 from ..distributed import block_statistics, is_dask
 from ..linalg import NumericalFailure, chol_inverse, cholesky_or_explain
-from ..sphere.lift import lift_rows_kept
 from .collapsed import collapsed_terms
 from .statistics import Statistics, check_trace_term, row_chunks, run_shares, stopping, streamed_statistics
 from .sums import GradientSums
@@ -110,7 +109,7 @@ def collapsed_bound(
                         stats.sum_diag, stats.n, on, gradients=gradients or bool(stats.rounding))
     value = float(t.value)
     if residual:
-        check_trace_term(value, v * stats.sum_diag, float(t.trace), noise, stats.n)
+        check_trace_term(value, float(np.sum(v * stats.sum_diag)), float(t.trace), noise, stats.n)
     if not gradients and not stats.rounding:
         return value
     dG, dc = t.dG, t.dc
@@ -187,13 +186,12 @@ def predict_rows(features, kernel, X: np.ndarray, weights: np.ndarray, C: np.nda
     ``residual``) or :math:`\Phi_*\Lambda\Phi_*^\top` (the features prior) minus
     :math:`\Phi_* C\Phi_*^\top`, clipped at 0; ``rows`` at a time, so memory does not grow with N; the
     features evaluated by ``ops``."""
-    v = kernel.at_one()
     means, variances = [], []
     for s in range(0, X.shape[0], rows):
         ev = features.evaluate(kernel, X[s:s + rows], ops=ops)
         Phi = features.Kuf_from(ev).T
         means.append(Phi @ weights)
-        prior = ev.r * ev.r * v if residual else np.einsum("nm,m,nm->n", Phi, lam, Phi)
+        prior = kernel.prior_rows(ev.r) if residual else np.einsum("nm,m,nm->n", Phi, lam, Phi)
         # (Phi C) * Phi by BLAS: einsum's three-operand loop is ~20x slower here
         variances.append(prior - np.einsum("nm,nm->n", Phi @ C, Phi))
     return np.concatenate(means), np.maximum(np.concatenate(variances), 0.0)
@@ -229,17 +227,12 @@ def harmonic_statistics(kernel, features, X: Any, y: Any, *, chunk_size: int | N
         return (Xc,)
 
     kernel.lift(X[:1])  # the input scale's shape and the bias's magnitude, with their messages
-    scale = np.asarray(kernel.input_scale, dtype=np.float64)
     on_device: dict = {}
     rejected: list = []  # per chunk, a device scalar: rows whose lift overflows or vanishes
 
     def device_columns(Xd):  # where the device keeps its arrays
-        xp = array_module(Xd)
-        s = on_device.get("scale")
-        if s is None:
-            s = on_device["scale"] = xp.asarray(scale)
-            on_device["xp"] = xp
-        r, Xh, bad = lift_rows_kept(xp, Xd, s, kernel.bias)  # rejected rows are reported after the pass
+        xp = on_device.setdefault("xp", array_module(Xd))
+        r, Xh, bad = kernel.lift_kept(xp, Xd)  # rejected rows are reported after the pass
         rejected.append(bad)
         A = features.device_Kuf(ops, Xh, r)
         return (A.astype(np.float32) if single else A), r * r
@@ -269,7 +262,7 @@ def lift_statistics(features, ev, y: np.ndarray, *, chunk_size: int, ops="cpu") 
     :math:`[K_{uf}^\top, y]` ``(n_chunk, M + 1)`` for :func:`lift_gradient` (the lift stage's
     subsample, where the columns are kept between the bound and its gradient)."""
     ops = as_operations(ops)
-    n, M, kept = y.shape[0], features.num_features, features.kept
+    n, M = y.shape[0], features.num_features
     pieces = list(row_chunks(n, chunk_size))
 
     def share(k, shares):
@@ -279,7 +272,7 @@ def lift_statistics(features, ev, y: np.ndarray, *, chunk_size: int, ops="cpu") 
                 break
             a, b = pieces[i]
             A = np.empty((b - a, M + 1))
-            np.multiply(ev.values[a:b, kept], ev.r[a:b, None], out=A[:, :M])
+            features.columns_into(ev, a, b, A[:, :M])
             A[:, M] = y[a:b]
             ops.gram_update(G, c, A[:, :M].T, y[a:b])
             chunks[i] = A
@@ -291,7 +284,8 @@ def lift_statistics(features, ev, y: np.ndarray, *, chunk_size: int, ops="cpu") 
         G += part[0]
         c += part[1]
     chunks = {i: A for part in parts for i, A in part[2].items()}
-    return Statistics(0.5 * (G + G.T), c, float(y @ y), float(np.sum(ev.r * ev.r)), n,
+    sum_r2 = np.sum(ev.r * ev.r, axis=0)  # per component for an additive kernel
+    return Statistics(0.5 * (G + G.T), c, float(y @ y), float(sum_r2) if sum_r2.ndim == 0 else sum_r2, n,
                       [chunks[i] for i in sorted(chunks)])
 
 
@@ -303,12 +297,12 @@ def lift_gradient(features, kernel, res: CollapsedBound, X: np.ndarray, y: np.nd
     \partial_c\,y^\top`, one chunk of rows at a time (``ev``: the rows' evaluation, else
     recomputed; ``chunks``: :func:`lift_statistics`' kept columns, same ``chunk_size``), the
     chunks split over the cores by :func:`~spherelab.bounds.run_shares`."""
-    zero = {"bias": 0.0, "input_scale": np.zeros_like(np.asarray(kernel.input_scale, dtype=np.float64))}
+    zero = kernel.lift_zeros()
     if features.trainable:
         zero["directions"] = np.zeros(features.get_params().size)
     # [K_uf; y]^T [2 dG^T; dc^T] = (dL/dK_uf)^T, (N, M), in one product per chunk
     B = np.vstack([2.0 * res.dG.T, res.dc[None, :]])
-    M, kept = B.shape[1], features.kept
+    M = B.shape[1]
     pieces = list(row_chunks(X.shape[0], chunk_size))
 
     def share(k, shares):  # this share's chunks of rows, single-threaded
@@ -323,10 +317,10 @@ def lift_gradient(features, kernel, res: CollapsedBound, X: np.ndarray, y: np.nd
                 A = chunks[i]
             else:
                 A = np.empty((b - a, M + 1))
-                np.multiply(e.values[:, kept], e.r[:, None], out=A[:, :M])
+                features.columns_into(e, 0, b - a, A[:, :M])
                 A[:, M] = yc
             acc.add(features.Kuf_gradients(kernel, (A @ B).T, Xc, e, ops=ops))
-            acc.add(kernel.lift_backward(Xc, 2.0 * res.dsum_r2 * e.Xh * e.r[:, None]))  # sum r^2
+            acc.add(kernel.radii_backward(Xc, e.r, e.Xh, res.dsum_r2))  # sum r^2
         return acc
 
     total = GradientSums(zero)

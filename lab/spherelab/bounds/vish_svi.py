@@ -44,6 +44,21 @@ def _log_det_factor(L: np.ndarray) -> tuple[np.ndarray, float]:
     return diagL, float(np.sum(np.log(np.abs(diagL))))
 
 
+def _prior(r2, v):
+    r"""Each row's prior variance at its radii: :math:`r_n^2 v`, or for an additive kernel
+    :math:`\sum_c r_{c,n}^2 v_c` (``r2`` ``(B, C)``, ``v`` ``(C,)``)."""
+    return r2 @ v if np.ndim(r2) == 2 else r2 * v
+
+
+def _per_row(d, v, shape):
+    r""":math:`\partial L/\partial r^2` of every row from the rows' :math:`\partial L/\partial(r^2 v)` ``d``."""
+    return np.multiply.outer(d, v) if len(shape) == 2 else np.broadcast_to(d * v, shape).copy()
+
+
+def _total(x):
+    return float(x) if np.ndim(x) == 0 else x
+
+
 def _q_terms(lam, m, L, Phi, r2, v, residual):
     """What both bounds compute of q(u) = N(m, LL^T) on the rows: L (lower part), its diagonal,
     Phi Lambda, the means mu, Q = Phi Lambda L, the variances (the residual prior term included when
@@ -54,7 +69,7 @@ def _q_terms(lam, m, L, Phi, r2, v, residual):
     PL = Phi * lam  # Phi Lambda
     Q = PL @ L
     on = 1.0 if residual else 0.0
-    terms = (on * r2 * v, -on * np.einsum("nm,nm->n", PL, Phi), np.einsum("nk,nk->n", Q, Q))
+    terms = (on * _prior(r2, v), -on * np.einsum("nm,nm->n", PL, Phi), np.einsum("nk,nk->n", Q, Q))
     var = terms[0] + terms[1] + terms[2]
     S_diag = np.einsum("ij,ij->i", L, L)
     kl = 0.5 * (float(lam @ S_diag) + float(m @ (lam * m)) - M - 2 * logdet - np.sum(np.log(lam)))
@@ -105,12 +120,12 @@ def uncollapsed_bound(
     dlam = scale * (
         m * (Phi.T @ dmu) + dnu * (-on * np.einsum("nm,nm->m", Phi, Phi) + 2.0 * np.einsum("nm,nm->m", Phi, QLt))
     ) - 0.5 * (S_diag + m * m - 1.0 / lam)
-    dv = on * scale * dnu * float(r2.sum())
+    dv = _total(on * scale * dnu * r2.sum(axis=0))
     dnoise = scale * (-0.5 * B / noise + 0.5 * float(resid @ resid + nu.sum()) / noise**2)
     dPhi = dr2 = None
     if phi_gradient:  # mu = Phi Lambda m, nu = on (r2 v - Phi Lambda Phi^T) + |Phi Lambda L|^2
         dPhi = scale * (np.outer(dmu, lam * m) + dnu * 2.0 * (QLt - on * Phi) * lam)
-        dr2 = np.full(B, on * scale * dnu * v)
+        dr2 = _per_row(np.full(B, on * scale * dnu), v, r2.shape)
     return UncollapsedBound(float(value), dm, dL, dlam, dv, float(dnoise), dPhi, dr2)
 
 
@@ -182,10 +197,10 @@ def uncollapsed_bound_general(
         m * (Phi.T @ dmu)
         + (dvar[:, None] * (-on * Phi * Phi + 2.0 * Phi * QLt)).sum(axis=0)
     ) - 0.5 * (S_diag + m * m - 1.0 / lam)
-    dv = on * scale * float(dvar @ r2)
+    dv = _total(on * scale * (dvar @ r2))
     dPhi = dr2 = None
     if phi_gradient:
         dPhi = scale * (np.outer(dmu, lam * m) + dvar[:, None] * 2.0 * (QLt - on * Phi) * lam)
-        dr2 = on * scale * v * dvar
+        dr2 = _per_row(on * scale * dvar, v, r2.shape)
     dlik = {k: scale * g for k, g in likelihood.parameter_gradients(y, mu, np.maximum(var, 1e-300)).items()}
     return UncollapsedBound(float(value), dm, dL, dlam, dv, 0.0, dPhi, dr2, dlik)

@@ -160,10 +160,10 @@ def double_buffered_pass(arrays, X: np.ndarray, y: np.ndarray, pieces: Iterable[
         A, d = columns(*inputs)
         if G is None:
             xp = arrays.xp
-            G, c, sum_d = xp.zeros((A.shape[0], A.shape[0])), xp.zeros(A.shape[0]), xp.zeros(())
+            G, c, sum_d = xp.zeros((A.shape[0], A.shape[0])), xp.zeros(A.shape[0]), xp.zeros(d.shape[1:])
         G += A @ A.T
         c += A @ yd
-        sum_d += d.sum()
+        sum_d += d.sum(axis=0)
         if keep:
             kept.append(arrays.to_host(A))
         used[s] = compute.record()
@@ -171,4 +171,5 @@ def double_buffered_pass(arrays, X: np.ndarray, y: np.ndarray, pieces: Iterable[
             staged = stage(k + 1)  # host work and the copy overlap the kernels just queued
     if G is None:
         return None, None, 0.0, kept
-    return arrays.to_host(G), arrays.to_host(c), float(arrays.to_host(sum_d)), kept
+    sum_d = arrays.to_host(sum_d)  # per component for an additive kernel
+    return arrays.to_host(G), arrays.to_host(c), (float(sum_d) if sum_d.ndim == 0 else sum_d), kept

@@ -1,9 +1,11 @@
 r"""Inducing features: one protocol (:class:`Features`: :math:`K_{uu}` (M, M), :math:`K_{uf}`
 (M, N), their gradients, parameter access) and its implementations — spherical harmonics,
-phase-truncated harmonics (Eleftheriadis et al.), activated units (Tiao, thesis) and inducing points."""
+phase-truncated harmonics (Eleftheriadis et al.), the harmonics of an additive kernel's components,
+activated units (Tiao, thesis) and inducing points."""
 
 from .._listing import own_names
 from .activated import ActivatedFeatures
+from .additive import AdditiveHarmonics
 from .base import Features
 from .harmonic import Evaluation, HarmonicFeatures, SphericalFeatures
 from .phases import PhaseTruncatedHarmonics, greedy_directions
@@ -14,6 +16,7 @@ from .zonal import zonal_pair, zonal_pair_gradients
 __all__ = [
     "Features",
     "HarmonicFeatures",
+    "AdditiveHarmonics",
     "SphericalFeatures",
     "Evaluation",
     "PhaseTruncatedHarmonics",

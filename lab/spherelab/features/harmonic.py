@@ -140,6 +140,17 @@ class SphericalFeatures(Features):
         """:math:`K_{uf}` ``(M, N)`` from an :meth:`evaluate` result."""
         return (ev.values[:, self.kept] * ev.r[:, None]).T
 
+    def columns_into(self, ev: Evaluation, a: int, b: int, out: np.ndarray) -> None:
+        """Rows ``a:b`` of :math:`K_{uf}^\\top` from an :meth:`evaluate` result, written into ``out`` ``(b - a, M)``."""
+        np.multiply(ev.values[a:b, self.kept], ev.r[a:b, None], out=out)
+
+    def spectrum_vjp(self, kernel: ZonalKernel, dlam: np.ndarray, dv: Any = 0.0) -> dict[str, Any]:
+        r"""Chain :math:`\partial L/\partial\lambda_m` per kept feature ``(M,)`` and
+        :math:`\partial L/\partial\kappa(1)` into the kernel's spectral hyper-parameters (summed by
+        degree, :meth:`~spherelab.kernels.ZonalKernel.spectrum_vjp`)."""
+        L = self.max_degree
+        return kernel.spectrum_vjp(self.dim, L, np.bincount(self.degrees, weights=dlam, minlength=L + 1), float(dv))
+
     def device_Kuf(self, ops, Xh: Any, r: Any) -> Any:
         r""":math:`K_{uf}` ``(M, N)`` from lifted rows already on ``ops``' device (unit points
         ``Xh`` ``(N, d)``, radii ``r`` ``(N,)``), as a device array: the columns of the device's
@@ -154,11 +165,8 @@ class SphericalFeatures(Features):
     def Kuu_gradients(self, kernel: ZonalKernel, G: np.ndarray, *, ops: Operations | str = "cpu") -> dict[str, Any]:
         r"""Chain :math:`\partial L/\partial K_{uu}` into the spectral hyper-parameters:
         :math:`\partial L/\partial\lambda_\ell = -\sum_{m:\ell(m)=\ell} G_{mm}/\lambda_\ell^2`."""
-        dim, L = self.dim, self.max_degree
-        deg = self.degrees
-        lam = kernel.spectrum(dim, L)
-        dlam = np.bincount(deg, weights=-np.diag(G) / lam[deg] ** 2, minlength=L + 1)
-        return kernel.spectrum_vjp(dim, L, dlam)
+        lam = self.Kuu_inverse_diag(kernel)
+        return self.spectrum_vjp(kernel, -np.diag(G) / lam ** 2)
 
     def _weights(self, G: np.ndarray, ev: Evaluation) -> np.ndarray:
         if self._keep is None:  # every function kept: G^T itself (no copy when it is C-ordered)

@@ -2,10 +2,12 @@ r"""Zonal kernels on :math:`S^{d-1}`, one module per family (GPflow's ``kernels/
 
 :class:`ZonalKernel` is the base (shape, spectrum, their derivatives, the data-space Gram matrix
 and its gradients); the families are the arc-cosine kernels, the Matérn kernels restricted to the
-sphere, the kernels defined by their spectrum, and wrappers (truncation, parity).
+sphere, the kernels defined by their spectrum, wrappers (truncation, parity), and sums of kernels on
+sub-spheres of the inputs (:class:`Additive`).
 """
 
 from .._listing import own_names
+from .additive import Additive
 from .arccos import NTK, ArcCosine, DeepArcCosine
 from .base import ZonalKernel
 from .matern import Matern
@@ -26,5 +28,6 @@ __all__ = [
     "PolynomialDecay",
     "Truncated",
     "Parity",
+    "Additive",
 ]
 __dir__ = own_names(__name__)  # dir() and tab completion: the names above, not the imports

@@ -44,7 +44,7 @@ from .._validation import (
     check_variance,
 )
 from ..backend.ops import Operations, as_operations
-from ..sphere.lift import lift_backward_rows, lift_extent, lift_rows, lifted_row_gradients
+from ..sphere.lift import lift_backward_rows, lift_extent, lift_rows, lift_rows_kept, lifted_row_gradients
 from ..threads import entry_point
 
 __all__ = ["ZonalKernel"]
@@ -121,6 +121,19 @@ class ZonalKernel(Saveable):
     def hyperparameters(self) -> dict[str, Any]:
         """All hyper-parameters by name (``input_scale`` may be an array)."""
         return {p: getattr(self, p) for p in self.parameter_names}
+
+    def get_hyper(self, name: str) -> Any:
+        """The hyper-parameter ``name`` (one of :attr:`parameter_names`): the registries' one access,
+        shared with composite kernels (:class:`~spherelab.kernels.Additive`)."""
+        if name not in self.parameter_names:
+            raise AttributeError(f"{type(self).__name__} has no hyper-parameter {name!r}")
+        return getattr(self, name)
+
+    def set_hyper(self, name: str, value: Any) -> None:
+        """Assign the hyper-parameter ``name`` (validated)."""
+        if name not in self.parameter_names:
+            raise AttributeError(f"{type(self).__name__} has no hyper-parameter {name!r}")
+        setattr(self, name, value)
 
     def shape(self, t: Any, *, ops: Operations | str = "cpu") -> np.ndarray:
         r""":math:`\kappa(t)` (includes ``variance``), same shape as ``t`` (cosines in [-1, 1]);
@@ -234,6 +247,29 @@ class ZonalKernel(Saveable):
                 "(a zero row with bias = 0): use a positive bias"
             )
         return r, Xh
+
+    def lift_zeros(self) -> dict[str, Any]:
+        """A zero of each lift parameter's gradient (``bias``, ``input_scale``)."""
+        return {"bias": 0.0, "input_scale": np.zeros_like(np.asarray(self.input_scale, dtype=np.float64))}
+
+    def radii_backward(self, X: np.ndarray, r: np.ndarray, Xh: np.ndarray, d: Any) -> dict[str, Any]:
+        r"""Chain :math:`\partial L/\partial r_n^2` (``d``: a number for every row alike, or ``(N,)``)
+        into ``X`` and the lift: :math:`\partial r^2/\partial\tilde x = 2 r\hat x`."""
+        return self.lift_backward(X, 2.0 * (np.asarray(d, dtype=np.float64) * r)[:, None] * Xh)
+
+    def prior_rows(self, r: np.ndarray) -> np.ndarray:
+        r""":math:`k(x_n, x_n) = \kappa(1) r_n^2` from the lift's radii ``(N,)``."""
+        return r * r * self.at_one()
+
+    def at_one_vjp(self, dv: Any) -> dict[str, float]:
+        r"""Chain :math:`\partial L/\partial\kappa(1)` into the spectral hyper-parameters."""
+        return {k: float(dv) * g for k, g in self.at_one_gradients().items()}
+
+    def lift_kept(self, xp: Any, X: Any) -> tuple[Any, Any, Any]:
+        """:func:`~spherelab.sphere.lift.lift_rows_kept` of rows in the array module ``xp`` (a
+        device's chunk): radii, unit points and the count of rows rejected."""
+        scale = xp.asarray(np.asarray(self.input_scale, dtype=np.float64))
+        return lift_rows_kept(xp, X, scale, self.bias)
 
     def fused_code(self) -> int | None:
         """Code of the compiled (fused) shape the Gram matrices and their backward run on (``None``: NumPy)."""

@@ -11,7 +11,7 @@ from scipy.linalg import cho_solve, solve_triangular
 
 from .._state import Fields, Saveable
 from .._validation import check_data, check_finite_array, check_positive
-from ..kernels import ZonalKernel
+from ..kernels import Additive, ZonalKernel
 from ..linalg import cholesky_or_explain
 from ..threads import policy
 from .base import entry
@@ -29,7 +29,7 @@ class ExactGP(Saveable):
     Parameters
     ----------
     kernel
-        A :class:`~spherelab.kernels.ZonalKernel` (shared, not copied).
+        A :class:`~spherelab.kernels.ZonalKernel` or :class:`~spherelab.kernels.Additive` (shared, not copied).
     noise
         The noise variance :math:`\sigma^2`.
 
@@ -45,9 +45,9 @@ class ExactGP(Saveable):
     fields = Fields(config=("kernel", "noise=_noise"), fitted=("X=_X", "y=_y"),
                     cache={"factor=_factor": ("kernel", "noise", "X", "y")})
 
-    def __init__(self, kernel: ZonalKernel, noise: float) -> None:
-        if not isinstance(kernel, ZonalKernel):
-            raise TypeError(f"kernel must be a spherelab kernel, got {kernel!r}")
+    def __init__(self, kernel: ZonalKernel | Additive, noise: float) -> None:
+        if not isinstance(kernel, (ZonalKernel, Additive)):
+            raise TypeError(f"kernel must be a spherelab kernel (zonal, or kernels.Additive), got {kernel!r}")
         self.kernel = kernel
         self._noise = check_positive(noise, "noise")
 

@@ -103,7 +103,7 @@ def kernel_params(kernel) -> list[Param]:
     """Registry entries of a kernel: ``variance``, the shape parameters, ``bias`` and
     ``input_scale`` (all positive)."""
     def entry(name):
-        return Param(name, lambda: getattr(kernel, name), lambda v: setattr(kernel, name, v), "positive")
+        return Param(name, lambda: kernel.get_hyper(name), lambda v: kernel.set_hyper(name, v), "positive")
 
     return [entry(n) for n in kernel.parameter_names]
 

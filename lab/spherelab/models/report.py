@@ -8,6 +8,7 @@ import contextlib
 import contextvars
 import inspect
 import os
+import re
 import sys
 import warnings
 from typing import Any
@@ -15,6 +16,9 @@ from typing import Any
 import numpy as np
 
 __all__ = ["ConvergenceWarning", "caller_level", "capped", "report_fit"]
+
+#: an additive kernel's component variances (spherelab.kernels.Additive: c<index>_variance)
+_COMPONENT_VARIANCE = re.compile(r"^c\d+_variance$")
 
 #: the argument that sets each stage's iteration limit (VISH's lift stage has its own)
 LIMIT_ARGUMENT = {"lift": "lift_maxiter"}
@@ -78,7 +82,10 @@ def report_fit(model, results: dict[str, Any]) -> list[str]:
     for p in model._registry():
         if p.kind == "positive" and p.name != "noise":
             v = np.asarray(p.get(), dtype=np.float64)
-            if v.size and (v.max() > 1e8 or v.min() < 1e-8) and not (p.name == "bias" and v.max() <= 1e8):
+            # a bias at 0 is a lift through the origin, and an additive component's variance at 0 is
+            # that component switched off by the data: both are fitted values, not degenerate ones
+            small_ok = p.name == "bias" or _COMPONENT_VARIANCE.match(p.name) is not None
+            if v.size and (v.max() > 1e8 or v.min() < 1e-8) and not (small_ok and v.max() <= 1e8):
                 problems.append(f"{p.name} ended degenerate ({v.min():.3g} .. {v.max():.3g}); standardise the "
                                 "inputs or start from other hyper-parameters")
     report["warnings"] = problems + limits

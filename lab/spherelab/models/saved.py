@@ -30,10 +30,11 @@ def load_common(model, s: LoadedState, inputs: int | None) -> None:
 def load_vish(cls, s: LoadedState):
     from ..bounds.statistics import Statistics
     from ..features.harmonic import SphericalFeatures
-    from ..kernels import ZonalKernel
+    from ..kernels import Additive, ZonalKernel
 
     given = s.obj("given_features", SphericalFeatures, optional=True)
-    model = cls(s.obj("kernel", ZonalKernel), s.int("max_degree", minimum=0, optional=True), s.value("likelihood"),
+    model = cls(s.obj("kernel", (ZonalKernel, Additive)), s.int("max_degree", minimum=0, optional=True),
+                s.value("likelihood"),
                 chunk_size=s.int("chunk_size", minimum=1, optional=True), features=given,
                 prior=s.str("prior", ("kernel", "features")), gram_dtype=s.str("gram_dtype", ("float64", "float32")))
     features = s.obj("features", SphericalFeatures, optional=True)
@@ -152,9 +153,9 @@ def load_hvgp(cls, s: LoadedState):
 
 
 def load_exact(cls, s: LoadedState):
-    from ..kernels import ZonalKernel
+    from ..kernels import Additive, ZonalKernel
 
-    model = cls(s.obj("kernel", ZonalKernel), s.value("noise"))
+    model = cls(s.obj("kernel", (ZonalKernel, Additive)), s.value("noise"))
     X = s.array("X", shape=(None, None), optional=True)
     if X is not None:
         n = X.shape[0]

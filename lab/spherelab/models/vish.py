@@ -33,8 +33,9 @@ from ..bounds.vish import (
     predictive_weights,
 )
 from ..distributed import rows
+from ..features.additive import AdditiveHarmonics
 from ..features.harmonic import HarmonicFeatures, SphericalFeatures
-from ..kernels import ZonalKernel
+from ..kernels import Additive, ZonalKernel
 from ..likelihoods import Gaussian
 from ..progress import FitProgress, check_progress
 from ..threads import chunk_rows
@@ -54,7 +55,9 @@ class VISH(Model):
     ----------
     kernel
         A zonal kernel from :mod:`spherelab.kernels` (its ``bias`` and ``input_scale`` define
-        the lift to the sphere). Shared, not copied (:mod:`spherelab.models.base`).
+        the lift to the sphere), or an :class:`~spherelab.kernels.Additive` sum of zonal kernels on
+        groups of input columns (features: :class:`~spherelab.features.AdditiveHarmonics`, every
+        component to ``max_degree`` unless given). Shared, not copied (:mod:`spherelab.models.base`).
     max_degree
         Use every harmonic of degree 0..L: :math:`M = \sum_{\ell \le L} N(\ell, D + 1)`
         features. Levels where the kernel's spectrum vanishes (odd levels >= 3 of the
@@ -117,12 +120,16 @@ class VISH(Model):
                  prior: str = "features",
                  gram_dtype: str = "float64",
                  device: str = "cpu") -> None:
-        if not isinstance(kernel, ZonalKernel):
-            raise TypeError(f"kernel must be a spherelab kernel, got {kernel!r}")
+        if not isinstance(kernel, (ZonalKernel, Additive)):
+            raise TypeError(f"kernel must be a spherelab kernel (zonal, or kernels.Additive), got {kernel!r}")
         self.kernel = kernel
         if features is not None:
             if not isinstance(features, SphericalFeatures):
-                raise TypeError(f"features must be HarmonicFeatures or PhaseTruncatedHarmonics, got {features!r}")
+                raise TypeError("features must be HarmonicFeatures, PhaseTruncatedHarmonics or AdditiveHarmonics, "
+                                f"got {features!r}")
+            if isinstance(kernel, Additive) != isinstance(features, AdditiveHarmonics):
+                raise TypeError("an additive kernel takes AdditiveHarmonics, and AdditiveHarmonics an additive kernel; "
+                                f"got {type(kernel).__name__} with {type(features).__name__}")
             max_degree = features.max_degree
         self._given_features = features
         self.max_degree = check_int(max_degree, "max_degree", minimum=0)
@@ -173,7 +180,12 @@ class VISH(Model):
         # block is checked when its statistics are computed
         if rows(X).at_hand() is not None:
             self.kernel.check_lift(X)
-        feats = self._given_features if self._given_features is not None else HarmonicFeatures(self.max_degree)
+        if self._given_features is not None:
+            feats = self._given_features
+        elif isinstance(self.kernel, Additive):  # every component to max_degree
+            feats = AdditiveHarmonics(self.max_degree)
+        else:
+            feats = HarmonicFeatures(self.max_degree)
         feats.initialise(X.shape[1] + 1, None)
         feats.bind(self.kernel)
         self.features = feats

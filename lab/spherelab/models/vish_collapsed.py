@@ -42,8 +42,10 @@ def bound(model, stats: Statistics | None, lift: Any = None, gradients: bool = T
     if not isinstance(model.likelihood, Gaussian):
         raise TypeError("the collapsed bound needs a Gaussian likelihood; use fit_svi() / elbo() for Bernoulli")
     lam, clamped = spectrum(model)
+    # v: kappa(1), an additive kernel's one per component
     noise, v = model.likelihood.variance, model.kernel.at_one()
-    if not (np.isfinite(noise) and noise > 0 and np.isfinite(v) and np.all(np.isfinite(lam)) and np.all(lam > 0)):
+    finite = np.isfinite(noise) and noise > 0 and np.all(np.isfinite(v))
+    if not (finite and np.all(np.isfinite(lam)) and np.all(lam > 0)):
         # an optimiser's trial point under/overflowed a hyper-parameter: step back
         raise NumericalFailure(f"the spectrum or the noise variance ({noise!r}) left the floating-point range")
     resident = isinstance(lift, ResidentLift)
@@ -62,9 +64,8 @@ def bound(model, stats: Statistics | None, lift: Any = None, gradients: bool = T
         if not gradients:
             return (res.value if full else res), None
         lift_g = None
-    dim, L, deg = model.features.dim, model.max_degree, model.features.degrees
     dlam = np.where(clamped, 0.0, res.dlam)
-    g: dict[str, Any] = model.kernel.spectrum_vjp(dim, L, np.bincount(deg, weights=dlam, minlength=L + 1), res.dv)
+    g: dict[str, Any] = model.features.spectrum_vjp(model.kernel, dlam, res.dv)
     g["noise"] = res.dnoise
     if lift_g is not None:
         g.update(lift_g)

@@ -35,8 +35,6 @@ from .registry import Param
 
 __all__ = ["q_params", "uncollapsed_objective", "svi_fit", "whitened"]
 
-_LIFT = ("bias", "input_scale", "directions")
-
 
 def whitened(model) -> bool:
     """Whether the registry holds q whitened (every likelihood but the Gaussian, module docstring)."""
@@ -75,7 +73,7 @@ def uncollapsed_objective(model, X: np.ndarray, y: np.ndarray, num_data: int | N
     Phi, r2 = feats.Kuf_from(ev).T, ev.r * ev.r
     lam, v = feats.Kuu_inverse_diag(kern), kern.at_one()
     n = len(y) if num_data is None else num_data
-    lift = gradients and (names is None or any(p in names for p in _LIFT))
+    lift = gradients and (names is None or any(p in names for p in (*kern.lift_zeros(), "directions")))
     m, L = model.q_mu, model.q_sqrt
     if isinstance(lik, Gaussian):
         res = uncollapsed_bound(lam, v, lik.variance, m, L, Phi, y, r2, n, model._residual, phi_gradient=lift)
@@ -85,18 +83,16 @@ def uncollapsed_objective(model, X: np.ndarray, y: np.ndarray, num_data: int | N
         return res.value, None
     if whitened(model):
         res = whiten(res, lam, m, L)
-    deg, top = feats.degrees, model.max_degree
-    g: dict[str, Any] = kern.spectrum_vjp(feats.dim, top, np.bincount(deg, weights=res.dlam, minlength=top + 1),
-                                          res.dv)
+    g: dict[str, Any] = feats.spectrum_vjp(kern, res.dlam, res.dv)
     g.update(res.dlikelihood)
     if isinstance(lik, Gaussian):
         g["noise"] = res.dnoise
     g["q_mu"], g["q_sqrt"] = res.dm, res.dL
     if lift:
         through_values = feats.Kuf_gradients(kern, res.dPhi.T, X, ev, ops=model.ops)
-        through_r2 = kern.lift_backward(X, 2.0 * res.dr2[:, None] * ev.Xh * ev.r[:, None])
-        g["bias"] = through_values["bias"] + through_r2["bias"]
-        g["input_scale"] = through_values["input_scale"] + through_r2["input_scale"]
+        through_r2 = kern.radii_backward(X, ev.r, ev.Xh, res.dr2)
+        for name in kern.lift_zeros():  # bias and input_scale (an additive kernel's: each component's)
+            g[name] = through_values[name] + through_r2[name]
         if "directions" in through_values:
             g["directions"] = through_values["directions"]
     return res.value, g

@@ -118,10 +118,11 @@ class ModelContract:
         assert np.allclose(model.parameter_vector(), theta, rtol=1e-13, atol=1e-13)
         with _raises(ValueError, "unknown parameter"):
             model.set_params(no_such_parameter=1.0)
+        variance = model.kernel.spectral_parameter_names[0]  # an additive kernel's: c0_variance
         with _raises(ValueError, "variance must be > 0"):
-            model.set_params(variance=-1.0)
+            model.set_params(**{variance: -1.0})
         with _raises(ValueError, "shape"):
-            model.set_params(variance=np.ones(3))
+            model.set_params(**{variance: np.ones(3)})
 
     def test_gradient_in_sampled_directions(self):
         model, X, y, _ = self.setup()
@@ -159,7 +160,8 @@ class ModelContract:
         model, X, y, _ = self.setup()
         self.initialised(model, X, y)
         _, v0 = model.predict_f(X[:5])
-        model.kernel.variance = 2.0 * model.kernel.variance
+        variance = model.kernel.spectral_parameter_names[0]
+        model.kernel.set_hyper(variance, 2.0 * model.kernel.get_hyper(variance))
         _, v1 = model.predict_f(X[:5])
         assert not np.allclose(v0, v1)
 
