@@ -35,6 +35,7 @@ from . import (
 from .features import ActivatedFeatures, HarmonicFeatures, InducingPoints, PhaseTruncatedHarmonics
 from .groups import harmonic_decomposition
 from .models import VISH, ActivatedSVGP, ConvergenceWarning, HarmonicSVGP, OrthogonalSVGP, ScaleWarning
+from .models import fit_budget as fit
 from .sphere import (
     SphericalHarmonics,
     cumulative_num_harmonics,
@@ -103,6 +104,7 @@ __all__ = [
     "testing",
     "threads",
     "widgets",
+    "fit",
     "VISH",
     "ConvergenceWarning",
     "ScaleWarning",

@@ -17,8 +17,24 @@ from scipy.optimize import OptimizeResult, minimize
 
 from ._listing import own_names
 
-__all__ = ["Adam", "minimize_lbfgsb", "natural_step"]
+__all__ = ["Adam", "Deadline", "minimize_lbfgsb", "natural_step"]
 __dir__ = own_names(__name__)  # dir() and tab completion: the names above, not the imports
+
+
+class Deadline:
+    """A time limit shared by a fit's stages: ``max_time`` seconds from its creation (None: none)."""
+
+    def __init__(self, max_time: float | None) -> None:
+        self.max_time = max_time
+        self.end = None if max_time is None else time.perf_counter() + float(max_time)
+
+    def left(self) -> float | None:
+        """Seconds left (at least a millisecond, so a stage still takes its first step), or None."""
+        return None if self.end is None else max(self.end - time.perf_counter(), 1e-3)
+
+    def share(self, fraction: float) -> float | None:
+        """``fraction`` of the whole limit, capped by what is left (None without a limit)."""
+        return None if self.end is None else min(fraction * float(self.max_time), self.left())
 
 
 def minimize_lbfgsb(fun: Callable, x0: np.ndarray, maxiter: int, args: tuple = (),

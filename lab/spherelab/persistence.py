@@ -54,7 +54,7 @@ _SCALARS = (bool, int, float, str, type(None))
 _MAX_META = 64 << 20  # bytes of JSON
 
 #: the models (what :func:`load` returns unless asked for a part)
-MODELS = ("VISH", "OrthogonalSVGP", "ActivatedSVGP", "HarmonicSVGP", "ExactGP")
+MODELS = ("VISH", "OrthogonalSVGP", "ActivatedSVGP", "HarmonicSVGP", "ExactGP", "NeighbourResidual")
 
 #: every class a model file may name, by the name the file uses -> its module
 REGISTRY: dict[str, str] = {
@@ -62,6 +62,7 @@ REGISTRY: dict[str, str] = {
     **dict.fromkeys(["OrthogonalSVGP", "ActivatedSVGP"], "spherelab.models.decoupled"),
     **dict.fromkeys(["HarmonicSVGP"], "spherelab.models.hvgp"),
     **dict.fromkeys(["ExactGP"], "spherelab.models.exact"),
+    **dict.fromkeys(["NeighbourResidual"], "spherelab.models.local"),
     **dict.fromkeys(["Matern"], "spherelab.kernels.matern"),
     **dict.fromkeys(["ArcCosine", "DeepArcCosine", "NTK"], "spherelab.kernels.arccos"),
     **dict.fromkeys(["IntrinsicMatern", "PolynomialDecay"], "spherelab.kernels.spectral"),

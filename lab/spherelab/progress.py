@@ -74,12 +74,13 @@ def check_progress(progress: Any, name: str = "progress") -> bool | Reporter | N
 class FitProgress:
     """Reports a fit: call it with the bound after each iteration (``stage``, when set, names the
     optimisation running), then :meth:`close`. ``total`` is the iteration limit (the bar's end;
-    L-BFGS-B usually converges before it), ``max_time`` a time limit (the time it leaves is shown)."""
+    L-BFGS-B usually converges before it), ``max_time`` a time limit (the time it leaves is shown),
+    ``label`` the name of the number reported (the bound, or a validation NLPD)."""
 
     def __init__(self, progress: bool | Reporter | None, desc: str, total: int | None = None,
-                 max_time: float | None = None):
+                 max_time: float | None = None, label: str = "bound"):
         self.mode = check_progress(progress)
-        self.desc, self.total, self.max_time = desc, total, max_time
+        self.desc, self.total, self.max_time, self.label = desc, total, max_time, label
         self.start, self.iteration, self.bar, self.stage = time.perf_counter(), 0, None, None
         self.reporter = self.mode if isinstance(self.mode, Reporter) else None
         self.auto = self.mode is None and _interactive()
@@ -110,7 +111,7 @@ class FitProgress:
             self._open(self.iteration - 1)
         self.bar.update(1)
         postfix = {"stage": self.stage} if self.stage else {}
-        postfix["bound"] = f"{bound:.6g}"
+        postfix[self.label] = f"{bound:.6g}"
         if self.max_time is not None:
             postfix["time left"] = f"{max(self.max_time - elapsed, 0.0):.0f} s"
         self.bar.set_postfix(postfix, refresh=False)

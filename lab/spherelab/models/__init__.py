@@ -5,14 +5,16 @@ decorator of a model's public methods (for writing a model of your own)."""
 
 from .._listing import own_names
 from .base import entry
+from .budget import fit_budget
 from .decoupled import ActivatedSVGP, OrthogonalSVGP
 from .exact import ExactGP
 from .hvgp import HarmonicSVGP
 from .hybrid import fit_hybrid
+from .local import NeighbourResidual
 from .report import ConvergenceWarning, capped
 from .scale import ScaleWarning
 from .vish import VISH
 
-__all__ = ["VISH", "OrthogonalSVGP", "ActivatedSVGP", "HarmonicSVGP", "ExactGP", "fit_hybrid", "ConvergenceWarning",
+__all__ = ["VISH", "OrthogonalSVGP", "ActivatedSVGP", "HarmonicSVGP", "ExactGP", "NeighbourResidual", "fit_hybrid", "fit_budget", "ConvergenceWarning",
            "ScaleWarning", "capped", "entry"]
 __dir__ = own_names(__name__)  # dir() and tab completion: the names above, not the imports

@@ -309,11 +309,12 @@ class Model(Saveable):
         return self.elbo_and_gradient(X, y, num_data)
 
     def _minimize(self, names: Sequence[str] | None, evaluate: Callable[[], tuple[float, dict]],
-                  maxiter: int, ftol: float | None = None, x0: np.ndarray | None = None, progress=None):
+                  maxiter: int, ftol: float | None = None, x0: np.ndarray | None = None, progress=None,
+                  max_time: float | None = None):
         """L-BFGS-B over the parameters ``names`` of ``evaluate() -> (value, gradient dict)``
         (the registry's transforms applied) from ``x0`` (default: the current parameters); the
         model is left at the optimum. ``progress``: a :class:`~spherelab.progress.FitProgress`
-        told the bound of each iterate."""
+        told the bound of each iterate; ``max_time``: stop at the first iterate after so many seconds."""
         entries = self._entries(names)
 
         def fun(theta):
@@ -326,7 +327,7 @@ class Model(Saveable):
 
         told = None if progress is None else (lambda value: progress(-value))  # L-BFGS-B minimises -bound
         result = minimize_lbfgsb(fun, self.parameter_vector(names) if x0 is None else x0, maxiter, ftol=ftol,
-                                 progress=told)
+                                 progress=told, max_time=max_time)
         self.set_parameter_vector(result.x, names)
         return result
 

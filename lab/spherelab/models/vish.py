@@ -37,6 +37,7 @@ from ..features.additive import AdditiveHarmonics
 from ..features.harmonic import HarmonicFeatures, SphericalFeatures
 from ..kernels import Additive, ZonalKernel
 from ..likelihoods import Gaussian
+from ..optim import Deadline
 from ..progress import FitProgress, check_progress
 from ..threads import chunk_rows
 from . import saved, vish_collapsed, vish_svi
@@ -254,7 +255,7 @@ class VISH(Model):
     @entry("fit")
     def fit(self, X: Any, y: Any, *, optimize: bool = True, train_lift: bool = True, lift_subsample: int = 20_000,
             lift_maxiter: int = 200, maxiter: int = 500, seed: int = 0, lift_ftol: float | None = None,
-            progress: bool | None = None) -> "VISH":
+            progress: bool | None = None, max_time: float | None = None) -> "VISH":
         """Fit the model (module docstring): with ``optimize`` and ``train_lift``, (1) every
         hyper-parameter on a subsample of at most ``lift_subsample`` rows (at most
         ``lift_maxiter`` L-BFGS-B iterations, after a spectrum-and-noise warm start at the
@@ -278,7 +279,10 @@ class VISH(Model):
         same test NLPD; on four UCI sets the same MSE and NLPD within 0.004). Trainable directions
         stop there after a few steps, before they have moved. ``progress``: a bar with
         the stage, iteration, bound and elapsed time (True; None: once the fit has run a few seconds
-        in an interactive session).
+        in an interactive session). ``max_time``: seconds for the fit; the lift stage stops at the
+        first iterate after 60 % of them (with its warm start), and the spectrum stage at the limit
+        (the pass over every row between them always runs; the report says where a limit stopped a
+        stage).
 
         Returns
         -------
@@ -286,9 +290,10 @@ class VISH(Model):
         """
         if not isinstance(self.likelihood, Gaussian):
             raise TypeError("fit() uses the collapsed bound (Gaussian noise); use fit_svi() for Bernoulli")
-        optimize, train_lift, lift_subsample, lift_maxiter, maxiter, seed, lift_ftol = fit_options(
+        optimize, train_lift, lift_subsample, lift_maxiter, maxiter, seed, lift_ftol, max_time = fit_options(
             optimize=optimize, train_lift=train_lift, lift_subsample=lift_subsample, lift_maxiter=lift_maxiter,
-            maxiter=maxiter, seed=seed, lift_ftol=lift_ftol)
+            maxiter=maxiter, seed=seed, lift_ftol=lift_ftol, max_time=max_time)
+        deadline = Deadline(max_time)
         check_progress(progress)
         X, y = rows(X, y).checked()
         warn_off_scale("VISH.fit", X, y)
@@ -310,11 +315,13 @@ class VISH(Model):
             Xs = ys = None
             if optimize and train_lift:
                 Xs, ys = rows(X, y).subsample(lift_subsample, seed)
-                vish_collapsed.fit_lift(self, Xs, ys, maxiter, lift_maxiter, lift_ftol, every_row=Xs is X, bar=bar)
+                vish_collapsed.fit_lift(self, Xs, ys, maxiter, lift_maxiter, lift_ftol, every_row=Xs is X, bar=bar,
+                                        max_time=deadline.share(0.6))
             self.stats = self._statistics(X, y, final=True)
             self.passes += 1
             if optimize:
-                vish_collapsed.fit_spectrum(self, X, y, maxiter, train_lift, bar, held=(Xs, ys) if held_out else None)
+                vish_collapsed.fit_spectrum(self, X, y, maxiter, train_lift, bar, held=(Xs, ys) if held_out else None,
+                                            max_time=deadline.left())
         return self
 
     def _pass_work(self, rows: int) -> float:

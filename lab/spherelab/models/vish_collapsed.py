@@ -22,6 +22,7 @@ from ..bounds.statistics import Statistics
 from ..bounds.vish import clamp_spectrum, collapsed_bound, harmonic_statistics, lift_gradient, lift_statistics
 from ..likelihoods import Gaussian
 from ..linalg import NumericalFailure
+from ..optim import Deadline
 from .vish_resident import ResidentLift
 
 __all__ = ["spectrum", "bound", "statistics", "fit_lift", "fit_spectrum"]
@@ -88,16 +89,20 @@ def statistics(model, X, y, ev=None, final: bool = False) -> Statistics:
     return lift_statistics(model.features, ev, y, chunk_size=model._rows(), ops=model.ops)
 
 
-def fit_lift(model, Xs, ys, maxiter: int, lift_maxiter: int, lift_ftol: float, every_row: bool, bar) -> None:
+def fit_lift(model, Xs, ys, maxiter: int, lift_maxiter: int, lift_ftol: float, every_row: bool, bar,
+             max_time: float | None = None) -> None:
     """Stage (1): every hyper-parameter of ``model`` on the subsample (Xs, ys), NumPy arrays;
-    ``every_row``: the subsample is all the rows (its passes are counted in ``model.passes``)."""
+    ``every_row``: the subsample is all the rows (its passes are counted in ``model.passes``);
+    ``max_time``: seconds for the stage, its warm start included."""
+    deadline = Deadline(max_time)
     held = ResidentLift(model, Xs, ys) if ResidentLift.applies(model) else None
     if not model.features.trainable:
         # warm start: the spectrum and noise at the initial lift (O(M^3) per step); a joint fit
         # from the defaults tends to run into degenerate lifts (input scales -> 0), worse optima
         stats = held.statistics(model) if held else model._statistics(Xs, ys)
         bar.stage = "warm start"
-        model._minimize(model._spectral_names(), lambda: model._bound(stats), maxiter, progress=bar)
+        model._minimize(model._spectral_names(), lambda: model._bound(stats), maxiter, progress=bar,
+                        max_time=deadline.share(0.25))
     cached = Xs.shape[0] * model.features.num_features <= model.lift_cache_elements
 
     def lift_stage():
@@ -108,12 +113,14 @@ def fit_lift(model, Xs, ys, maxiter: int, lift_maxiter: int, lift_ftol: float, e
 
     names = [p.name for p in model._registry()]
     bar.stage = "lift"
-    model.lift_result = model._minimize(names, lift_stage, lift_maxiter, ftol=lift_ftol, progress=bar)
+    model.lift_result = model._minimize(names, lift_stage, lift_maxiter, ftol=lift_ftol, progress=bar,
+                                        max_time=deadline.left())
     if every_row:
         model.passes += (1 if cached else 2) * model.lift_result.nfev
 
 
-def fit_spectrum(model, X, y, maxiter: int, train_lift: bool, bar, held: tuple | None = None) -> None:
+def fit_spectrum(model, X, y, maxiter: int, train_lift: bool, bar, held: tuple | None = None,
+                 max_time: float | None = None) -> None:
     """Stage (2): the spectrum and noise on the statistics of every row (float64 ones again, from
     the same start, where float32 ones prove too coarse); with ``held`` = (Xs, ys), the lift's
     subsample, on the other rows only (their statistics: all rows' less the subsample's), the
@@ -127,14 +134,15 @@ def fit_spectrum(model, X, y, maxiter: int, train_lift: bool, bar, held: tuple |
 
     try:
         stats = fitted_on()
-        model.optimizer_result = model._minimize(names, lambda: model._bound(stats), maxiter, progress=bar)
+        model.optimizer_result = model._minimize(names, lambda: model._bound(stats), maxiter, progress=bar,
+                                                 max_time=max_time)
     except InsufficientPrecision as why:
         model.set_parameter_vector(start, names)
         model.stats, fallback = model._statistics(X, y), f"float32 statistics replaced by float64: {why}"
         model.passes += 1  # (from start itself: its values' round trip could move it by an ulp)
         stats = fitted_on()
         model.optimizer_result = model._minimize(names, lambda: model._bound(stats), maxiter, x0=start,
-                                                 progress=bar)
+                                                 progress=bar, max_time=max_time)
     stages = {"lift": model.lift_result} if train_lift else {}
     model._report_fit({**stages, "spectrum": model.optimizer_result})
     if fallback:
