@@ -15,6 +15,6 @@ from .report import ConvergenceWarning, capped
 from .scale import ScaleWarning
 from .vish import VISH
 
-__all__ = ["VISH", "OrthogonalSVGP", "ActivatedSVGP", "HarmonicSVGP", "ExactGP", "NeighbourResidual", "fit_hybrid", "fit_budget", "ConvergenceWarning",
-           "ScaleWarning", "capped", "entry"]
+__all__ = ["VISH", "OrthogonalSVGP", "ActivatedSVGP", "HarmonicSVGP", "ExactGP", "NeighbourResidual", "fit_hybrid",
+           "fit_budget", "ConvergenceWarning", "ScaleWarning", "capped", "entry"]
 __dir__ = own_names(__name__)  # dir() and tab completion: the names above, not the imports

@@ -170,7 +170,8 @@ def fit_budget(X: Any, y: Any, seconds: float = 60.0, *, validation: float = 0.1
                 model, t_fit = attempt(name, lambda: lad.build(size)(Xf, yf, cap, seed), kind=feasible[0][1],
                                        size=size, local=False)
                 lad.times.append((size, t_fit))
-                if model is not None and elapsed() + local_time + reserve(t_fit + local_time) <= seconds or len(tried) == 1:
+                fits = elapsed() + local_time + reserve(t_fit + local_time) <= seconds
+                if model is not None and (fits or len(tried) == 1):
                     _, local_time = attempt(
                         name + " + neighbours",
                         lambda: NeighbourResidual(model, NEIGHBOURS, seed=seed).fit(Xf, yf, fit_model=False),
@@ -191,7 +192,8 @@ def fit_budget(X: Any, y: Any, seconds: float = 60.0, *, validation: float = 0.1
         bar.close()
     report = dict(getattr(model, "fit_report_", None) or {})
     report["budget"] = {"seconds": seconds, "elapsed": elapsed(), "validation rows": n_val,
-                        "tried": [{k: t[k] for k in ("model", "seconds", "validation nlpd", "failed") if k in t} for t in tried],
+                        "tried": [{k: t[k] for k in ("model", "seconds", "validation nlpd", "failed") if k in t}
+                                  for t in tried],
                         "chosen": best["model"], "why": why}
     model.fit_report_ = report
     return model

@@ -17,8 +17,9 @@ posterior of the residual. :math:`(a, \ell, \sigma^2)` maximise the rows' neares
 predictive log density (each of at most ``subsample`` training rows predicted from its ``m``
 nearest other rows: a leave-one-out form of Vecchia's likelihood; copies of a row, the same inputs
 with the same target, would predict it without error and drive the noise to zero, so up to 16 of
-them are passed over, while the same inputs with another target stay: they measure the noise), three parameters fitted by Nelder–Mead on their logarithms (no gradient is
-needed, or written).
+them are passed over, while the same inputs with another target stay: they measure the noise),
+three parameters fitted by Nelder–Mead on their logarithms (no gradient is needed, or written);
+then the noise alone again, on a grid, by the same criterion on up to 10 000 rows.
 """
 
 from __future__ import annotations
