@@ -1,6 +1,6 @@
-"""scikit-learn estimators over the models: ``VISHRegressor``, ``InducingPointRegressor``,
-``HybridRegressor``, ``VISHClassifier`` and ``OrthogonalRegressor``, for pipelines, grid searches
-and cross-validation.
+"""scikit-learn estimators over the models: ``BudgetRegressor`` (start here), ``VISHRegressor``,
+``InducingPointRegressor``, ``HybridRegressor``, ``VISHClassifier`` and ``OrthogonalRegressor``, for
+pipelines, grid searches and cross-validation.
 
 Thin wrappers with scikit-learn's conventions: the constructor only stores its arguments,
 ``fit`` standardises the inputs (and, for regression, the targets: ``normalize_y``) — the lift
@@ -25,9 +25,10 @@ from ._listing import own_names
 from .concurrency import critical, enter_region, leave_region
 from .features import InducingPoints, greedy_variance, kmeans_centres
 from .likelihoods import Bernoulli, Gaussian
-from .models import VISH, OrthogonalSVGP, fit_hybrid
+from .models import VISH, OrthogonalSVGP, fit_budget, fit_hybrid
 
-__all__ = ["VISHRegressor", "InducingPointRegressor", "HybridRegressor", "VISHClassifier", "OrthogonalRegressor"]
+__all__ = ["BudgetRegressor", "VISHRegressor", "InducingPointRegressor", "HybridRegressor", "VISHClassifier",
+           "OrthogonalRegressor"]
 __dir__ = own_names(__name__)  # dir() and tab completion: the names above, not the imports
 
 
@@ -111,6 +112,47 @@ class _Regressor(RegressorMixin, _Standardised):
         return mean
 
 
+class BudgetRegressor(_Regressor):
+    """The model with the best validation NLPD that fits in ``seconds``
+    (:func:`spherelab.fit`): VISH and inducing points of growing size, each with and without a
+    nearest-neighbour correction of its residual (:class:`~spherelab.models.NeighbourResidual`),
+    chosen on held-out training rows and refitted on every row. ``choice_`` names the model and
+    ``model_.fit_report_["budget"]`` lists what was tried and why it was chosen.
+
+    Parameters
+    ----------
+    seconds
+        The time budget of ``fit`` (it ends within about 10 % of it, or sooner when larger models
+        stop helping).
+    validation
+        The fraction of the rows held out to choose.
+    normalize_y, random_state, progress
+        Target standardisation, the seed, a progress bar (None: after a few seconds, interactively).
+    """
+
+    def __init__(self, seconds: float = 60.0, validation: float = 0.1, normalize_y: bool = True,
+                 random_state: int = 0, progress: bool | None = None):
+        self.seconds = seconds
+        self.validation = validation
+        self.normalize_y = normalize_y
+        self.random_state = random_state
+        self.progress = progress
+
+    @_all_or_nothing
+    def fit(self, X, y):
+        """Fit on ``X`` ``(N, D)`` and ``y`` ``(N,)``; returns ``self``."""
+        X, y = self._fit_inputs(X, y)
+        self.model_ = fit_budget(X, self._fit_targets(y), self.seconds, validation=self.validation,
+                                 seed=int(self.random_state or 0), progress=self.progress)
+        self.choice_ = self.model_.fit_report_["budget"]["chosen"]
+        return self
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.non_deterministic = True  # what fits in the seconds depends on the machine's speed
+        return tags
+
+
 class VISHRegressor(_Regressor):
     """Regression with VISH (Dutordoir, Durrande & Hensman 2020): spherical-harmonic features up to
     ``max_degree``, the collapsed bound, ``fit`` as :meth:`spherelab.VISH.fit`.
@@ -127,13 +169,14 @@ class VISHRegressor(_Regressor):
         ``"features"`` (default) or ``"kernel"`` (see :class:`spherelab.VISH`).
     normalize_y
         Standardise the targets before fitting (predictions are returned in their units).
-    maxiter, lift_subsample, random_state
-        Passed to :meth:`spherelab.VISH.fit` (``random_state`` as ``seed``).
+    maxiter, lift_subsample, random_state, max_time
+        Passed to :meth:`spherelab.VISH.fit` (``random_state`` as ``seed``); ``max_time`` (default
+        60 s) bounds the fit.
     """
 
     def __init__(self, kernel=None, max_degree: int = 3, noise: float = 0.1, prior: str = "features",
                  normalize_y: bool = True, maxiter: int = 500, lift_subsample: int = 20_000,
-                 random_state: int = 0):
+                 random_state: int = 0, max_time: float | None = 60.0):
         self.kernel = kernel
         self.max_degree = max_degree
         self.noise = noise
@@ -142,6 +185,7 @@ class VISHRegressor(_Regressor):
         self.maxiter = maxiter
         self.lift_subsample = lift_subsample
         self.random_state = random_state
+        self.max_time = max_time
 
     @_all_or_nothing
     def fit(self, X, y):
@@ -149,7 +193,7 @@ class VISHRegressor(_Regressor):
         X, y = self._fit_inputs(X, y)
         model = VISH(_kernel(self.kernel), self.max_degree, Gaussian(self.noise), prior=self.prior)
         self.model_ = model.fit(X, self._fit_targets(y), maxiter=self.maxiter, lift_subsample=self.lift_subsample,
-                                seed=int(self.random_state or 0))
+                                seed=int(self.random_state or 0), max_time=self.max_time)
         return self
 
 
@@ -173,14 +217,14 @@ class InducingPointRegressor(_Regressor):
     inputs
         Where the inducing inputs start: ``"kmeans"`` (default) or ``"greedy"``.
     max_time
-        Seconds for L-BFGS-B at most (None: ``maxiter`` alone stops it).
+        Seconds for L-BFGS-B at most (default 60; None: ``maxiter`` alone stops it).
     noise, normalize_y, maxiter, random_state
         Initial noise variance (of the standardised targets), target standardisation, L-BFGS-B's
         iteration limit, the seed of the candidate rows.
     """
 
     def __init__(self, kernel=None, num_inducing: int = 256, inputs: str = "kmeans", noise: float = 0.1,
-                 normalize_y: bool = True, maxiter: int = 1000, max_time: float | None = None, random_state: int = 0):
+                 normalize_y: bool = True, maxiter: int = 1000, max_time: float | None = 60.0, random_state: int = 0):
         self.kernel = kernel
         self.num_inducing = num_inducing
         self.inputs = inputs
@@ -266,10 +310,11 @@ class OrthogonalRegressor(_Regressor):
     standardised rows (:func:`~spherelab.features.kmeans_centres`) and the orthogonal ones at the
     rows of largest conditional variance given them (``orthogonal_inputs="greedy"``);
     ``"random"`` starts both at rows drawn with ``random_state`` (the inducing points shifted by
-    1e-3 so that none coincides with an orthogonal one)."""
+    1e-3 so that none coincides with an orthogonal one). ``max_time`` (default 60 s) bounds the fit."""
 
     def __init__(self, kernel=None, num_inducing: int = 16, num_orthogonal: int = 16, noise: float = 0.1,
-                 normalize_y: bool = True, maxiter: int = 200, random_state: int = 0, inputs: str = "kmeans"):
+                 normalize_y: bool = True, maxiter: int = 200, random_state: int = 0, inputs: str = "kmeans",
+                 max_time: float | None = 60.0):
         self.kernel = kernel
         self.num_inducing = num_inducing
         self.num_orthogonal = num_orthogonal
@@ -278,6 +323,7 @@ class OrthogonalRegressor(_Regressor):
         self.maxiter = maxiter
         self.random_state = random_state
         self.inputs = inputs
+        self.max_time = max_time
 
     @_all_or_nothing
     def fit(self, X, y):
@@ -293,7 +339,7 @@ class OrthogonalRegressor(_Regressor):
             Z, orthogonal = X[np.random.default_rng(seed).choice(X.shape[0], m, replace=False)] + 1e-3, "random"
         model = OrthogonalSVGP(_kernel(self.kernel), InducingPoints(Z), max(1, int(self.num_orthogonal)),
                                Gaussian(self.noise), orthogonal_inputs=orthogonal)
-        self.model_ = model.fit(X, self._fit_targets(y), maxiter=self.maxiter, seed=seed)
+        self.model_ = model.fit(X, self._fit_targets(y), maxiter=self.maxiter, seed=seed, max_time=self.max_time)
         return self
 
 

@@ -6,7 +6,8 @@ prior), inducing points at k-means centres (64, 128, ... of them; the collapsed 
 each of them with a nearest-neighbour correction of its residual
 (:class:`~spherelab.models.NeighbourResidual`). A candidate is tried only when its time,
 extrapolated from the last of its kind (VISH's as :math:`M^a`, the exponent the last two fits show;
-inducing points' as :math:`P^2`), fits in the trial time left. Each one's validation NLPD (mean
+inducing points' as :math:`P^2`), fits with its refit in the time left, and a kind is left after
+two sizes in a row that do not improve its validation NLPD. Each one's validation NLPD (mean
 negative log predictive density of the held-out rows) decides; the chosen configuration, among
 those whose refit on every row fits in the time left, is then fitted again on all the training rows
 with the rest of the budget as its limit. The held-out rows are training rows: no test row ever
@@ -36,8 +37,12 @@ __all__ = ["fit_budget"]
 
 #: the refit's time as a multiple of the trial's, beyond the rows' ratio (another start, another path)
 SAFETY = 1.1
+#: sizes of a kind tried in a row without a better validation NLPD before the kind is left
+PATIENCE = 2
 #: the longest trial of an anytime candidate, as a fraction of the budget
 QUARTER = 0.25
+#: the fewest rows from which some are held out to choose
+FEWEST = 40
 #: the neighbours of the residual correction
 NEIGHBOURS = 32
 
@@ -73,6 +78,17 @@ class _Ladder:
     def __init__(self, kind: str, sizes, build, cost) -> None:
         self.kind, self.sizes, self.build, self.cost = kind, list(sizes), build, cost
         self.times: list[tuple[int, float]] = []
+        self.best, self.stale = np.inf, 0
+
+    def scored(self, nlpd: float) -> None:
+        """A size's validation NLPD (the better of with and without neighbours): the ladder ends
+        after ``PATIENCE`` sizes in a row that improve on none before them."""
+        if nlpd < self.best - 1e-3:
+            self.best, self.stale = nlpd, 0
+        else:
+            self.stale += 1
+            if self.stale >= PATIENCE:
+                self.sizes = []
 
     def next_time(self) -> float | None:
         """The next size's predicted seconds (None: no estimate yet, or nothing left)."""
@@ -118,9 +134,16 @@ def fit_budget(X: Any, y: Any, seconds: float = 60.0, *, validation: float = 0.1
     seed = check_int(seed, "seed", minimum=0)
     check_progress(progress)
     N = X.shape[0]
-    if N < 20:
-        raise ValueError(f"fit_budget needs at least 20 rows to hold some out, got {N}")
     start = time.perf_counter()
+    if N < FEWEST:  # too few rows to hold some out: the smallest model, on every row
+        with capped():
+            model = _vish(2)(X, y, seconds, seed)
+        report = dict(model.fit_report_ or {})
+        report["budget"] = {"seconds": seconds, "elapsed": time.perf_counter() - start, "validation rows": 0,
+                            "tried": [], "chosen": "VISH (degree 2)",
+                            "why": f"{N} rows: too few to hold some out (at least {FEWEST})"}
+        model.fit_report_ = report
+        return model
     elapsed = lambda: time.perf_counter() - start  # noqa: E731
     order = np.random.default_rng(seed).permutation(N)
     n_val = int(min(max(round(validation * N), 1), 5_000))
@@ -172,10 +195,13 @@ def fit_budget(X: Any, y: Any, seconds: float = 60.0, *, validation: float = 0.1
                 lad.times.append((size, t_fit))
                 fits = elapsed() + local_time + reserve(t_fit + local_time) <= seconds
                 if model is not None and (fits or len(tried) == 1):
-                    _, local_time = attempt(
-                        name + " + neighbours",
-                        lambda: NeighbourResidual(model, NEIGHBOURS, seed=seed).fit(Xf, yf, fit_model=False),
-                        kind=feasible[0][1], size=size, local=True, before=t_fit)
+                    def corrected(model=model):
+                        return NeighbourResidual(model, NEIGHBOURS, seed=seed).fit(Xf, yf, fit_model=False)
+
+                    _, local_time = attempt(name + " + neighbours", corrected, kind=feasible[0][1], size=size,
+                                            local=True, before=t_fit)
+                kind = feasible[0][1]
+                lad.scored(min(t["validation nlpd"] for t in tried if t["size"] == size and t["kind"] == kind))
         left = seconds - elapsed()
         fits = [t for t in tried if np.isfinite(t["validation nlpd"]) and t["seconds"] * scale <= left]
         pool = fits or [min((t for t in tried if np.isfinite(t["validation nlpd"])), key=lambda t: t["seconds"],

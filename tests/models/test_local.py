@@ -1,0 +1,110 @@
+"""The nearest-neighbour correction of a global model's residual: with every training row as a
+neighbour it is the exact GP posterior of the residual (against a dense computation written here),
+its compiled loop against NumPy's linear algebra, its fit leaves the parameters the criterion
+prefers, a save and load predicts bit for bit, and the errors a user meets."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import spherelab as sl
+from spherelab.models.local import _conditionals
+
+
+def _data(rng, n=120, D=2):
+    X = rng.normal(size=(n, D))
+    y = np.sin(2 * X[:, 0]) + 0.3 * np.cos(5 * X[:, 1]) + 0.05 * rng.normal(size=n)
+    return X, y
+
+
+def _fitted(rng, m=16, n=120):
+    X, y = _data(rng, n)
+    with sl.models.capped():
+        model = sl.models.NeighbourResidual(sl.VISH(sl.kernels.Matern(1.5), 2), m, subsample=60).fit(X, y)
+    return model, X, y
+
+
+def _matern(A, B, a, ell):
+    r = np.sqrt(3.0) * np.sqrt(np.maximum(((A[:, None, :] - B[None, :, :]) ** 2).sum(-1), 0.0)) / ell
+    return a * (1.0 + r) * np.exp(-r)
+
+
+def test_the_compiled_conditionals_equal_dense_linear_algebra(rng):
+    B, m = 7, 9
+    pts = rng.normal(size=(B, m + 1, 3))
+    dist = np.sqrt(((pts[:, :, None, :] - pts[:, None, :, :]) ** 2).sum(-1))
+    rho = rng.normal(size=(B, m))
+    theta = np.array([0.8, 0.7, 0.05])
+    mean, var_f, var_y = _conditionals(dist, rho, theta)
+    for b in range(B):
+        K = _matern(pts[b, 1:], pts[b, 1:], 0.8, 0.7) + 0.05 * np.eye(m)
+        k = _matern(pts[b, :1], pts[b, 1:], 0.8, 0.7)[0]
+        w = np.linalg.solve(K, k)
+        # terms of size a, rounding of an m x m solve with condition ~ a / noise
+        tol = 1e-12 * np.linalg.cond(K)
+        assert abs(mean[b] - w @ rho[b]) <= tol * (1 + np.abs(w) @ np.abs(rho[b]))
+        assert abs(var_f[b] - (0.8 - w @ k)) <= tol
+        assert abs(var_y[b] - (0.85 - w @ k)) <= tol
+
+
+def test_every_row_a_neighbour_is_the_exact_residual_posterior(rng):
+    model, X, y = _fitted(rng, m=16, n=40)
+    model.num_neighbours = X.shape[0]  # (validated: the model conditions on every training row)
+    Xs = rng.normal(size=(6, 2))
+    a, ell, noise = model.theta
+    Z, Zs = X / model.metric, Xs / model.metric
+    rho = y - model.model.predict_f(X)[0]
+    K = _matern(Z, Z, a, ell) + noise * np.eye(X.shape[0])
+    ks = _matern(Zs, Z, a, ell)
+    g_mean, g_var = model.model.predict_f(Xs)
+    mean, var = model.predict_f(Xs)
+    tol = 1e-10 * np.linalg.cond(K) ** 0.5
+    assert np.allclose(mean, g_mean + ks @ np.linalg.solve(K, rho), rtol=0, atol=tol)
+    assert np.allclose(var, g_var + a - np.einsum("ij,ji->i", ks, np.linalg.solve(K, ks.T)), rtol=0, atol=tol)
+
+
+def test_the_correction_beats_its_global_model_and_reports(rng):
+    model, X, y = _fitted(rng, n=400)
+    Xs, ys = _data(rng, 300)
+
+    def nlpd(m):
+        mu, v = m.predict_y(Xs)
+        return float(np.mean(0.5 * np.log(2 * np.pi * v) + 0.5 * (ys - mu) ** 2 / v))
+
+    assert nlpd(model) < nlpd(model.model) - 0.1
+    report = model.fit_report_["local"]
+    assert report["nlpd"] <= report["start nlpd"] and report["rows"] == 60
+    assert np.all(model.theta > 0)
+
+
+def test_copies_of_a_row_do_not_decide_the_noise(rng):
+    # every row twice, same target: without passing over copies, each row predicts its twin exactly
+    X, y = _data(rng, 150)
+    X2, y2 = np.vstack([X, X]), np.concatenate([y, y])
+    with sl.models.capped():
+        once = sl.models.NeighbourResidual(sl.VISH(sl.kernels.Matern(1.5), 2), 16, subsample=100).fit(X, y)
+        twice = sl.models.NeighbourResidual(sl.VISH(sl.kernels.Matern(1.5), 2), 16, subsample=100).fit(X2, y2)
+    assert twice.theta[2] > 0.1 * once.theta[2]
+
+
+def test_save_and_load_predict_bit_for_bit(tmp_path, rng):
+    model, X, _ = _fitted(rng)
+    path = tmp_path / "local.npz"
+    model.save(path)
+    loaded = sl.load(path)
+    assert isinstance(loaded, sl.models.NeighbourResidual)
+    for a, b in zip(model.predict_y(X[:9]), loaded.predict_y(X[:9])):
+        assert np.array_equal(a, b)
+
+
+def test_errors_name_what_is_wrong(rng):
+    vish = sl.VISH(sl.kernels.Matern(1.5), 2)
+    with pytest.raises(TypeError, match="model must be"):
+        sl.models.NeighbourResidual(object())
+    with pytest.raises(ValueError, match="num_neighbours"):
+        sl.models.NeighbourResidual(vish, 0)
+    with pytest.raises(RuntimeError, match="not fitted"):
+        sl.models.NeighbourResidual(vish).predict_f(np.zeros((2, 2)))
+    model, X, _ = _fitted(rng)
+    with pytest.raises(ValueError, match="2 columns"):
+        model.predict_f(np.zeros((2, 3)))
