@@ -23,7 +23,6 @@ from spherelab.estimators import (  # noqa: E402
     VISHRegressor,
 )
 
-
 #: checks that compare two fits of one estimator: what fits in a budget depends on the machine's
 #: speed at that moment, so two fits may choose differently
 BUDGET_CHECKS = {name: "two fits in one budget may choose different models (timing)"
