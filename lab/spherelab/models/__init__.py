@@ -4,6 +4,7 @@ SVGP with inter-domain features and the activated SVGP (Tiao, thesis), and HVGP 
 decorator of a model's public methods (for writing a model of your own)."""
 
 from .._listing import own_names
+from .additive import fit_additive
 from .base import entry
 from .budget import fit_budget
 from .decoupled import ActivatedSVGP, OrthogonalSVGP
@@ -16,5 +17,5 @@ from .scale import ScaleWarning
 from .vish import VISH
 
 __all__ = ["VISH", "OrthogonalSVGP", "ActivatedSVGP", "HarmonicSVGP", "ExactGP", "NeighbourResidual", "fit_hybrid",
-           "fit_budget", "ConvergenceWarning", "ScaleWarning", "capped", "entry"]
+           "fit_budget", "fit_additive", "ConvergenceWarning", "ScaleWarning", "capped", "entry"]
 __dir__ = own_names(__name__)  # dir() and tab completion: the names above, not the imports
