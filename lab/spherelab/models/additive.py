@@ -33,7 +33,7 @@ import numpy as np
 from .._validation import check_data, check_int, check_positive
 from ..features.additive import AdditiveHarmonics
 from ..kernels import Additive, Matern
-from ..sphere.special import cumulative_num_harmonics, num_harmonics
+from ..sphere.special import num_harmonics
 from .report import capped
 from .vish import VISH
 
