@@ -68,9 +68,10 @@ _FITTED: dict = {}
 def fitted(name):
     """A fitted model of each family (fitted once, read by predictions only)."""
     if name not in _FITTED:
-        _FITTED[name] = {"vish": lambda: _vish().fit(X, Y, maxiter=3, lift_maxiter=2),
-                         "orth": lambda: _orth().fit(X, Y, maxiter=3),
-                         "hvgp": lambda: _hvgp().fit(X, Y, maxiter=3)}[name]()
+        with capped():  # short fits by design
+            _FITTED[name] = {"vish": lambda: _vish().fit(X, Y, maxiter=3, lift_maxiter=2),
+                             "orth": lambda: _orth().fit(X, Y, maxiter=3),
+                             "hvgp": lambda: _hvgp().fit(X, Y, maxiter=3)}[name]()
     return _FITTED[name]
 
 
@@ -187,13 +188,42 @@ CALLS = [
           "chunk_size": C("count", 64, 1, optional=True), "prior": C("choice", "kernel"),
           "gram_dtype": C("choice", "float64")}),
     Call("VISH.fit", capped()(lambda X, y, optimize, train_lift, lift_subsample, lift_maxiter, maxiter, seed, lift_ftol,
-         progress:
+         progress, max_time:
          _vish().fit(X, y, optimize=optimize, train_lift=train_lift, lift_subsample=lift_subsample,
-                     lift_maxiter=lift_maxiter, maxiter=maxiter, seed=seed, lift_ftol=lift_ftol, progress=progress)),
+                     lift_maxiter=lift_maxiter, maxiter=maxiter, seed=seed, lift_ftol=lift_ftol, progress=progress,
+                     max_time=max_time)),
          {"X": C("array", X), "y": C("array", Y), "optimize": C("flag", True), "train_lift": C("flag", True),
           "lift_subsample": C("count", 30, 1), "lift_maxiter": C("count", 2, 0), "maxiter": C("count", 2, 0),
           "seed": C("seed", 0), "lift_ftol": C("nonneg", 1e-4, optional=True),
+          "progress": C("flag", False, optional=True), "max_time": C("positive", 60.0, optional=True)}),
+    Call("Additive.from_groups", lambda kernel, groups: K.Additive.from_groups(kernel, groups).K(X),
+         {"kernel": C("object", K.Matern(1.5), words=("kernel",)),
+          "groups": C("custom", [0, 1, (0, 1)], bad=("x", 5.5, [()], [[0, 0]], [[-1]], [(0, 1), (1, 0)], [True], [],
+                                                      [[0.5]], [[0, 7]]), words=("groups", "column"))}),
+    Call("AdditiveHarmonics", capped()(lambda degrees: sl.VISH(K.Additive.from_groups(K.Matern(1.5), [0, 1]),
+                                                              features=sl.features.AdditiveHarmonics(degrees))
+                                       .fit(X, Y, maxiter=2, lift_maxiter=2)),
+         {"degrees": C("custom", [3, 2], bad=(-1, 2.0, "a", [], [1, -1], [1.5], True, [1, 2, 3]),
+                       words=("degrees",))}),
+    Call("fit_additive", capped()(lambda X, y, interactions, order, max_interactions, num_features, subsample, seed,
+                                  max_time:
+         sl.models.fit_additive(X, y, interactions=interactions, order=order, max_interactions=max_interactions,
+                                num_features=num_features, subsample=subsample, seed=seed, max_time=max_time)),
+         {"X": C("array", X), "y": C("array", Y),
+          "interactions": C("custom", [(0, 1)], bad=(5, "pairs", [(0, 0)], [(0, 5)], [(0,)], [(0.5, 1)]),
+                            words=("interactions",)),
+          "order": C("count", 2, 2), "max_interactions": C("count", 1, 0, optional=True),
+          "num_features": C("count", 40, 2, size=True), "subsample": C("count", 30, 10), "seed": C("seed", 0),
+          "max_time": C("positive", 30.0, optional=True)}),
+    Call("fit", lambda X, y, seconds, validation, seed, progress:
+         sl.fit(X, y, seconds=seconds, validation=validation, seed=seed, progress=progress),
+         {"X": C("array", X), "y": C("array", Y), "seconds": C("positive", 1.0),
+          "validation": C("positive", 0.1, accepts=(0.25,)), "seed": C("seed", 0),
           "progress": C("flag", False, optional=True)}),
+    Call("NeighbourResidual", lambda model, num_neighbours, subsample, seed:
+         sl.models.NeighbourResidual(model, num_neighbours, subsample, seed).fit(X, Y, fit_model=False),
+         {"model": C("object", fitted("vish"), words=("model",)), "num_neighbours": C("count", 8, 1),
+          "subsample": C("count", 20, 10), "seed": C("seed", 0)}),
     Call("VISH.fit_svi", lambda X, y, batch_size, iterations, lr, gamma, seed, train_directions, progress:
          sl.VISH(K.Matern(1.5), 2, Bernoulli()).fit_svi(X, y, batch_size=batch_size, iterations=iterations, lr=lr,
                                                          gamma=gamma, seed=seed, train_directions=train_directions,

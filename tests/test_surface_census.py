@@ -102,7 +102,9 @@ TARGETS = {
     sl.OrthogonalSVGP: ["OrthogonalSVGP"], sl.OrthogonalSVGP.fit: ["OrthogonalSVGP.fit"],
     sl.OrthogonalSVGP.from_vish: ["OrthogonalSVGP.from_vish"], sl.features.greedy_variance: ["greedy_variance"],
     sl.features.kmeans_centres: ["kmeans_centres"],
-    sl.models.fit_hybrid: ["fit_hybrid"],
+    sl.models.fit_hybrid: ["fit_hybrid"], sl.models.fit_budget: ["fit"], sl.models.fit_additive: ["fit_additive"],
+    sl.models.NeighbourResidual: ["NeighbourResidual"], K.Additive.from_groups: ["Additive.from_groups"],
+    sl.features.AdditiveHarmonics: ["AdditiveHarmonics"],
     sl.OrthogonalSVGP.fit_svi: ["OrthogonalSVGP.fit_svi"], sl.HarmonicSVGP: ["HarmonicSVGP"],
     sl.models.ExactGP: ["ExactGP"], sl.VISH.predict_f: ["VISH.predict_f"],
     sl.OrthogonalSVGP.predict_f: ["OrthogonalSVGP.predict_f"], sl.HarmonicSVGP.optimal_q: ["HarmonicSVGP.optimal_q"],
@@ -132,6 +134,9 @@ EXEMPT = {
     "chunk": "synthetic_regression's generation chunk (a keyword for memory, not data)",
     "out": "SphericalHarmonics' output buffer: checked for shape, dtype and layout (tests/sphere)",
     "callback": "fit's per-iteration callable or None (checked: tests/models/test_hybrid.py)",
+    "components": "Additive's kernels, one per group (type-checked, distinct objects; tests/models/test_additive.py)",
+    "fit_model": "NeighbourResidual.fit's flag (not on the census's call)",
+    "inputs": "AdditiveHarmonics' input count, set by a model (a count; tests/models/test_additive.py)",
     "path": "a file name: the operating system's error names it (FileNotFoundError, PermissionError)",
 }
 

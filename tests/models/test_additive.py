@@ -209,7 +209,7 @@ def test_given_interactions_are_fitted_as_given(rng):
     model = sl.models.fit_additive(X, y, interactions=[(0, 2)], num_features=120, subsample=400)
     report = model.fit_report_["additive"]
     assert report["criterion"] == "given" and report["gains"] == {} and report["groups"][-1] == [0, 2]
-    with pytest.raises(ValueError, match="two or more distinct"):
+    with pytest.raises(ValueError, match="interactions: each group"):
         sl.models.fit_additive(X, y, interactions=[(1, 1)])
     with pytest.raises(ValueError, match="interactions entries"):
         sl.models.fit_additive(X, y, interactions=[(0, 9)])

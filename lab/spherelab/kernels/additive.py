@@ -103,6 +103,8 @@ class Additive(Saveable):
     @classmethod
     def from_groups(cls, kernel: ZonalKernel, groups: Sequence[Any]) -> "Additive":
         """One copy of ``kernel`` per group (an array ``input_scale`` is replaced by its mean)."""
+        if not isinstance(kernel, ZonalKernel):
+            raise TypeError(f"kernel must be a spherelab zonal kernel, got {kernel!r}")
         groups = _check_groups(groups)
         parts = []
         for g in groups:

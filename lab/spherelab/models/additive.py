@@ -30,7 +30,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .._validation import check_data, check_int, check_positive
+from .._validation import check_allocation, check_data, check_int, check_positive
 from ..features.additive import AdditiveHarmonics
 from ..kernels import Additive, Matern
 from ..sphere.special import num_harmonics
@@ -78,7 +78,7 @@ def _groups(D: int, given: Any) -> list[tuple[int, ...]] | None:
     for g in given:
         cols = tuple(check_int(c, "interactions entries", minimum=0, maximum=D - 1) for c in g)
         if len(cols) < 2 or len(set(cols)) != len(cols):
-            raise ValueError(f"each interaction names two or more distinct columns, got {g!r}")
+            raise ValueError(f"interactions: each group names two or more distinct columns, got {g!r}")
         out.append(cols)
     return out
 
@@ -125,6 +125,8 @@ def fit_additive(X: Any, y: Any, *, interactions: Any = "auto", order: int = 2, 
     order = check_int(order, "order", minimum=2, maximum=3)
     max_interactions = D if max_interactions is None else check_int(max_interactions, "max_interactions", minimum=0)
     num_features = check_int(num_features, "num_features", minimum=1)
+    # the final fit holds M x M matrices: a budget beyond memory is refused before anything runs
+    check_allocation(8.0 * 4 * float(num_features) ** 2, f"num_features = {num_features:,}", "lower num_features")
     subsample = check_int(subsample, "subsample", minimum=10)
     if max_time is not None:
         max_time = check_positive(max_time, "max_time")

@@ -129,7 +129,8 @@ def fit_budget(X: Any, y: Any, seconds: float = 60.0, *, validation: float = 0.1
     """
     X, y = check_data(X, y)
     seconds = check_positive(seconds, "seconds")
-    if not 0.0 < float(validation) < 0.5:
+    validation = check_positive(validation, "validation")
+    if not validation < 0.5:
         raise ValueError(f"validation must be a fraction in (0, 0.5), got {validation!r}")
     seed = check_int(seed, "seed", minimum=0)
     check_progress(progress)
