@@ -171,7 +171,8 @@ CALLS = [
     # ---- features
     Call("HarmonicFeatures", lambda max_degree, dim: sl.HarmonicFeatures(max_degree, dim),
          {"max_degree": C("count", 2, 0, size=True), "dim": C("count", 3, 2, optional=True)}),
-    Call("InducingPoints", lambda Z: sl.InducingPoints(Z), {"Z": C("array", X[:4])}),
+    Call("InducingPoints", lambda Z, fixed: sl.InducingPoints(Z, fixed), {"Z": C("array", X[:4]),
+                                                                           "fixed": C("flag", False)}),
     Call("ActivatedFeatures", lambda activation, num_units, truncation:
          sl.ActivatedFeatures(activation, num_units, truncation),
          {"activation": C("object", A.ReLU(), words=("activation",)), "num_units": C("count", 3, 1, size=True),

@@ -135,15 +135,15 @@ def main() -> int:
                            f"| {met} |")
         at60 = {label: mean_at(label, 60.0) for label in results}
         ours = at60.get("spherelab.fit")
-        rivals = [(m[0], label) for label, m in at60.items() if m is not None]
-        if ours is not None and rivals:
-            top = min(rivals)
-            versus.append(f"| {name} | {ours[0]:.4f} | {top[1]} | {top[0]:.4f} | {ours[0] - top[0]:+.4f} |")
+        if ours is not None:
+            for label, m in at60.items():
+                if m is not None and label != "spherelab.fit":
+                    versus.append(f"| {name} | {ours[0]:.4f} | {label} | {m[0]:.4f} | {ours[0] - m[0]:+.4f} |")
     print("### Targets (mean over the splits)\n\n| set | target NLPD | within s | contender | mean NLPD at that time "
           "| met |\n| --- | --- | --- | --- | --- | --- |")
     print("\n".join(summary))
-    print("\n### spherelab.fit at 60 s against the best contender at 60 s (mean test NLPD)\n\n"
-          "| set | spherelab.fit | best contender | its NLPD | difference |\n| --- | --- | --- | --- | --- |")
+    print("\n### spherelab.fit at 60 s against each contender at 60 s (mean test NLPD)\n\n"
+          "| set | spherelab.fit | contender | its NLPD | difference |\n| --- | --- | --- | --- | --- |")
     print("\n".join(versus))
     return 0
 

@@ -108,3 +108,15 @@ def test_errors_name_what_is_wrong(rng):
     model, X, _ = _fitted(rng)
     with pytest.raises(ValueError, match="2 columns"):
         model.predict_f(np.zeros((2, 3)))
+
+
+def test_fixed_inducing_inputs_stay_and_the_rest_fits(rng):
+    X, y = _data(rng, 200)
+    Z = sl.features.kmeans_centres(X, 12, seed=0)
+    model = sl.OrthogonalSVGP(sl.kernels.Matern(1.5), sl.InducingPoints(Z, fixed=True), 0)
+    with sl.models.capped():
+        model.fit(X, y, maxiter=30)
+    assert np.array_equal(model.features.Z, Z) and "features" not in model.param_names
+    assert {"lengthscale", "noise"} <= set(model.param_names)
+    check = sl.testing.check_model_gradient(model, X, y, directions=4)
+    assert check.ok, str(check)

@@ -19,6 +19,9 @@ Notebooks call them in one line.
 * :class:`FrontierExplorer`, :func:`frontier_curves` — test NLPD against fit time for VISH, the
   hybrid and inducing points on a chosen data set and budget; :func:`recorded_figure` — the
   benchmark's recorded frontier (notebook 05);
+* :class:`AdditiveView`, :func:`component_curves`, :func:`pair_gains` — what an additive model's
+  components learned and which pairs it chose; :class:`BudgetExplorer` — ``spherelab.fit``'s
+  candidates and choice as the budget moves (notebook 08);
 * :class:`Precomputer` — the background computation behind the explorers that refit;
   :class:`FitBar` — their progress bar, following the fit of the configuration shown.
 """
@@ -33,6 +36,7 @@ from .harmonics import AdditionTheorem, HarmonicsGallery
 from .mismatch import MismatchExplorer
 from .orthogonal import OrthogonalExplorer
 from .sphere import on_sphere, sphere_posterior
+from .structure import AdditiveView, BudgetExplorer, component_curves, pair_gains
 from .sweep import degree_sweep, plot_sweep
 from .truncation import TruncationExplorer
 from .vish import DegreeExplorer
@@ -58,5 +62,9 @@ __all__ = [
     "on_sphere",
     "degree_sweep",
     "plot_sweep",
+    "AdditiveView",
+    "BudgetExplorer",
+    "component_curves",
+    "pair_gains",
 ]
 __dir__ = own_names(__name__)  # dir() and tab completion: the names above, not the imports

@@ -138,7 +138,8 @@ def _curve(name, X, y, Xte, yte, budget, inducing, degree, seed) -> list:
 
 class FrontierExplorer(Selectable):
     """A data set and a time budget chosen with controls; each contender's test NLPD against its
-    fit's seconds up to that budget (log scale), the best NLPD reached within it in the status line.
+    fit's seconds up to that budget (log scale), the NLPD of the model each holds at the budget in
+    the status line.
 
     Parameters
     ----------
@@ -204,8 +205,9 @@ class FrontierExplorer(Selectable):
         return 1.5 * len(CONTENDERS) * self.budget
 
     def best_within(self, curves: dict, seconds: float) -> dict[str, float]:
-        """Each contender's best test NLPD among its samples by ``seconds`` (NaN if none)."""
-        return {c: min((v for t, v, _ in s if t <= seconds), default=float("nan")) for c, s in curves.items()}
+        """Each contender's test NLPD at ``seconds``: that of the model it holds then, its last
+        sample by ``seconds`` (NaN if none) — anytime, never the best among its samples."""
+        return {c: next((v for t, v, _ in reversed(s) if t <= seconds), float("nan")) for c, s in curves.items()}
 
     def show(self, change=None) -> None:
         """Draw the selected set's curves up to the selected budget (after their computation, on a
@@ -238,7 +240,7 @@ class FrontierExplorer(Selectable):
         self.ax.set_title(f"{name}: each model's test NLPD by {limit:.2g} s of fitting", fontsize=9)
         lead = min(reached, key=best.get, default=None)
         self.status.value = ("no fit has finished an iteration yet" if lead is None else
-                             f"best within {limit:.2g} s: {lead}, test NLPD {best[lead]:.3f}"
+                             f"best at {limit:.2g} s: {lead}, test NLPD {best[lead]:.3f}"
                              + (f"; not reached in {limit:.2g} s: {', '.join(missing)}" if missing else ""))
         self.current = dict(name=name, curves=curves, best=best, lead=lead, missing=missing)
         if getattr(self, "_layout", None) != layout:  # axes or legend change: a full redraw

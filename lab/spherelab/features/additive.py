@@ -157,7 +157,9 @@ class AdditiveHarmonics(SphericalFeatures):
         """The component of each kept feature, ``(M,)``."""
         return np.concatenate([np.full(p.num_features, i) for i, p in enumerate(self._ready())])
 
-    def _feature_blocks(self) -> list[slice]:
+    def component_slices(self) -> list[slice]:
+        """Each component's kept features among all, in order: ``model.features.Kuf(...)[s]`` is component
+        c's block for ``s = component_slices()[c]``."""
         sizes = np.cumsum([0] + [p.num_features for p in self._ready()])
         return [slice(a, b) for a, b in zip(sizes[:-1], sizes[1:])]
 
@@ -176,7 +178,7 @@ class AdditiveHarmonics(SphericalFeatures):
         kernel = _additive(kernel)
         dv = np.broadcast_to(np.asarray(dv, dtype=np.float64), (kernel.num_components,))
         out: dict[str, Any] = {}
-        for i, (p, k, s) in enumerate(zip(self._ready(), kernel.components, self._feature_blocks())):
+        for i, (p, k, s) in enumerate(zip(self._ready(), kernel.components, self.component_slices())):
             g = p.spectrum_vjp(k, dlam[s], float(dv[i]))
             out.update({f"c{i}_{name}": v for name, v in g.items()})
         return out
@@ -225,7 +227,7 @@ class AdditiveHarmonics(SphericalFeatures):
         o, G = kernel.offsets, np.asarray(G)
         out: dict[str, Any] = {"X": np.zeros(ev.X.shape)}
         for i, (p, k, g, s, (a, b)) in enumerate(zip(self._ready(), kernel.components, kernel.groups,
-                                                     self._feature_blocks(), self._blocks())):
+                                                     self.component_slices(), self._blocks())):
             cols = list(g)
             sub = Evaluation(ev.X[:, cols], ev.r[:, i], ev.Xh[:, o[i]:o[i + 1]], ev.values[:, a:b])
             part = p.Kuf_gradients(k, G[s], sub.X, sub, ops=ops)

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from .._state import Fields
-from .._validation import MAX_MAGNITUDE, check_finite_array
+from .._validation import MAX_MAGNITUDE, check_bool, check_finite_array
 from ..backend.ops import Operations
 from ..kernels import ZonalKernel
 from .base import Features
@@ -24,6 +24,10 @@ class InducingPoints(Features):
     ----------
     Z
         ``(M, D)`` initial locations (trainable).
+    fixed
+        Keep the locations where they are: only the kernel's and the likelihood's parameters are
+        fitted (Burt, Rasmussen & van der Wilk 2020: well-placed inputs, such as k-means centres,
+        lose little, and a step costs no gradient with respect to M x D locations).
 
     Examples
     --------
@@ -34,9 +38,9 @@ class InducingPoints(Features):
     (10, 1)
     """
 
-    fields = Fields(config=("Z",), transient=("num_units",))
+    fields = Fields(config=("Z", "fixed"), transient=("num_units",))
 
-    def __init__(self, Z: Any) -> None:
+    def __init__(self, Z: Any, fixed: bool = False) -> None:
         Z = check_finite_array(Z, "Z", ndim=2)
         if Z.shape[0] == 0 or Z.shape[1] == 0:
             raise ValueError(f"Z must hold at least one inducing input of at least one column, got shape {Z.shape}")
@@ -45,6 +49,7 @@ class InducingPoints(Features):
             raise ValueError(f"Z has entries up to {top:.3g}: beyond {MAX_MAGNITUDE:g}, the kernel's lift overflows; "
                              "standardise the inputs (spherelab.datasets.Standardizer)")
         self.Z = Z.copy()
+        self.fixed = check_bool(fixed, "fixed")
         self.num_units = self.Z.shape[0]
 
     @property
@@ -75,12 +80,18 @@ class InducingPoints(Features):
         return out
 
     def get_params(self) -> np.ndarray:
-        return self.Z.ravel().copy()
+        return np.zeros(0) if self.fixed else self.Z.ravel().copy()
 
     def set_params(self, values: np.ndarray) -> None:
+        if self.fixed:
+            if np.size(values):
+                raise ValueError("these inducing inputs are fixed (InducingPoints(..., fixed=True)): no parameters")
+            return
         self.Z = np.asarray(values, dtype=np.float64).reshape(self.Z.shape).copy()
 
     def param_gradient(self, grads: dict[str, Any]) -> np.ndarray:
+        if self.fixed:
+            return np.zeros(0)
         return np.asarray(grads.get("Z", np.zeros_like(self.Z))).ravel()
 
     def has_device_columns(self, kernel: ZonalKernel) -> bool:

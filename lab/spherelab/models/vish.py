@@ -382,6 +382,16 @@ class VISH(Model):
 
         return self.fields.cached(self, "posterior", compute)
 
+    @entry("read")
+    def posterior_weights(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        r"""``(w, C, lam)`` of the predictive, each feature's: mean :math:`\Phi_* w`, variance
+        :math:`\Phi_*\Lambda\Phi_*^\top - \Phi_* C\Phi_*^\top` under the features prior
+        (:func:`~spherelab.bounds.vish.predictive_weights`; ``lam`` :math:`= \Lambda`, ``(M,)``). For
+        an additive kernel a component's block of features gives that component's posterior
+        (:meth:`~spherelab.features.AdditiveHarmonics.component_slices`)."""
+        self._check_fitted()
+        return tuple(np.array(a) for a in self._cache())
+
     @entry("predict")
     def predict_f(self, X: Any) -> tuple[np.ndarray, np.ndarray]:
         r"""Posterior mean and variance of f at X, ``(N,)`` each:
