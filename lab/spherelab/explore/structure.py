@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..models import fit_budget
-from ..widgets import BlitManager, subplots
+from ..widgets import BlitManager, capped_dpi, subplots
 from .background import Precomputer, Selectable
 from .fitbar import FitBar
 
@@ -56,7 +56,7 @@ def pair_gains(report: dict, D: int) -> np.ndarray:
 class AdditiveView:
     """An additive VISH's one-input components against their inputs (mean ± 2 sd, the data's
     inputs as a rug) and, beside them, the pairs' bound gains as a heat map, the chosen pairs
-    outlined. Drawn once.
+    outlined. Drawn once (``plt.show()`` shows it).
 
     Parameters
     ----------
@@ -69,6 +69,7 @@ class AdditiveView:
     """
 
     def __init__(self, model, X: np.ndarray, names=None) -> None:
+        import matplotlib.pyplot as plt
         from matplotlib.patches import Rectangle
 
         D = X.shape[1]
@@ -79,8 +80,9 @@ class AdditiveView:
         self.chosen = [tuple(g) for g in report["groups"] if len(g) == 2]
         cols = min(D, 4)
         rows = -(-D // cols)
-        self.fig, axes = subplots(rows, cols + 1, figsize=(2.3 * (cols + 1) + 0.6, 2.1 * rows + 0.4),
-                                  squeeze=False, gridspec_kw={"width_ratios": [1] * cols + [1.3]})
+        width = min(2.3 * (cols + 1) + 0.6, 12.0)
+        self.fig, axes = plt.subplots(rows, cols + 1, figsize=(width, 2.1 * rows + 0.4), dpi=capped_dpi(width),
+                                      squeeze=False, gridspec_kw={"width_ratios": [1] * cols + [1.3]})
         for j in range(D):
             ax = axes[j // cols][j % cols]
             grid, mean, sd = self.curves.get(j, (None, None, None))

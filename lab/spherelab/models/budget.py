@@ -23,6 +23,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .._validation import check_data, check_int, check_positive
+from ..distributed import is_dask
 from ..features import InducingPoints, kmeans_centres
 from ..kernels import Matern
 from ..linalg import NumericalFailure
@@ -127,6 +128,9 @@ def fit_budget(X: Any, y: Any, seconds: float = 60.0, *, validation: float = 0.1
     VISH, OrthogonalSVGP or NeighbourResidual
         Fitted on every row; ``fit_report_["budget"]`` says what was tried and why it was chosen.
     """
+    if is_dask(X) or is_dask(y):
+        raise TypeError("spherelab.fit holds rows out and fits several models: it needs X and y in memory (NumPy "
+                        "arrays); for a Dask array fit a VISH, whose statistics stream over the blocks")
     X, y = check_data(X, y)
     seconds = check_positive(seconds, "seconds")
     validation = check_positive(validation, "validation")

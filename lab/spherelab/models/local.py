@@ -32,6 +32,7 @@ from scipy.spatial import cKDTree
 
 from .._state import Fields, Saveable
 from .._validation import check_data, check_finite_array, check_int
+from ..distributed import is_dask
 from ..linalg import NumericalFailure
 from ..threads import policy
 from .base import entry
@@ -163,6 +164,9 @@ class NeighbourResidual(Saveable):
     def fit(self, X: Any, y: Any, *, fit_model: bool = True) -> "NeighbourResidual":
         """Fit the global model on (X, y) (``fit_model=False``: keep it as fitted, on these rows or
         others), then :math:`(a, \\ell, \\sigma^2)` (module docstring)."""
+        if is_dask(X) or is_dask(y):
+            raise TypeError("NeighbourResidual indexes the training rows in a k-d tree: it needs X and y in memory "
+                            "(NumPy arrays)")
         X, y = check_data(X, y)
         if X.shape[0] < 3:
             raise ValueError(f"NeighbourResidual needs at least 3 rows, got {X.shape[0]}")
