@@ -199,7 +199,7 @@ def fit_budget(X: Any, y: Any, seconds: float = 60.0, *, validation: float = 0.1
                                        size=size, local=False)
                 lad.times.append((size, t_fit))
                 fits = elapsed() + local_time + reserve(t_fit + local_time) <= seconds
-                if model is not None and (fits or len(tried) == 1):
+                if model is not None and fits:
                     def corrected(model=model):
                         return NeighbourResidual(model, NEIGHBOURS, seed=seed).fit(Xf, yf, fit_model=False)
 
