@@ -71,9 +71,13 @@ def warmup() -> None:
     """Compile (or load from the on-disk cache) every Numba kernel on tiny inputs.
 
     Kernels compile lazily on first use; call this before showing widgets so that the first
-    slider move does not pay the compilation.
+    slider move does not pay the compilation. It also fits each of :func:`fit`'s candidates once
+    on a few rows (:func:`spherelab.models.budget.warm`), so that a budget's seconds are spent
+    fitting.
     """
     import numpy as np
+
+    from .models.budget import warm
 
     t = np.linspace(-1.0, 1.0, 3)
     normalized_gegenbauer_table(2, 0.5, t)
@@ -83,6 +87,7 @@ def warmup() -> None:
     Y = SphericalHarmonics(3, 2)
     Y(np.eye(3))
     Y.solid_vjp(np.eye(3), np.ones((3, Y.num_features)))
+    warm()
 
 
 __all__ = [

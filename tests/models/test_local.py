@@ -120,3 +120,21 @@ def test_fixed_inducing_inputs_stay_and_the_rest_fits(rng):
     assert {"lengthscale", "noise"} <= set(model.param_names)
     check = sl.testing.check_model_gradient(model, X, y, directions=4)
     assert check.ok, str(check)
+
+
+def test_a_time_limit_keeps_the_search_s_best_point_so_far(rng):
+    X = rng.normal(size=(600, 2))
+    y = np.sin(3 * X[:, 0]) + 0.1 * rng.normal(size=600)
+    with sl.models.capped():
+        base = sl.VISH(sl.kernels.Matern(1.5), 3).fit(X, y)
+    quick = sl.models.NeighbourResidual(base, 8, subsample=200).fit(X, y, fit_model=False, max_time=1e-9)
+    local = quick.fit_report_["local"]
+    # the limit spent at once: the start point alone, and the noise chosen on the search's rows
+    assert local["evaluations"] == 1 and local["nlpd"] == local["start nlpd"]
+    assert local["noise rows"] == local["rows"] == 200
+    mean, var = quick.predict_y(X[:20])
+    assert np.all(np.isfinite(mean)) and np.all(var > 0)
+    full = sl.models.NeighbourResidual(base, 8, subsample=200).fit(X, y, fit_model=False)
+    assert full.fit_report_["local"]["evaluations"] > 1 and full.fit_report_["local"]["noise rows"] == 600
+    with pytest.raises(ValueError, match="max_time"):
+        sl.models.NeighbourResidual(base, 8).fit(X, y, fit_model=False, max_time=-1.0)

@@ -25,7 +25,12 @@ def check(g):
     chosen = now["chosen"]
     assert chosen["model"] == now["report"]["chosen"]
     assert budget.ring.get_xdata()[0] == chosen["seconds"]
-    assert now["report"]["elapsed"] <= 1.1 * now["seconds"] + 0.5
+    # the stated whole-fit time accounts for every trial (the deadline itself is held in a quiet
+    # process by tests/models/test_budget.py: here another test worker shares the cores)
+    # (a corrected candidate's seconds hold its global model's trial)
+    tried = {t["model"]: t["seconds"] for t in now["report"]["tried"]}
+    own = [s - tried[m.removesuffix(" + neighbours")] if m.endswith(" + neighbours") else s for m, s in tried.items()]
+    assert now["report"]["elapsed"] >= sum(own)
     if "fits in" in now["report"]["why"]:  # any candidate as fast as the choice fitted too: none is better
         for t in now["report"]["tried"]:
             if t["seconds"] <= chosen["seconds"]:

@@ -12,7 +12,7 @@ negative log predictive density of the held-out rows) decides; the chosen config
 those whose refit on every row fits in the time left, is then fitted again on all the training rows
 with the rest of the budget as its limit. The held-out rows are training rows: no test row ever
 reaches the choice. ``fit_report_["budget"]`` lists what was tried, its seconds and validation
-NLPD, the choice and why.
+NLPD, the choice and why, and the seconds spent loading the compiled kernels (``warm-up``).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from .local import NeighbourResidual
 from .report import capped
 from .vish import VISH
 
-__all__ = ["fit_budget"]
+__all__ = ["fit_budget", "warm"]
 
 #: the refit's time as a multiple of the trial's, beyond the rows' ratio (another start, another path)
 SAFETY = 1.1
@@ -46,7 +46,6 @@ QUARTER = 0.25
 FEWEST = 40
 #: the neighbours of the residual correction
 NEIGHBOURS = 32
-
 
 def _kernel(D: int) -> Matern:
     # the standardised rows' norms near 1 after the lift (the frontier's kernel)
@@ -73,11 +72,34 @@ def _points(P: int) -> Callable:
     return build
 
 
+_warmed: list[bool] = []
+
+
+def warm() -> float:
+    """Compile, or load from Numba's disk cache, every kernel :func:`fit_budget`'s candidates
+    use, by fitting each kind once on a few generated rows; once per process (later calls return
+    0). Returns the seconds it took, so that no candidate's trial time holds a compilation (which
+    would mislead the extrapolation of the next size's time)."""
+    if _warmed:
+        return 0.0
+    start = time.perf_counter()
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((48, 3))
+    y = np.sin(X @ np.ones(3))
+    with capped():
+        for build in (_vish(2), _points(8)):
+            model = build(X, y, 5.0, 0)
+            _nlpd(model, X, y)
+            _nlpd(NeighbourResidual(model, 8, subsample=16).fit(X, y, fit_model=False, max_time=5.0), X, y)
+    _warmed.append(True)
+    return time.perf_counter() - start
+
+
 class _Ladder:
     """The candidates of one kind, in growing size, with their times' extrapolation."""
 
-    def __init__(self, kind: str, sizes, build, cost) -> None:
-        self.kind, self.sizes, self.build, self.cost = kind, list(sizes), build, cost
+    def __init__(self, kind: str, sizes, build, cost, anytime: bool = False) -> None:
+        self.kind, self.sizes, self.build, self.cost, self.anytime = kind, list(sizes), build, cost, anytime
         self.times: list[tuple[int, float]] = []
         self.best, self.stale = np.inf, 0
 
@@ -117,7 +139,9 @@ def fit_budget(X: Any, y: Any, seconds: float = 60.0, *, validation: float = 0.1
         Training rows ``(N, D)`` and targets ``(N,)``, standardised (``spherelab.datasets.Standardizer``).
     seconds
         The budget: the fit ends within about 10 % of it (a single candidate larger than the
-        budget is never started; the smallest always is).
+        budget is never started; the smallest always is). The first call in a process first
+        loads the compiled kernels (:func:`warm`: a few seconds, about half a minute on a machine
+        where they were never compiled), inside these seconds; ``spherelab.warmup()`` does it ahead.
     validation
         The fraction of the rows held out to choose (at most 5 000 rows, at least 1).
     seed, progress
@@ -150,13 +174,14 @@ def fit_budget(X: Any, y: Any, seconds: float = 60.0, *, validation: float = 0.1
         model.fit_report_ = report
         return model
     elapsed = lambda: time.perf_counter() - start  # noqa: E731
+    warmup = warm()
     order = np.random.default_rng(seed).permutation(N)
     n_val = int(min(max(round(validation * N), 1), 5_000))
     Xf, yf, Xv, yv = X[order[n_val:]], y[order[n_val:]], X[order[:n_val]], y[order[:n_val]]
     D = X.shape[1]
     ladders = [_Ladder("VISH", range(2, 40), _vish, lambda L: float(cumulative_num_harmonics(L, D + 1))),
                _Ladder("inducing points", [64 * 2 ** k for k in range(12) if 64 * 2 ** k <= max(64, Xf.shape[0] // 4)],
-                       _points, float)]
+                       _points, float, anytime=True)]
     tried: list[dict] = []
     scale = N / Xf.shape[0]  # the refit's rows against a trial's
 
@@ -184,7 +209,9 @@ def fit_budget(X: Any, y: Any, seconds: float = 60.0, *, validation: float = 0.1
             local_time = 0.0
             while True:
                 left = seconds - elapsed()
-                options = sorted((lad.next_time(), i) for i, lad in enumerate(ladders) if lad.next_time() is not None)
+                # an anytime fit (inducing points) stops at its cap whatever its size
+                options = sorted((min(lad.next_time(), QUARTER * seconds) if lad.anytime else lad.next_time(), i)
+                                 for i, lad in enumerate(ladders) if lad.next_time() is not None)
                 feasible = [(t, i) for t, i in options if t + reserve(t) <= left] if tried else options[:1]
                 if not feasible:
                     break
@@ -198,13 +225,16 @@ def fit_budget(X: Any, y: Any, seconds: float = 60.0, *, validation: float = 0.1
                 model, t_fit = attempt(name, lambda: lad.build(size)(Xf, yf, cap, seed), kind=feasible[0][1],
                                        size=size, local=False)
                 lad.times.append((size, t_fit))
-                fits = elapsed() + local_time + reserve(t_fit + local_time) <= seconds
-                if model is not None and fits:
-                    def corrected(model=model):
-                        return NeighbourResidual(model, NEIGHBOURS, seed=seed).fit(Xf, yf, fit_model=False)
+                # the correction's time limit leaves room for its refit and this model's
+                allowance = (seconds - elapsed() - reserve(t_fit)) / (1.0 + SAFETY * scale)
+                if model is not None and allowance > 0.02 * seconds:
+                    def corrected(model=model, limit=min(allowance, QUARTER * seconds)):
+                        return NeighbourResidual(model, NEIGHBOURS, seed=seed).fit(Xf, yf, fit_model=False,
+                                                                                     max_time=limit)
 
                     _, local_time = attempt(name + " + neighbours", corrected, kind=feasible[0][1], size=size,
                                             local=True, before=t_fit)
+                    tried[-1]["local seconds"] = local_time
                 kind = feasible[0][1]
                 lad.scored(min(t["validation nlpd"] for t in tried if t["size"] == size and t["kind"] == kind))
         left = seconds - elapsed()
@@ -216,13 +246,15 @@ def fit_budget(X: Any, y: Any, seconds: float = 60.0, *, validation: float = 0.1
                f"{left:.1f} s left" if fits else "no candidate's refit fits in the time left: the fastest")
         bar.stage = "refit: " + best["model"]
         lad = ladders[best["kind"]]
-        model = lad.build(best["size"])(X, y, max(left / SAFETY - local_time * best["local"], 1e-3), seed)
+        local = SAFETY * scale * best.get("local seconds", 0.0)
+        model = lad.build(best["size"])(X, y, max(left / SAFETY - local, 1e-3), seed)
         if best["local"]:
-            model = NeighbourResidual(model, NEIGHBOURS, seed=seed).fit(X, y, fit_model=False)
+            model = NeighbourResidual(model, NEIGHBOURS, seed=seed).fit(
+                X, y, fit_model=False, max_time=max(seconds - elapsed(), 1e-3) / SAFETY)
     finally:
         bar.close()
     report = dict(getattr(model, "fit_report_", None) or {})
-    report["budget"] = {"seconds": seconds, "elapsed": elapsed(), "validation rows": n_val,
+    report["budget"] = {"seconds": seconds, "elapsed": elapsed(), "warm-up": warmup, "validation rows": n_val,
                         "tried": [{k: t[k] for k in ("model", "seconds", "validation nlpd", "failed") if k in t}
                                   for t in tried],
                         "chosen": best["model"], "why": why}

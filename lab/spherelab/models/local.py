@@ -19,11 +19,14 @@ nearest other rows: a leave-one-out form of Vecchia's likelihood; copies of a ro
 with the same target, would predict it without error and drive the noise to zero, so up to 16 of
 them are passed over, while the same inputs with another target stay: they measure the noise),
 three parameters fitted by Nelder–Mead on their logarithms (no gradient is needed, or written);
-then the noise alone again, on a grid, by the same criterion on up to 10 000 rows.
+then the noise alone again, on a grid, by the same criterion on up to 10 000 rows. With
+``max_time`` the search stops at :data:`SEARCH_SHARE` of it, keeping its best point so far, and
+the noise's rows are as many as the rest of the time allows (at least the search's).
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -31,7 +34,7 @@ from scipy.optimize import minimize
 from scipy.spatial import cKDTree
 
 from .._state import Fields, Saveable
-from .._validation import check_data, check_finite_array, check_int
+from .._validation import check_data, check_finite_array, check_int, check_positive
 from ..distributed import is_dask
 from ..linalg import NumericalFailure
 from ..threads import policy
@@ -44,8 +47,14 @@ __all__ = ["NeighbourResidual"]
 DUPLICATES = 16
 #: rows whose neighbour predictions choose the noise (on a grid, the other parameters held)
 NOISE_ROWS = 10_000
+#: the part of ``max_time`` the Nelder–Mead search may take (the rest: the noise's grid)
+SEARCH_SHARE = 0.7
 #: entries of the (rows, m + 1, m + 1) distances held at once
 _BATCH_ENTRIES = 1 << 22
+
+
+class _OutOfTime(Exception):
+    """The neighbour search's share of ``max_time`` is spent."""
 
 
 def _conditionals(dist: np.ndarray, rho: np.ndarray, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -161,17 +170,20 @@ class NeighbourResidual(Saveable):
 
     # ---- fitting ----------------------------------------------------------------------------
     @entry("fit")
-    def fit(self, X: Any, y: Any, *, fit_model: bool = True) -> "NeighbourResidual":
+    def fit(self, X: Any, y: Any, *, fit_model: bool = True, max_time: float | None = None) -> "NeighbourResidual":
         """Fit the global model on (X, y) (``fit_model=False``: keep it as fitted, on these rows or
-        others), then :math:`(a, \\ell, \\sigma^2)` (module docstring)."""
+        others), then :math:`(a, \\ell, \\sigma^2)` (module docstring), in about ``max_time``
+        seconds when given (the global model's fit not counted)."""
         if is_dask(X) or is_dask(y):
             raise TypeError("NeighbourResidual indexes the training rows in a k-d tree: it needs X and y in memory "
                             "(NumPy arrays)")
         X, y = check_data(X, y)
         if X.shape[0] < 3:
             raise ValueError(f"NeighbourResidual needs at least 3 rows, got {X.shape[0]}")
+        limit = None if max_time is None else check_positive(max_time, "max_time")
         if fit_model:
             self.model.fit(X, y)
+        clock = time.perf_counter()
         self._X, self._y, self.metric = X, y, self._metric_of(X.shape[1])
         tree, rho = self._prepared()
         rng = np.random.default_rng(self.seed)
@@ -193,30 +205,52 @@ class NeighbourResidual(Saveable):
             return total / target.size
 
         v = max(float(np.var(rho)), 1e-12)
+        best = [np.inf, None, 0, np.inf]  # value, point, evaluations, the first value
 
         def objective(log_theta):
+            if limit is not None and best[1] is not None and time.perf_counter() - clock > SEARCH_SHARE * limit:
+                raise _OutOfTime
             theta = np.exp(log_theta)
-            if not np.all(np.isfinite(theta)) or theta[2] < 1e-8 * v:
-                return np.inf
-            return loo(theta, blocks, target)
+            value = np.inf
+            if np.all(np.isfinite(theta)) and theta[2] >= 1e-8 * v:
+                value = loo(theta, blocks, target)
+            best[2] += 1
+            best[3] = value if best[2] == 1 else best[3]
+            if value < best[0] or best[1] is None:
+                best[:2] = value, np.array(log_theta, dtype=np.float64)
+            return value
 
         spread = float(np.median(blocks[0][1][:, 0, 1:])) if blocks else 1.0
         start = np.log([0.5 * v, max(spread, 1e-6), 0.5 * v])
-        res = minimize(objective, start, method="Nelder-Mead", options={"maxfev": 150, "xatol": 1e-3, "fatol": 1e-5})
-        if not np.isfinite(res.fun):
+        searched = time.perf_counter()
+        try:
+            minimize(objective, start, method="Nelder-Mead", options={"maxfev": 150, "xatol": 1e-3, "fatol": 1e-5})
+        except _OutOfTime:  # the best point so far: Nelder-Mead's simplex only ever improves on it
+            pass
+        if not np.isfinite(best[0]):
             raise NumericalFailure("no neighbour GP fitted the residuals: standardise X and y")
-        theta = np.exp(res.x)
+        theta, per_row = np.exp(best[1]), (time.perf_counter() - searched) / max(best[2] * target.size, 1)
         # the noise again, on many more rows: a few rows whose neighbours have the same inputs and
         # another target decide it, and a subsample rarely holds them (a noise near 0 then looks best)
-        more = np.sort(rng.choice(X.shape[0], min(NOISE_ROWS, X.shape[0]), replace=False))
-        wide = [(nb, dist) for _, nb, dist in self._blocks(tree.data[more], tree, exclude_self=True, y_query=y[more])]
         grid = v * np.logspace(-6.0, 0.0, 13)
-        scores = [loo(np.array([theta[0], theta[1], s]), wide, rho[more]) for s in (*grid, theta[2])]
+        rows = min(NOISE_ROWS, X.shape[0])
+        if limit is not None:
+            left = limit - (time.perf_counter() - clock)
+            rows = int(min(rows, max(left / (2.0 * (grid.size + 1) * per_row), target.size)))
+        if rows > target.size:
+            more = np.sort(rng.choice(X.shape[0], rows, replace=False))
+            wide = [(nb, dist) for _, nb, dist in self._blocks(tree.data[more], tree, exclude_self=True,
+                                                                  y_query=y[more])]
+            wide_target = rho[more]
+        else:
+            wide, wide_target = blocks, target
+        scores = [loo(np.array([theta[0], theta[1], s]), wide, wide_target) for s in (*grid, theta[2])]
         theta[2] = (*grid, theta[2])[int(np.argmin(scores))]
         self.theta = theta
-        self.fit_report_ = {"local": {"evaluations": int(res.nfev), "nlpd": float(res.fun),
-                                      "start nlpd": float(objective(start)), "rows": int(target.size),
-                                      "noise rows": int(more.size), "noise nlpd": float(min(scores))}}
+        self.fit_report_ = {"local": {"evaluations": int(best[2]), "nlpd": float(best[0]),
+                                      "start nlpd": float(best[3]),
+                                      "rows": int(target.size), "noise rows": int(wide_target.size),
+                                      "noise nlpd": float(min(scores)), "seconds": time.perf_counter() - clock}}
         return self
 
     # ---- predictions ------------------------------------------------------------------------
