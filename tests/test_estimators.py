@@ -26,7 +26,7 @@ from spherelab.estimators import (  # noqa: E402
 #: checks that compare two fits of one estimator: what fits in a budget depends on the machine's
 #: speed at that moment, so two fits may choose differently
 BUDGET_CHECKS = {name: "two fits in one budget may choose different models (timing)"
-                 for name in ("check_regressor_data_not_an_array", "check_fit_idempotent")}
+                 for name in ("check_regressor_data_not_an_array", "check_fit_idempotent", "check_regressors_int")}
 
 
 @parametrize_with_checks([BudgetRegressor(seconds=1.0),

@@ -16,8 +16,10 @@ inducing variables P where they have any (``--inducing``; default per set):
 * spherelab's collapsed inducing-point model (an SGPR on the sphere's kernel), P inputs started at
   the rows of greedy conditional variance, or at k-means centres (``spherelab.features.kmeans_centres``,
   as the GPflow and GPyTorch peers start theirs);
-* GPflow's SGPR (L-BFGS-B) and SVGP, GPyTorch's SVGP (Adam, batches of 256 and 1 024) and VNNGP
-  (``frontier_peers.py``; skipped where the peers are not installed).
+* :func:`spherelab.fit` given 10, 30 and 60 s: one sample per budget, the model it returns;
+* GPflow's SGPR (L-BFGS-B) and SVGP, GPyTorch's SVGP (Adam, batches of 256 and 1 024), VNNGP and
+  exact GP (a Matérn-3/2 ARD kernel, and an additive one: a Matérn-3/2 per input; on the sets whose
+  N x N matrices fit in memory) (``frontier_peers.py``; skipped where the peers are not installed).
 
 Each fit stops at ``--budget`` seconds. The output: one table per set and split (every sample), then
 "time to reach SGPR's final NLPD" per contender with the spread over splits. No result is asserted.
@@ -143,6 +145,23 @@ def budget_point(data, budget, timeline, seed) -> tuple[list, str]:
                                          f"(M = {model.features.num_features}) + K = {model.num_orthogonal}")
 
 
+#: the budgets :func:`spherelab.fit` is given as a contender (those within ``--budget``)
+FIT_SECONDS = (10.0, 30.0, 60.0)
+
+
+def budget_fits(data, budget, timeline, seed) -> tuple[list, str]:
+    """:func:`spherelab.fit` given each of :data:`FIT_SECONDS`: one sample per budget, the model it
+    returns (its own choice, on its own held-out training rows)."""
+    X, y, Xte, yte = data
+    out, chosen = [], []
+    for seconds in (s for s in FIT_SECONDS if s <= budget):
+        timeline.start()
+        model = sl.fit(X, y, seconds=seconds, seed=seed, progress=False)
+        out.append((timeline.now(), model.predict_y(Xte)))
+        chosen.append(f"{seconds:g} s: {model.fit_report_['budget']['chosen']}")
+    return out, "; ".join(chosen)
+
+
 def points_curve(data, budget, timeline, seed, P, inputs="greedy") -> tuple[list, str]:
     X, y, Xte, yte = data
     timeline.start()
@@ -172,6 +191,9 @@ def contenders(args, name: str):
         "GPyTorch SVGP (256)": lambda d, b, tl, s: peers.gpytorch_svgp(d, P, b, tl, s, 256),
         "GPyTorch SVGP (1024)": lambda d, b, tl, s: peers.gpytorch_svgp(d, P, b, tl, s, 1024),
         "GPyTorch VNNGP": lambda d, b, tl, s: peers.gpytorch_vnngp(d, 256, b, tl, s),
+        "spherelab.fit": lambda d, b, tl, s: budget_fits(d, b, tl, s),
+        "GPyTorch exact GP (Matérn-3/2 ARD)": lambda d, b, tl, s: peers.gpytorch_exact(d, b, tl, s),
+        "GPyTorch exact GP (additive)": lambda d, b, tl, s: peers.gpytorch_exact(d, b, tl, s, additive=True),
     }
 
 
@@ -181,6 +203,7 @@ def warm_up() -> None:
     vish = sl.VISH(_kernel(3), 2, prior="kernel").fit(X, y)
     sl.OrthogonalSVGP.from_vish(vish, 4).fit(X, y, maxiter=3).predict_y(X[:5])
     sl.OrthogonalSVGP(_kernel(3), sl.InducingPoints(X[:5]), 0).fit(X, y, maxiter=3).predict_y(X[:5])
+    sl.warmup()  # and spherelab.fit's candidates
 
 
 def first_reaching(curve: list, target: float) -> float | None:

@@ -126,5 +126,44 @@ def frontier_means(entries: list[dict]) -> str:
     return "\n".join(lines + [""])
 
 
+#: the budgets at which every contender is read: spherelab.fit's, with its stated tolerance (10 %)
+BUDGETS = (10.0, 30.0, 60.0)
+TOLERANCE = 1.1
+
+
+def frontier_at(entries: list[dict]) -> str:
+    """Per set, over the splits where ``spherelab.fit`` ran: each contender's mean test NLPD of the
+    model it holds at 1.1 t for t in :data:`BUDGETS` (its last sample by then, the same rule for
+    every contender), for the contenders run on all of those splits; then the best contender at
+    60 s against spherelab.fit's."""
+    lines = ["##### Every contender at 10, 30 and 60 s", "",
+             "Per set, over the splits where `spherelab.fit` ran: the mean test NLPD of the model each contender "
+             "holds at 1.1 t (its last sample by then; 1.1: the budget's stated tolerance, for every contender "
+             "alike; '-': no sample by then on some split), for the contenders run on all of those splits. "
+             "The last column: the contender's mean at 60 s minus the best contender's there.", "",
+             "| set | splits | contender | " + " | ".join(f"{t:g} s" for t in BUDGETS) + " | behind the best at 60 s |",
+             "| --- | --- | --- |" + " --- |" * (len(BUDGETS) + 1)]
+    for name, splits in frontier_runs(entries).items():
+        with_fit = [s for s in sorted(splits) if "spherelab.fit" in splits[s][1]]
+        if not with_fit:
+            continue
+        labels = [label for label in dict.fromkeys(lab for s in with_fit for lab in splits[s][1])
+                  if all(label in splits[s][1] for s in with_fit)]
+        means: dict[str, list] = {}
+        for label in labels:
+            row = []
+            for t in BUDGETS:
+                held = [next((nlpd for u, nlpd, _ in reversed(splits[s][1][label]) if u <= TOLERANCE * t), None)
+                        for s in with_fit]
+                row.append(None if None in held else statistics.fmean(held))
+            means[label] = row
+        best = min((row[-1] for row in means.values() if row[-1] is not None), default=None)
+        for label, row in sorted(means.items(), key=lambda kv: (kv[1][-1] is None, kv[1][-1] or 0.0)):
+            cells = " | ".join("-" if v is None else f"{v:.4f}" for v in row)
+            gap = "-" if row[-1] is None or best is None else f"{row[-1] - best:.4f}"
+            lines.append(f"| {name} | {', '.join(map(str, with_fit))} | {label} | {cells} | {gap} |")
+    return "\n".join(lines + [""])
+
+
 SUMMARIES["frontier"] = lambda entries: (frontier_spread(entries) + "\n" + frontier_means(entries) + "\n"
-                                         + prior_change(entries))
+                                         + frontier_at(entries) + "\n" + prior_change(entries))

@@ -11,7 +11,7 @@ import spherelab as sl
 from conftest import hvgp_data, sine_data
 from spherelab import kernels as K
 from spherelab.linalg import NumericalFailure
-from spherelab.models import capped
+from spherelab.models import capped, exact
 
 G = sl.likelihoods.Gaussian
 
@@ -135,18 +135,63 @@ def test_exact_gp_fit_is_all_or_nothing(monkeypatch):
     assert _fingerprint(gp, X[:4]) == before and gp._X.shape == (50, 2)
 
 
-def test_a_fit_refuses_a_model_holding_an_attribute_its_table_does_not_declare():
-    """What a failed fit restores is the declared state: an attribute outside the field table (a
-    subclass's, say) is refused before the fit begins, naming it, and the model is untouched."""
+def test_a_user_s_own_attribute_is_kept_and_never_blocks_a_fit():
+    """A user's attribute (a note on the model) neither blocks a fit nor is lost: a failed fit
+    restores it with the rest, a successful one keeps it; the library itself sets only declared
+    fields."""
     X, y = sine_data(40)
     with sl.models.capped():  # a deliberately short fit: its limit is meant
         model = sl.VISH(K.Matern(1.5, 1.0), 3, G(0.1)).fit(X, y, maxiter=5, lift_maxiter=3)
+    assert model.fields.undeclared(model) == []
     before = _fingerprint(model, X[:4])
-    model.my_note = "kept by the user"
-    with pytest.raises(TypeError, match=r"VISH holds attributes its field table does not declare: \['my_note'\]"):
-        model.fit(X[:30], y[:30], maxiter=5)
-    assert _fingerprint(model, X[:4]) == before
-    del model.my_note
-    with sl.models.capped():  # a deliberately short fit: its limit is meant
+    model.my_note = "run 3"
+    bad = y[:30].copy()
+    bad[3] = np.nan
+    with pytest.raises(ValueError, match="y"):
+        model.fit(X[:30], bad, maxiter=5)
+    assert _fingerprint(model, X[:4]) == before and model.my_note == "run 3"
+    with sl.models.capped():
         model.fit(X[:30], y[:30], maxiter=5, lift_maxiter=3)
-    assert model.stats.n == 30
+    assert model.stats.n == 30 and model.my_note == "run 3"
+    assert model.fields.undeclared(model) == ["my_note"]
+
+
+@pytest.mark.parametrize("failure", ["nan", "lengths", "interrupt"])
+def test_a_failed_fit_leaves_an_exact_gp_that_fits_again(monkeypatch, failure):
+    """After any failed fit (bad data, or a Ctrl-C inside the factorisation) the same object
+    fits again, and its report is declared state."""
+    X, y = sine_data(50)
+    gp = sl.models.ExactGP(K.Matern(1.5, 1.0), 0.01).fit(X, y)
+    before = _fingerprint(gp, X[:4])
+    if failure == "nan":
+        bad = y.copy()
+        bad[0] = np.nan
+        with pytest.raises(ValueError, match="y"):
+            gp.fit(X, bad)
+    elif failure == "lengths":
+        with pytest.raises(ValueError, match="rows"):
+            gp.fit(X, y[:-1])
+    else:
+        def interrupted(*args, **kwargs):
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(exact, "cho_solve", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            gp.fit(X[:30], y[:30])
+        monkeypatch.undo()
+    assert _fingerprint(gp, X[:4]) == before and "interrupted" in gp.fit_report_
+    assert gp.fields.undeclared(gp) == []
+    gp.fit(X[:30], y[:30])
+    assert gp._X.shape == (30, 2) and gp.fit_report_["rows"] == 30 and "interrupted" not in gp.fit_report_
+
+
+def test_an_exact_gp_saves_and_loads(tmp_path):
+    X, y = sine_data(40)
+    gp = sl.models.ExactGP(K.Matern(1.5, 1.0), 0.01).fit(X, y)
+    gp.save(tmp_path / "gp.npz")
+    loaded = sl.load(tmp_path / "gp.npz")
+    assert isinstance(loaded, sl.models.ExactGP) and loaded.fit_report_ == gp.fit_report_
+    np.testing.assert_array_equal(loaded.predict_y(X[:5])[0], gp.predict_y(X[:5])[0])
+    unfitted = sl.models.ExactGP(K.Matern(1.5, 1.0), 0.01)
+    unfitted.save(tmp_path / "u.npz")
+    assert sl.load(tmp_path / "u.npz")._X is None

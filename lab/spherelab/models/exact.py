@@ -42,7 +42,7 @@ class ExactGP(Saveable):
     """
 
     #: the training data are always saved: they are the posterior (the factor is computed again)
-    fields = Fields(config=("kernel", "noise=_noise"), fitted=("X=_X", "y=_y"),
+    fields = Fields(config=("kernel", "noise=_noise"), fitted=("X=_X", "y=_y"), report=("fit_report=fit_report_",),
                     cache={"factor=_factor": ("kernel", "noise", "X", "y")})
 
     def __init__(self, kernel: ZonalKernel | Additive, noise: float) -> None:
@@ -50,6 +50,8 @@ class ExactGP(Saveable):
             raise TypeError(f"kernel must be a spherelab kernel (zonal, or kernels.Additive), got {kernel!r}")
         self.kernel = kernel
         self._noise = check_positive(noise, "noise")
+        self._X = self._y = None
+        self.fit_report_: dict | None = None
 
     @property
     def noise(self) -> float:
@@ -87,10 +89,18 @@ class ExactGP(Saveable):
                              "OrthogonalSVGP")
         self._X, self._y = X, y
         self._posterior()  # a failed factorisation fails the fit (and leaves the model as it was)
+        self.fit_report_ = {"rows": int(X.shape[0]), "log marginal likelihood": self._lml()}
         return self
 
+    def save(self, path, *, include_data: bool = True) -> None:
+        """Save to ``path`` (:mod:`spherelab.persistence`): the kernel, the noise and, the
+        posterior being the training rows, always the rows (the factor is computed again on load)."""
+        from ..persistence import save
+
+        save(self, path, include_data=True)
+
     def _fitted(self) -> bool:
-        return getattr(self, "_X", None) is not None
+        return self._X is not None
 
     def _check_fitted(self) -> None:
         if not self._fitted():
@@ -114,6 +124,9 @@ class ExactGP(Saveable):
         r"""The log marginal likelihood :math:`-\tfrac12 y^\top(K + \sigma^2I)^{-1}y
         - \tfrac12\log|K + \sigma^2I| - \tfrac N2\log 2\pi`."""
         self._check_fitted()
+        return self._lml()
+
+    def _lml(self) -> float:
         n = self._y.size
         L, alpha = self._posterior()
         return float(-0.5 * self._y @ alpha - np.log(np.diag(L)).sum() - 0.5 * n * np.log(2 * np.pi))

@@ -163,5 +163,7 @@ def load_exact(cls, s: LoadedState):
         model.fit(X, s.array("y", shape=(n,)))  # the factor is computed again, never read
     elif not s.is_null("y"):
         raise s.fail("y", "null when X is")
+    if s.has("fit_report") and not s.is_null("fit_report"):
+        model.fit_report_ = s.report("fit_report")
     return model
 

@@ -2,10 +2,10 @@ r"""All-or-nothing fits: a fit either completes or leaves the model exactly as i
 
 :func:`transactional` wraps a model's fitting methods. Before the method runs it records the
 attributes of the model and of every part it reaches (kernel, likelihood, features, groups,
-statistics, shared ones included: :class:`~spherelab._state.Saveable` objects) — for a class with
-a field table, its declared fields, and an attribute the table does not declare is refused before
-the fit begins (:class:`~spherelab._state.Fields`) — copying every
-array, list and dict one level down so that in-place changes are undone too. If the method raises
+statistics, shared ones included: :class:`~spherelab._state.Saveable` objects) — its declared
+fields (:class:`~spherelab._state.Fields`) and any attribute a user set of their own (kept, and
+restored like the rest) — copying every array, list and dict one level down so that in-place
+changes are undone too. If the method raises
 anything — ``KeyboardInterrupt``, a failed Dask block, ``NumericalFailure``, ``MemoryError`` —
 every recorded object gets its attributes back (the same objects: a kernel the user holds is
 restored, not replaced), so the model predicts bit for bit as before the fit or stays unfitted;
@@ -37,7 +37,6 @@ from ..concurrency import critical, enter_region, holding, leave_region, reachab
 __all__ = ["transactional", "Snapshot"]
 
 
-
 def _by_reference(obj: Any) -> frozenset:
     fields = getattr(obj, "fields", None)
     if fields is None:
@@ -57,25 +56,13 @@ def _copy(value: Any, depth: int = 0) -> Any:
     return value
 
 
-def _declared(obj: Any) -> Any:
-    """``obj``, once its state is known to be the fields its table declares (a function set on
-    the instance, a wrapped method or a callback, is behaviour: recorded, not refused)."""
-    fields = getattr(obj, "fields", None)
-    extra = [k for k in fields.undeclared(obj) if not callable(vars(obj)[k])] if fields is not None else []
-    if extra:
-        raise TypeError(f"{type(obj).__name__} holds attributes its field table does not declare: {extra}; add "
-                        "them to its `fields` (spherelab._state.Fields) so that a failed fit can restore them")
-    return obj
-
-
 class Snapshot:
-    """The attributes of ``root`` and of every part it reaches, restorable in place: for the
-    classes with a field table (:class:`~spherelab._state.Fields`), exactly the fields it
-    declares (an undeclared attribute is refused before the fit begins)."""
+    """The attributes of ``root`` and of every part it reaches, restorable in place: the fields
+    its table declares (:class:`~spherelab._state.Fields`) and a user's own attributes alike."""
 
     def __init__(self, root: Any) -> None:
         self.states = [(obj, {k: v if k in keep else _copy(v) for k, v in vars(obj).items()})
-                       for obj in map(_declared, reachable(root)) for keep in (_by_reference(obj),)]
+                       for obj in reachable(root) for keep in (_by_reference(obj),)]
 
     @critical
     def restore(self) -> None:
