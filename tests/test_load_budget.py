@@ -173,3 +173,72 @@ def test_the_directory_is_checked_before_anything_is_read(tmp_path, monkeypatch)
     monkeypatch.setenv("SPHERELAB_MAX_MEMORY", "1K")  # the cap applies whatever the file's size
     with pytest.raises(sl.FormatError, match="declare .* uncompressed, more than"):
         sl.load(path)
+
+
+def _with_report(tmp_path, name, report_json: str):
+    """A saved VISH whose __meta__ holds ``report_json`` as its fit report (written as raw text)."""
+    meta, arrays = _entries(_vish(tmp_path))
+    meta["root"]["state"]["fit_report"] = "@REPORT@"
+    text = json.dumps(meta).replace('"@REPORT@"', report_json)
+    arrays = dict(arrays)
+    arrays["__meta__"] = np.frombuffer(text.encode(), dtype=np.uint8)
+    path = tmp_path / name
+    np.savez_compressed(path, **arrays)
+    return path
+
+
+@pytest.mark.parametrize("report, match", [
+    ('{"__list__": [' + ",".join(["0.5"] * 3_000_000) + "]}", "values"),  # millions of floats, a small file
+    ("[" * 3_000 + "]" * 3_000, "values|deeper"),  # deep nesting
+    ('{"__list__": [' + ",".join(["[]"] * 1_500_000) + "]}", "values"),  # millions of empty lists
+    ('{"a": ' * 200 + "1" + "}" * 200, "deeper"),  # deeper than the format ever nests
+])
+def test_metadata_is_bounded_before_it_is_decoded(tmp_path, report, match):
+    path = _with_report(tmp_path, "meta.npz", report)
+    assert path.stat().st_size < 400_000  # a small file...
+    tracemalloc.start()
+    t = time.perf_counter()
+    with pytest.raises(sl.FormatError, match=match) as err:
+        sl.load(path)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    # ...refused without building its objects: the inflated text and its scans, not a gigabyte
+    assert peak < 12 * len(report) + (8 << 20), peak
+    assert "meta.npz" in str(err.value) and time.perf_counter() - t < 30
+
+
+def test_a_string_holding_brackets_and_commas_is_one_value(tmp_path):
+    path = _with_report(tmp_path, "strings.npz", json.dumps({"__dict__": [["note", '[[[[,,,,{{{{\\"' * 1000]]}))
+    assert sl.load(path).fit_report_["note"] == '[[[[,,,,{{{{\\"' * 1000
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "device"])
+def test_only_regular_files_are_opened(tmp_path, kind):
+    import os
+
+    if kind == "fifo":
+        path = tmp_path / "pipe.npz"
+        os.mkfifo(path)  # open() would block until a writer came
+    elif kind == "directory":
+        path = tmp_path / "folder.npz"
+        path.mkdir()
+    else:
+        path = tmp_path / "zero.npz"
+        path.symlink_to("/dev/zero")  # zipfile would read for ever, then fail for memory
+    with pytest.raises(sl.FormatError, match="not a regular file"):
+        sl.load(path)
+
+
+def test_an_encrypted_entry_is_a_format_error(tmp_path):
+    path = _vish(tmp_path)
+    data = bytearray(path.read_bytes())
+    # set the "encrypted" flag bit of every entry's local header and central directory record
+    for sig, offset in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):
+        start = 0
+        while (at := data.find(sig, start)) >= 0:
+            data[at + offset] |= 0x01
+            start = at + 4
+    bad = tmp_path / "encrypted.npz"
+    bad.write_bytes(bytes(data))
+    with pytest.raises(sl.FormatError, match="encrypted.npz"):
+        sl.load(bad)

@@ -206,7 +206,7 @@ CASES = {
     "meta a JSON list": ("vish", lambda m, e: _with_meta(e, "[1, 2]"), "not a spherelab model"),
     "meta as floats": ("vish", lambda m, e: {**e, "__meta__.npy": _npy(np.zeros(4))}, "not a byte string"),
     "meta nested too deep for JSON": ("vish", lambda m, e: _with_meta(e, "[" * 100_000 + "]" * 100_000),
-                                      "__meta__ is not JSON"),
+                                      "__meta__ is nested deeper"),
     "values nested too deep": ("vish", _deep(200), "nested deeper than"),
     "no __meta__": ("vish", lambda m, e: {k: v for k, v in e.items() if k != "__meta__.npy"}, "no __meta__"),
     # the value grammar

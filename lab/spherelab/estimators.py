@@ -22,7 +22,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import kernels as K
 from ._listing import own_names
-from .concurrency import critical, enter_region, leave_region
+from .concurrency import lock_of
 from .features import InducingPoints, greedy_variance, kmeans_centres
 from .likelihoods import Bernoulli, Gaussian
 from .models import VISH, OrthogonalSVGP, fit_budget, fit_hybrid
@@ -39,32 +39,40 @@ def _kernel(kernel: Any):
 
 
 def _all_or_nothing(fit):
-    """An estimator's ``fit`` as one step: the scaling, the feature count and the model are
-    committed together. Everything ``fit`` sets (``X_mean_``, ``n_features_in_``, ``model_``, ...)
-    is put back if it raises anything — an invalid argument, a failed fit, ``MemoryError``,
-    Ctrl-C — so the estimator predicts exactly as before the call."""
+    """An estimator's ``fit`` as one step, seen whole by every thread: the fit runs on a shadow of
+    the estimator, and what it set (``X_mean_``, ``n_features_in_``, ``model_``, ...) replaces
+    the estimator's state at once, under the write side of its lock. If it raises anything — an
+    invalid argument, a failed fit, ``MemoryError``, Ctrl-C — the estimator is untouched (an
+    interrupt that arrives after the one store finds the new state whole); a
+    prediction made meanwhile on another thread (under the read side, :func:`_serving`) sees the
+    estimator before or after the fit, never a mix of the two."""
 
     @functools.wraps(fit)
     def run(self, X, y):
-        before = dict(vars(self))
-        try:
-            return fit(self, X, y)
-        except BaseException:
-            _put_back(self, before)
-            raise
+        lock = lock_of(self)  # the estimator's own: the shadow gets none
+        shadow = object.__new__(type(self))
+        shadow.__dict__.update({k: v for k, v in vars(self).items() if k != _LOCK})
+        fit(shadow, X, y)
+        state = {**vars(shadow), _LOCK: lock}
+        with lock.write():
+            self.__dict__ = state  # one store: the old state or the new, whatever interrupts
+        return self
 
     return run
 
 
-@critical
-def _put_back(estimator, attributes: dict) -> None:
-    enter_region()  # a Ctrl-C meanwhile is raised once the estimator is whole
-    try:
-        current = vars(estimator)
-        current.clear()
-        current.update(attributes)
-    finally:
-        leave_region()
+_LOCK = "_parameter_lock"
+
+
+def _serving(method):
+    """A prediction under the read side of the estimator's lock: one fit's state throughout."""
+
+    @functools.wraps(method)
+    def run(self, *args, **kwargs):
+        with lock_of(self).read():
+            return method(self, *args, **kwargs)
+
+    return run
 
 
 class _Standardised(BaseEstimator):
@@ -101,6 +109,7 @@ class _Regressor(RegressorMixin, _Standardised):
             self.y_mean_, self.y_scale_ = 0.0, 1.0
         return (y - self.y_mean_) / self.y_scale_
 
+    @_serving
     def predict(self, X, return_std: bool = False):
         """Predictive mean of y ``(N,)`` (and its standard deviation, noise included, with
         ``return_std``), in the targets' units."""
@@ -372,12 +381,14 @@ class VISHClassifier(ClassifierMixin, _Standardised):
                                     iterations=self.iterations, lr=self.lr, seed=int(self.random_state or 0))
         return self
 
+    @_serving
     def predict_proba(self, X):
         """``(N, 2)``: the predictive probabilities of ``classes_[0]`` and ``classes_[1]``."""
         X = self._inputs(X)
         p1 = np.clip(self.model_.predict_y(X)[0], 0.0, 1.0)
         return np.column_stack([1.0 - p1, p1])
 
+    @_serving
     def predict(self, X):
         """The more probable class of each row."""
         upper = self.predict_proba(X)[:, 1] > 0.5

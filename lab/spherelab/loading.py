@@ -10,6 +10,10 @@ decoder that rebuilds objects of the registry from them.
   against it before anything is read, every array's header (dtype, shape) before its data, each
   class's expected shape before the array is inflated, and an array entry may be used once only
   (a file cannot name one small entry a thousand times);
+* the metadata: the JSON document is scanned before it is decoded — its nesting depth, its count of
+  values (at most :data:`_MAX_VALUES`) and the memory its Python objects would take (about
+  :data:`_BYTES_PER_VALUE` bytes a value, spent from the same budget as the arrays) — so a small
+  file of many tiny values cannot cost a gigabyte of objects;
 * work: a refactorisation a load performs (an exact GP's Cholesky of its :math:`N` rows,
   :math:`N^3/3` flops) at most :math:`\max(2\cdot10^{10},\ 1000\,B^2)` flops: a file of 15 000
   identical rows (2 KB) cannot buy a 15 000² factorisation, while genuine data, whose rows carry
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import re
 import zipfile
 import zlib
 from typing import Any
@@ -28,13 +33,43 @@ import numpy as np
 
 from ._state import FormatError, LoadedState, PendingArray, Saveable
 
-__all__ = ["LoadBudget", "Archive", "Decoder", "registered"]
+__all__ = ["LoadBudget", "Archive", "Decoder", "registered", "check_json"]
 
 _SCALARS = (bool, int, float, str, type(None))
 _MAX_ENTRIES = 100_000
 _MAX_DEPTH = 64
 _MIN_BYTES, _BYTES_PER_BYTE = 256 << 20, 64
 _MIN_FLOPS, _FLOPS_PER_BYTE2 = 2e10, 1000.0
+#: the most values (numbers, strings, lists, objects) a model file's JSON may hold
+_MAX_VALUES = 1_000_000
+#: a decoded JSON value's memory at most: the object and its slot in its container (a float: 24 +
+#: 8; an empty list 56 + 8; a one-entry dict's share of its table included)
+_BYTES_PER_VALUE = 240
+#: JSON nesting: every level of the format (an object's state, a list) takes two
+_MAX_JSON_DEPTH = 2 * _MAX_DEPTH + 4
+_STRINGS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_BRACKETS = re.compile(rb"[^\[\]{}]")
+_PAIRS = re.compile(rb"\[\]|\{\}")
+
+
+def check_json(raw: bytes, budget: "LoadBudget", what: str) -> None:
+    """Refuse, before decoding, a JSON document ``raw`` whose decoding would cost more than a load
+    may: more than :data:`_MAX_VALUES` values, nested deeper than :data:`_MAX_JSON_DEPTH`, or
+    objects beyond the load's budget of bytes (spent here). Strings are set aside first, so that
+    brackets and commas inside them do not count."""
+    bare = _STRINGS.sub(b'""', raw)
+    values = bare.count(b",") + bare.count(b"[") + bare.count(b"{") + 1
+    if values > _MAX_VALUES:
+        raise FormatError(f"{budget.name}: {what} holds about {values:,} values (at most {_MAX_VALUES:,}): "
+                          "not a model file's metadata")
+    budget.spend_bytes(_BYTES_PER_VALUE * values + 2 * (len(raw) - len(bare)), f"decoding {what}")
+    brackets = _NOT_BRACKETS.sub(b"", bare)
+    for _ in range(_MAX_JSON_DEPTH):  # each pass takes away the innermost level
+        inner = _PAIRS.sub(b"", brackets)
+        if not inner or inner == brackets:  # all matched, or unmatched ones left (the decoder says so)
+            return
+        brackets = inner
+    raise FormatError(f"{budget.name}: {what} is nested deeper than {_MAX_JSON_DEPTH} levels")
 
 
 class LoadBudget:
@@ -132,7 +167,8 @@ class Archive:
                     raise FormatError(f"{where}: {len(data)} bytes of data, {nbytes} declared")
         except FormatError:
             raise
-        except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, NotImplementedError) as err:
+        except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, NotImplementedError, RuntimeError) as err:
+            # (RuntimeError: zipfile's word for an encrypted entry)
             raise FormatError(f"{where} is unreadable: {type(err).__name__}: {err}") from None
         return np.frombuffer(data, dtype=dtype).reshape(shape, order="F" if fortran else "C").copy()
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import tempfile
 import zipfile
 from typing import Any
@@ -52,6 +53,12 @@ FORMAT = "spherelab-model"
 FORMAT_VERSION = 2
 _SCALARS = (bool, int, float, str, type(None))
 _MAX_META = 64 << 20  # bytes of JSON
+
+
+def _file_kind(mode: int) -> str:
+    kinds = ((stat.S_ISDIR, "directory"), (stat.S_ISFIFO, "FIFO"), (stat.S_ISCHR, "character device"),
+             (stat.S_ISBLK, "block device"), (stat.S_ISSOCK, "socket"))
+    return next((word for test, word in kinds if test(mode)), "special file")
 
 #: the models (what :func:`load` returns unless asked for a part)
 MODELS = ("VISH", "OrthogonalSVGP", "ActivatedSVGP", "HarmonicSVGP", "ExactGP", "NeighbourResidual")
@@ -209,7 +216,7 @@ def load(path: str | os.PathLike, *, device: str = "cpu", kind: type | None = No
         size may (:mod:`spherelab.loading`): the message names the file, the entry and what was
         expected.
     """
-    from .loading import Archive, Decoder, LoadBudget
+    from .loading import Archive, Decoder, LoadBudget, check_json
 
     if kind is None:
         kinds = tuple(_registered(n) for n in MODELS)
@@ -220,10 +227,16 @@ def load(path: str | os.PathLike, *, device: str = "cpu", kind: type | None = No
                             f"{kind!r}")
     name = repr(os.fspath(path))
     try:
-        size = os.stat(path).st_size
-        zf = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as err:
+        info = os.stat(path)
+    except (OSError, ValueError) as err:
         raise FormatError(f"{name} is not a spherelab model file: {type(err).__name__}: {err}") from None
+    if not stat.S_ISREG(info.st_mode):  # a FIFO would block in open(), a device never end
+        raise FormatError(f"{name} is not a regular file (a {_file_kind(info.st_mode)}): a model file is one")
+    try:
+        zf = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError, RuntimeError, NotImplementedError) as err:
+        raise FormatError(f"{name} is not a spherelab model file: {type(err).__name__}: {err}") from None
+    size = info.st_size
     with zf:
         archive = Archive(zf, name, LoadBudget(size, name))
         if "__meta__" not in archive.infos:
@@ -231,6 +244,7 @@ def load(path: str | os.PathLike, *, device: str = "cpu", kind: type | None = No
         raw = archive.read("__meta__", limit=_MAX_META)
         if raw.dtype != np.uint8 or raw.ndim != 1:
             raise FormatError(f"{name}: __meta__ is not a byte string")
+        check_json(raw.tobytes(), archive.budget, "__meta__")
         try:
             meta = json.loads(raw.tobytes().decode("utf-8"))
         except (UnicodeDecodeError, ValueError, RecursionError) as err:
