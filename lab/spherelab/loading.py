@@ -167,8 +167,8 @@ class Archive:
                     raise FormatError(f"{where}: {len(data)} bytes of data, {nbytes} declared")
         except FormatError:
             raise
-        except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, NotImplementedError, RuntimeError) as err:
-            # (RuntimeError: zipfile's word for an encrypted entry)
+        except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, NotImplementedError,
+                RuntimeError) as err:  # (RuntimeError: zipfile's word for an encrypted entry)
             raise FormatError(f"{where} is unreadable: {type(err).__name__}: {err}") from None
         return np.frombuffer(data, dtype=dtype).reshape(shape, order="F" if fortran else "C").copy()
 
