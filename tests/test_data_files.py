@@ -17,7 +17,7 @@ import spherelab as sl
 HEADER = "a,b,c,d,e,f,y"
 
 
-def _yacht(root, rows=12, table=None, train=None, test=None):
+def _yacht(root, rows=308, table=None, train=None, test=None):  # yacht's 308 rows: a known set's size is checked
     folder = root / "yacht"
     (folder / "original").mkdir(parents=True, exist_ok=True)
     if table is None:
@@ -45,8 +45,8 @@ def test_a_valid_folder_loads(mine):
     ("a missing column", {"table": "1,2,3,4,5,6\n" * 12}, "expected rows of 7 numbers|not a table"),
     ("text", {"table": "1,2,3,4,5,6,seven\n" * 12}, "not a table of numbers"),
     ("no rows", {"table": ""}, "expected rows of 7 numbers"),
-    ("a negative index", {"train": "0\n-1\n2\n"}, "outside the table's 12 rows"),
-    ("an index past the end", {"test": "8\n12\n"}, "outside the table's 12 rows, e.g. 12"),
+    ("a negative index", {"train": "0\n-1\n2\n"}, "outside the table's 308 rows"),
+    ("an index past the end", {"test": "8\n308\n"}, "outside the table's 308 rows, e.g. 308"),
     ("an empty split", {"train": ""}, "non-empty list"),
     ("a fractional index", {"train": "0\n1.5\n"}, "an integer"),
     ("a repeated index", {"train": "0\n1\n1\n"}, "1 repeated index"),
@@ -68,7 +68,7 @@ def test_the_header_must_name_the_columns(mine):
 
 def test_banana_labels_must_be_zero_or_one(mine):
     (mine / "banana").mkdir()
-    (mine / "banana" / "banana.csv").write_text("x1,x2,y\n0.1,0.2,1\n0.3,0.4,2\n")
+    (mine / "banana" / "banana.csv").write_text("x1,x2,y\n" + "0.1,0.2,1\n" * 399 + "0.3,0.4,2\n")
     with pytest.raises(sl.FormatError, match="labels must be 0 or 1"):
         sl.datasets.load_banana()
 
@@ -97,7 +97,7 @@ def test_a_fifo_or_a_device_is_refused_at_once(mine):
     csv.unlink()
     if os.path.exists("/dev/zero"):
         csv.symlink_to("/dev/zero")
-        with pytest.raises(sl.FormatError, match="found a device"):
+        with pytest.raises(sl.FormatError, match="found a device|writable by others"):
             _within(10, lambda: sl.datasets.load_uci("yacht", 0))
 
 
@@ -148,3 +148,44 @@ def test_the_shared_sets_pass_every_check():
         assert Xtr.shape[0] + Xte.shape[0] == sl.datasets.UCI_SHAPES[name][0]
     X, y = sl.datasets.load_banana(data_dir_=shared)
     assert set(np.unique(y)) == {0.0, 1.0}
+
+
+def test_a_known_set_must_have_its_rows(mine):
+    _yacht(mine, rows=3, train="0\n1\n", test="2\n")
+    with pytest.raises(sl.FormatError, match="3 rows, but this data set has 308"):
+        sl.datasets.load_uci("yacht", 0)
+    with pytest.raises(sl.FormatError, match="3 rows"):
+        sl.datasets.load("yacht", 0)  # not "real", and no stand-in either: the file is named
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid"), reason="no file owners here")
+@pytest.mark.parametrize("which", ["yacht", "yacht/yacht.csv", "yacht/original", "yacht/original/index_test_0.txt"])
+def test_every_folder_and_file_on_the_way_is_trusted(mine, which):
+    _yacht(mine)
+    target = mine / which
+    mode = target.stat().st_mode & 0o777
+    target.chmod(0o777 if target.is_dir() else 0o666)  # anyone may change it
+    try:
+        with pytest.raises(sl.FormatError, match="writable by others") as err:
+            sl.datasets.load_uci("yacht", 0)
+        assert str(target) in str(err.value)
+    finally:
+        target.chmod(mode)
+    assert sl.datasets.load_uci("yacht", 0)[0].shape == (8, 6)
+
+
+def test_an_error_never_echoes_the_file_s_bytes(mine):
+    _yacht(mine)
+    secret = mine / "secret.txt"
+    secret.write_text("TOKEN=abc123,PASSWORD=hunter2\n" * 3)
+    csv = mine / "yacht" / "yacht.csv"
+    csv.unlink()
+    csv.symlink_to(secret)
+    with pytest.raises(sl.FormatError) as err:
+        sl.datasets.load_uci("yacht", 0)
+    assert "hunter2" not in str(err.value) and "TOKEN" not in str(err.value)
+    csv.unlink()
+    csv.write_text(HEADER + "\n" + "1,2,3,4,5,6,hunter2\n" * 308)
+    with pytest.raises(sl.FormatError, match="not a table of numbers") as err:
+        sl.datasets.load_uci("yacht", 0)
+    assert "hunter2" not in str(err.value)

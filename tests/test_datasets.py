@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import spherelab as sl
@@ -93,10 +95,10 @@ def test_search_path_order_env_then_beside_the_repository_then_user_dir(monkeypa
     assert SHARED.resolve() in [p.resolve() for p in path[1:-1]]  # imported from the clone
     # a set in $SPHERELAB_DATA wins over the shared one
     (tmp_path / "mine" / "snelson").mkdir(parents=True)
-    (tmp_path / "mine" / "snelson" / "snelson.csv").write_text("x,y\n1.0,2.0\n3.0,4.0\n")
+    (tmp_path / "mine" / "snelson" / "snelson.csv").write_text("x,y\n" + "1.0,2.0\n" * 200)
     assert sl.datasets.find_dataset("snelson") == tmp_path / "mine"
     (X, y), label = sl.datasets.load("snelson")
-    assert label == "snelson, real" and X.shape == (2, 1)
+    assert label == "snelson, real" and X.shape == (200, 1)
 
 
 @pytest.mark.skipif(not (SHARED / "yacht" / "yacht.csv").exists(), reason="../shared/data not present")
@@ -110,11 +112,24 @@ def test_load_finds_the_shared_data_without_any_setting(monkeypatch):
 def test_load_falls_back_to_a_stand_in_of_the_same_shape_and_says_so(monkeypatch, tmp_path):
     monkeypatch.setattr(sl.datasets.loaders, "find_dataset", lambda name: None)
     monkeypatch.setenv("SPHERELAB_DATA", str(tmp_path))
-    (Xtr, ytr, Xte, yte), label = sl.datasets.load("yacht", 0)
+    with pytest.warns(sl.datasets.StandInWarning, match=f"no yacht data in .*{tmp_path}.*stand-in"):
+        (Xtr, ytr, Xte, yte), label = sl.datasets.load("yacht", 0)
     assert label == "yacht, stand-in"
     assert Xtr.shape == (277, 6) and Xte.shape == (31, 6)
-    (X, y), label = sl.datasets.load("banana")
+    with pytest.warns(sl.datasets.StandInWarning, match="no banana data"):
+        (X, y), label = sl.datasets.load("banana")
     assert label == "banana, stand-in" and X.shape == (400, 2)
+    with pytest.raises(ValueError, match="split"):  # a stand-in has the real set's splits only
+        sl.datasets.load("yacht", 10**6)
+    with pytest.raises(ValueError, match="split"):
+        sl.datasets.load("protein", 5)  # protein has five
+    with pytest.raises(ValueError, match="a string"):
+        sl.datasets.load(["energy"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # quiet, for a caller that shows the label
+        assert sl.datasets.load("yacht", 0, stand_in="allow")[1] == "yacht, stand-in"
+    with pytest.raises(FileNotFoundError, match="yacht"):
+        sl.datasets.load("yacht", 0, stand_in="refuse")
     with pytest.raises(FileNotFoundError, match="yacht/yacht.csv not found in"):
         sl.datasets.load_uci("yacht")
     with pytest.raises(ValueError, match="name"):

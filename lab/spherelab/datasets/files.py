@@ -61,13 +61,14 @@ def read_table(path: Path, columns: int) -> np.ndarray:
     header = text.split("\n", 1)[0]
     named = len(header.split(","))
     if named != columns:
-        raise FormatError(f"{path}: its header names {named} columns, expected {columns}: {header[:80]!r}")
+        raise FormatError(f"{path}: its header names {named} columns, expected {columns}")
     if not text.split("\n", 1)[1:] or not text.split("\n", 1)[1].strip():
         raise FormatError(f"{path}: expected rows of {columns} numbers after the header, got none")
     try:
         table = np.loadtxt(io.StringIO(text), delimiter=",", skiprows=1, ndmin=2)
-    except ValueError as err:
-        raise FormatError(f"{path}: not a table of numbers: {err}") from None
+    except ValueError:  # (NumPy's message quotes the file's text: not repeated)
+        raise FormatError(f"{path}: not a table of numbers (a comma-separated row of {columns} numbers per "
+                          "line after the header)") from None
     if table.shape[0] == 0 or table.shape[1] != columns:
         raise FormatError(f"{path}: expected rows of {columns} numbers, got a table of shape {table.shape}")
     finite = np.isfinite(table)
@@ -85,8 +86,8 @@ def read_split(path: Path, rows: int) -> np.ndarray:
         raise FormatError(f"{path}: expected a non-empty list of row indices, got an empty file")
     try:
         index = np.loadtxt(io.StringIO(text), dtype=np.int64, ndmin=1)
-    except ValueError as err:
-        raise FormatError(f"{path}: expected one row index (an integer) per line: {err}") from None
+    except ValueError:  # (NumPy's message quotes the file's text: not repeated)
+        raise FormatError(f"{path}: expected one row index (an integer) per line") from None
     if index.ndim != 1 or index.size == 0:
         raise FormatError(f"{path}: expected a non-empty list of row indices, got shape {index.shape}")
     bad = (index < 0) | (index >= rows)

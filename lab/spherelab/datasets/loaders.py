@@ -11,8 +11,13 @@ from .._state import FormatError
 from .._validation import check_int
 from .files import read_split, read_table
 
-__all__ = ["UCI_SETS", "UCI_SHAPES", "data_dir", "search_path", "find_dataset", "load_uci", "load_snelson",
-           "load_banana", "load"]
+__all__ = ["UCI_SETS", "UCI_SHAPES", "UCI_SPLITS", "StandInWarning", "data_dir", "search_path", "find_dataset",
+           "load_uci", "load_snelson", "load_banana", "load"]
+
+
+class StandInWarning(UserWarning):
+    """:func:`load` found no real data set of that name and returned a generated stand-in (the
+    warning names the folders searched)."""
 
 UCI_SETS = {
     # name: folder in the original repository
@@ -56,25 +61,50 @@ def _beside_repository() -> Path | None:
     return package.parent.parent.parent / "shared" / "data"
 
 
-def _trusted(folder: Path) -> bool:
-    """Whether ``folder`` (found, not chosen by the user) may be read: owned by this user or root,
-    and writable by nobody else (else a warning names it, once)."""
+def _untrusted(path: Path) -> str | None:
+    """Why ``path`` may not be read (None: it may): it must be owned by this user or root and
+    writable by nobody else (group members may write only what is this user's own)."""
     import os
     import stat
-    import warnings
 
     try:
-        st = os.stat(folder)
+        st = os.stat(path)
     except OSError:
-        return True  # absent: nothing will be read from it
-    owner_ok = st.st_uid in (0, os.getuid()) if hasattr(os, "getuid") else True
-    if owner_ok and not st.st_mode & (stat.S_IWOTH | (stat.S_IWGRP if st.st_uid != os.getuid() else 0)):
+        return None  # absent: nothing will be read from it
+    if not hasattr(os, "getuid"):
+        return None
+    if st.st_uid not in (0, os.getuid()):
+        return f"it is owned by uid {st.st_uid}"
+    if st.st_mode & (stat.S_IWOTH | (stat.S_IWGRP if st.st_uid != os.getuid() else 0)):
+        return f"it is writable by others (mode {stat.S_IMODE(st.st_mode):o})"
+    return None
+
+
+def _check_trusted(root: Path, *below: str) -> None:
+    """Every folder and file from ``root`` down to ``root/below...``, each checked as
+    :func:`_untrusted` says: anyone able to change one could change the data read."""
+    path = root
+    for part in ("", *below):
+        path = path / part if part else path
+        why = _untrusted(path)
+        if why is not None:
+            raise FormatError(f"not reading {path}: {why}, so anyone could change the data read from it; "
+                              "make it yours and writable only by you, or set SPHERELAB_DATA to a folder of "
+                              "your own")
+
+
+def _trusted(folder: Path) -> bool:
+    """Whether ``folder`` (found, not chosen by the user) may be read (:func:`_untrusted`; else a
+    warning names it, once)."""
+    import warnings
+
+    why = _untrusted(folder)
+    if why is None:
         return True
     if str(folder) not in _WARNED:
         _WARNED.add(str(folder))
-        warnings.warn(f"spherelab.datasets: not reading {folder}: it is owned by uid {st.st_uid} or writable by "
-                      "others, so anyone could change the data found there; set SPHERELAB_DATA to a folder of "
-                      "your own", RuntimeWarning, stacklevel=3)
+        warnings.warn(f"spherelab.datasets: not reading {folder}: {why}, so anyone could change the data found "
+                      "there; set SPHERELAB_DATA to a folder of your own", RuntimeWarning, stacklevel=3)
     return False
 
 
@@ -166,11 +196,14 @@ def load_uci(
                 f"them (or set SPHERELAB_DATA), or call load_uci({name!r}, download=True) when online"
             )
         _download_uci(name, folder)
-    table = read_table(csv, UCI_SHAPES[name][1] + 1)
+    _check_trusted(root, name, f"{name}.csv")
+    table = _known_rows(read_table(csv, UCI_SHAPES[name][1] + 1), UCI_SHAPES[name][0], csv)
     tr_file = folder / "original" / f"index_train_{split}.txt"
     te_file = folder / "original" / f"index_test_{split}.txt"
     if not os.path.lexists(tr_file):
         raise ValueError(f"split {split} does not exist for {name} (no {tr_file.name})")
+    _check_trusted(root, name, "original", tr_file.name)
+    _check_trusted(root, name, "original", te_file.name)
     tr, te = read_split(tr_file, table.shape[0]), read_split(te_file, table.shape[0])
     common = np.intersect1d(tr, te)
     if common.size:
@@ -217,7 +250,20 @@ def _gpflow_table(name: str, data_dir_: Any, download: bool, commit: str, files:
                 cols.append(np.loadtxt(resp, delimiter=delimiter, ndmin=2))
         csv.parent.mkdir(parents=True, exist_ok=True)
         np.savetxt(csv, np.column_stack(cols), delimiter=",", header=header, comments="", fmt="%.17g")
-    return read_table(csv, len(header.split(",")))
+    _check_trusted(csv.parent.parent, name, csv.name)
+    return _known_rows(read_table(csv, len(header.split(","))), KNOWN_ROWS[name], csv)
+
+
+#: the rows of the sets that are not UCI's (shared/data/PROVENANCE.md)
+KNOWN_ROWS = {"snelson": 200, "banana": 400}
+
+
+def _known_rows(table: np.ndarray, rows: int, path: Path) -> np.ndarray:
+    """``table`` when it has the known set's ``rows``: a file of another length is not that set."""
+    if table.shape[0] != rows:
+        raise FormatError(f"{path}: {table.shape[0]:,} rows, but this data set has {rows:,}: the file is not the "
+                          "set it is named after (shared/data/PROVENANCE.md lists each set's origin)")
+    return table
 
 
 def load_snelson(*, data_dir_: Any = None, download: bool = False) -> tuple[np.ndarray, np.ndarray]:
@@ -248,12 +294,14 @@ def load_banana(*, data_dir_: Any = None, download: bool = False) -> tuple[np.nd
     return table[:, :2], table[:, 2]
 
 
-# rows and inputs of each UCI set (shared/data/PROVENANCE.md), for the stand-ins
+# rows and inputs of each UCI set (shared/data/PROVENANCE.md): a file of another shape is refused
 UCI_SHAPES = {"yacht": (308, 6), "energy": (768, 8), "concrete": (1030, 8), "kin8nm": (8192, 8),
               "power": (9568, 4), "naval": (11934, 16), "protein": (45730, 9), "wine_red": (1599, 11)}
+#: the standard splits of each UCI set (protein has five)
+UCI_SPLITS = {**dict.fromkeys(UCI_SETS, 20), "protein": 5}
 
 
-def load(name: str, split: int = 0, *, seed: Any = 0) -> tuple[tuple[np.ndarray, ...], str]:
+def load(name: str, split: int = 0, *, seed: Any = 0, stand_in: str = "warn") -> tuple[tuple[np.ndarray, ...], str]:
     """The real data set ``name`` from the first folder of :func:`search_path` holding it, else a
     generated stand-in of the same shape, with a label for titles and tables.
 
@@ -265,6 +313,10 @@ def load(name: str, split: int = 0, *, seed: Any = 0) -> tuple[tuple[np.ndarray,
         The standard split of a UCI set (ignored otherwise).
     seed
         The stand-in's seed.
+    stand_in
+        Without the real set: ``"warn"`` returns the stand-in with a :class:`StandInWarning` naming
+        the folders searched, ``"allow"`` returns it quietly (for a caller that shows the label),
+        ``"refuse"`` raises the loader's ``FileNotFoundError``.
 
     Returns
     -------
@@ -273,20 +325,34 @@ def load(name: str, split: int = 0, *, seed: Any = 0) -> tuple[tuple[np.ndarray,
         the label says which: ``"yacht, real, split 0"``, ``"snelson, real"`` or
         ``"yacht, stand-in"``.
     """
+    import warnings
+
     from .._validation import check_seed
     from .generators import banana_like, snelson_like, uci_like
 
     seed = check_seed(seed)
+    if not isinstance(name, str) or name not in ("snelson", "banana", *UCI_SETS):
+        raise ValueError(f"name must be 'snelson', 'banana' or one of {sorted(UCI_SETS)} (a string), got {name!r}")
+    if stand_in not in ("warn", "allow", "refuse"):
+        raise ValueError(f"stand_in must be 'warn', 'allow' or 'refuse', got {stand_in!r}")
+
+    def substitute(missing: FileNotFoundError, make):
+        if stand_in == "refuse":
+            raise missing
+        if stand_in == "warn":
+            warnings.warn(f"spherelab.datasets.load: no {name} data in {', '.join(str(p) for p in search_path())}: "
+                          f"returning a generated stand-in of its shape (its label says so); put {name}/{name}.csv "
+                          "in one of these folders or set SPHERELAB_DATA", StandInWarning, stacklevel=3)
+        return make(seed=seed), f"{name}, stand-in"
+
     if name in ("snelson", "banana"):
-        loader, stand_in = (load_snelson, snelson_like) if name == "snelson" else (load_banana, banana_like)
+        loader, generate = (load_snelson, snelson_like) if name == "snelson" else (load_banana, banana_like)
         try:
             return loader(), f"{name}, real"
-        except FileNotFoundError:
-            return stand_in(seed=seed), f"{name}, stand-in"
-    if name not in UCI_SETS:
-        raise ValueError(f"name must be 'snelson', 'banana' or one of {sorted(UCI_SETS)}, got {name!r}")
-    split = check_int(split, "split", minimum=0)
+        except FileNotFoundError as missing:
+            return substitute(missing, generate)
+    split = check_int(split, "split", minimum=0, maximum=UCI_SPLITS[name] - 1)
     try:
         return load_uci(name, split), f"{name}, real, split {split}"
-    except FileNotFoundError:
-        return uci_like(name, seed=seed), f"{name}, stand-in"
+    except FileNotFoundError as missing:
+        return substitute(missing, lambda seed: uci_like(name, seed=seed))
