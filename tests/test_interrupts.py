@@ -319,3 +319,74 @@ def test_a_fork_started_pool_during_a_fit_returns(monkeypatch):
         _GLOBAL.clear()
     for g in got:
         assert np.array_equal(g, before)
+
+
+def _raise_at(k: int, scenario, error) -> tuple[bool, int]:
+    """Run ``scenario`` raising ``error`` at the ``k``-th line of the lock's own code
+    (spherelab/concurrency.py), as an exception from an allocation would: whether it was raised,
+    and the lines seen. Not at a line marked "(cannot fail" (it runs no instruction that can
+    raise), nor at a ``with`` line reached again (the statement's exit: Python calls ``__exit__``
+    whatever the body raised; the trace alone could skip it)."""
+    import linecache
+
+    seen, fired, visited = [0], [False], set()
+
+    def local(frame, event, arg):
+        text = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
+        here = (id(frame), frame.f_lineno)
+        again = text.strip().startswith("with ") and here in visited
+        visited.add(here)
+        if event == "line" and "(cannot fail" not in text and not again:
+            seen[0] += 1
+            if seen[0] - 1 == k:  # once
+                fired[0] = True
+                raise error
+        return local
+
+    def calls(frame, event, arg):
+        if os.path.realpath(frame.f_code.co_filename) not in OURS:
+            return None
+        visited.difference_update({v for v in visited if v[0] == id(frame)})  # a new frame, maybe at an old address
+        return local
+
+    sys.settrace(calls)
+    try:
+        scenario()
+    except type(error):
+        pass
+    finally:
+        sys.settrace(None)
+    return fired[0], seen[0]
+
+
+@pytest.mark.parametrize("error", [MemoryError("injected"), KeyboardInterrupt()])
+@pytest.mark.parametrize("how", ["read", "write", "read in read", "bare lock"])
+def test_an_exception_of_any_kind_anywhere_in_the_lock_leaves_nothing_held(how, error):
+    """Not only a Ctrl-C (held back by the critical regions): an exception raised at any line of
+    taking or giving back the locks — a MemoryError between taking a lock and counting it — leaves
+    every lock free and no region open."""
+    model, X, _ = _fitted()
+    parts = concurrency.reachable(model)
+    bare = ParameterLock()
+
+    def scenario():
+        if how == "bare lock":
+            with bare.write():
+                with bare.read():
+                    pass
+        elif how == "read in read":
+            with concurrency.holding(model):
+                with concurrency.holding(model):
+                    pass
+        else:
+            with concurrency.holding(model, write=how == "write"):
+                pass
+
+    total = _raise_at(-1, scenario, error)[1]
+    assert 10 < total < 2000, total
+    for k in range(total):
+        fired, _ = _raise_at(k, scenario, error)
+        assert fired, k
+        assert _all_free(parts) and bare.free(), f"a lock left held by the {type(error).__name__} at line {k}"
+        assert not concurrency._region.depth and not concurrency._region.pending, k
+    _usable(model, X[:4])

@@ -85,7 +85,7 @@ def _on_sigint(signum, frame) -> None:
 def _install_handler() -> None:
     """On the main thread, put :func:`_on_sigint` in place of Python's default SIGINT handler."""
     if threading.get_ident() == _main[0] and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-        try:
+        try:  # (cannot fail: a no-op)
             signal.signal(signal.SIGINT, _on_sigint)
         except (ValueError, OSError):  # not the main interpreter
             pass
@@ -102,7 +102,7 @@ def enter_region() -> None:
 @critical
 def leave_region() -> None:
     """Close it; the outermost raises the Ctrl-C held back inside it, if any."""
-    _region.depth -= 1
+    _region.depth -= 1  # (cannot fail: an int on this thread's record)
     if _region.pending and not _region.depth:
         _region.pending = False
         raise KeyboardInterrupt
@@ -125,7 +125,7 @@ class ParameterLock:
         self._readers: dict[int, int] = {}
         self._writer: int | None = None
         self._depth = 0
-        self._waiting = 0
+        self._waiting: set[int] = set()  # the threads waiting for the write side
         _LOCKS.add(self)
 
     def read(self) -> "_Held":
@@ -157,16 +157,28 @@ class ParameterLock:
             if me in self._readers:
                 raise RuntimeError("a model's parameters were changed inside a prediction on the same thread "
                                    "(spherelab.concurrency): change them before or after predicting")
-            self._waiting += 1
-            try:
+            self._waiting.add(me)
+            try:  # (cannot fail: a no-op)
                 while self._writer is not None or self._readers:
                     self._wait()
-            except BaseException:
-                self._cond.notify_all()  # readers queued behind this writer may go
-                raise
+                self._writer, self._depth = me, 1
             finally:
-                self._waiting -= 1
-            self._writer, self._depth = me, 1
+                self._waiting.discard(me)
+                self._cond.notify_all()  # readers queued behind this writer may go, if it gave up
+
+    def holds(self, write: bool) -> int:
+        """This thread's holds of one side (its count: the lock is re-entrant)."""
+        me = threading.get_ident()
+        if write:
+            return self._depth if self._writer == me else 0
+        return self._readers.get(me, 0)
+
+    def abandon(self) -> None:
+        """Forget this thread's wait for the write side (after an exception cut it short): readers
+        queued behind it may go. Harmless when it was not waiting."""
+        with self._cond:
+            self._waiting.discard(threading.get_ident())
+            self._cond.notify_all()
 
     def _wait(self) -> None:
         if threading.get_ident() != _main[0]:
@@ -182,9 +194,9 @@ class ParameterLock:
         me = threading.get_ident()
         with self._cond:
             if write:
-                self._depth -= 1
-                if not self._depth:
-                    self._writer = None
+                depth = self._depth - 1
+                self._writer, self._depth = (self._writer, depth) if depth else (None, 0)  # one line: one step
+                if not depth:
                     self._cond.notify_all()
                 return
             left = self._readers[me] - 1
@@ -201,54 +213,68 @@ class ParameterLock:
         self._readers = {k: v for k, v in self._readers.items() if k == me}
         if self._writer != me:
             self._writer, self._depth = None, 0
-        self._waiting = 0
+        self._waiting = set()
 
 
 class _Held:
     """The held sides of a list of locks, taken in order and given back in reverse: a context
-    manager whose ``__enter__`` either returns with every lock taken or raises with none."""
+    manager whose ``__enter__`` either returns with every lock taken or raises with none.
 
-    __slots__ = ("locks", "write", "taken")
+    What it holds is read from the locks themselves — each lock's holds by this thread, against
+    their count before it took them (``before``) — not kept in a tally beside them, so an exception
+    of any kind at any point (a Ctrl-C, a ``MemoryError`` between taking a lock and counting it)
+    leaves nothing taken: the clean-up gives back exactly what is above ``before``, and running it
+    twice is harmless."""
+
+    __slots__ = ("locks", "write", "before")
 
     def __init__(self, locks: list, write: bool) -> None:
-        self.locks, self.write, self.taken = locks, write, 0
+        self.locks, self.write, self.before = locks, write, None
 
     @critical
     def __enter__(self) -> None:
         _region.depth += 1
-        try:
+        try:  # (cannot fail: a no-op)
             _install_handler()
+            self.before = [lock.holds(self.write) for lock in self.locks]  # one store: nothing taken yet
             for lock in self.locks:
                 lock.acquire(self.write)
-                self.taken += 1
+            if _region.pending and _region.depth == 1:  # a Ctrl-C while taking them: nothing stays taken
+                raise KeyboardInterrupt
+            _region.depth -= 1  # (cannot fail: an int) the last statement: nothing after it can fail
         except BaseException:
-            self._give_back()
-            _region.depth -= 1
+            self._give_back(failed=True)
+            _region.depth -= 1  # (cannot fail: an int on this thread's record)
             if _region.pending and not _region.depth:  # held back meanwhile: it outranks the failure
                 _region.pending = False
                 raise KeyboardInterrupt from None
             raise
-        if _region.pending and _region.depth == 1:  # a Ctrl-C while taking them: nothing stays taken
-            self._give_back()
-            _region.pending, _region.depth = False, 0
-            raise KeyboardInterrupt
-        _region.depth -= 1
 
     @critical
     def __exit__(self, *exc) -> None:
-        _region.depth += 1
-        try:
+        _region.depth += 1  # (cannot fail: a small int on this thread's record; a Ctrl-C is held back)
+        try:  # (cannot fail: a no-op)
             self._give_back()
+        except BaseException:  # not a Ctrl-C (held back): a MemoryError, say, half-way through
+            self._give_back(failed=True)  # the locks' own counts say what is left
+            raise
         finally:
-            _region.depth -= 1
+            _region.depth -= 1  # (cannot fail: an int on this thread's record)
         if _region.pending and not _region.depth:
             _region.pending = False
             raise KeyboardInterrupt
 
-    def _give_back(self) -> None:
-        while self.taken:
-            self.locks[self.taken - 1].release(self.write)
-            self.taken -= 1
+    def _give_back(self, failed: bool = False) -> None:
+        """Give back, in reverse order, every hold above ``before`` (none before it was recorded);
+        after a failure also any wait for a write side that the failure cut short."""
+        if failed:
+            for lock in self.locks:
+                lock.abandon()
+        if self.before is None:
+            return
+        for lock, count in zip(reversed(self.locks), reversed(self.before)):
+            while lock.holds(self.write) > count:
+                lock.release(self.write)
 
 
 _CREATE = threading.Lock()
@@ -340,8 +366,9 @@ class holding:  # noqa: N801 - used as a function: ``with holding(model):``
 
     @critical
     def __enter__(self) -> None:
+        held = None
         _region.depth += 1
-        try:
+        try:  # (cannot fail: a no-op)
             while self.held is None:
                 parts = sorted((o for o in reachable(self.root) if o is not self.root), key=id)
                 held = _Held([lock_of(self.root)] + [lock_of(p) for p in parts], self.write)
@@ -350,24 +377,29 @@ class holding:  # noqa: N801 - used as a function: ``with holding(model):``
                     self.held = held
                 else:
                     held.__exit__(None, None, None)
+            if _region.pending and _region.depth == 1:  # a Ctrl-C while taking them: nothing stays taken
+                raise KeyboardInterrupt
+            _region.depth -= 1  # (cannot fail: an int) the last statement: nothing after it can fail
         except BaseException:
-            _region.depth -= 1
+            if held is not None:  # taken, or partly: the locks' own counts say what to give back
+                held._give_back(failed=True)
+            self.held = None
+            _region.depth -= 1  # (cannot fail: an int on this thread's record)
             if _region.pending and not _region.depth:
                 _region.pending = False
                 raise KeyboardInterrupt from None
             raise
-        if _region.pending and _region.depth == 1:
-            self.held.__exit__(None, None, None)  # gives every lock back (the region still open)
-            self.held = None
-            _region.pending, _region.depth = False, 0
-            raise KeyboardInterrupt
-        _region.depth -= 1
 
     @critical
     def __exit__(self, *exc) -> None:
-        # no region of its own: its entry is critical, and nothing before the call can take a signal
-        held, self.held = self.held, None
-        held.__exit__(*exc)
+        try:  # (cannot fail: a no-op)
+            self.held.__exit__(*exc)
+        except BaseException:
+            if self.held is not None:
+                self.held._give_back(failed=True)  # harmless when __exit__ finished
+            raise
+        finally:
+            self.held = None
 
 
 def reading(method: Callable) -> Callable:

@@ -98,8 +98,8 @@ def warm() -> float:
 class _Ladder:
     """The candidates of one kind, in growing size, with their times' extrapolation."""
 
-    def __init__(self, kind: str, sizes, build, cost, anytime: bool = False) -> None:
-        self.kind, self.sizes, self.build, self.cost, self.anytime = kind, list(sizes), build, cost, anytime
+    def __init__(self, kind: str, sizes, build, cost) -> None:
+        self.kind, self.sizes, self.build, self.cost = kind, list(sizes), build, cost
         self.times: list[tuple[int, float]] = []
         self.best, self.stale = np.inf, 0
 
@@ -181,7 +181,7 @@ def fit_budget(X: Any, y: Any, seconds: float = 60.0, *, validation: float = 0.1
     D = X.shape[1]
     ladders = [_Ladder("VISH", range(2, 40), _vish, lambda L: float(cumulative_num_harmonics(L, D + 1))),
                _Ladder("inducing points", [64 * 2 ** k for k in range(12) if 64 * 2 ** k <= max(64, Xf.shape[0] // 4)],
-                       _points, float, anytime=True)]
+                       _points, float)]
     tried: list[dict] = []
     scale = N / Xf.shape[0]  # the refit's rows against a trial's
 
@@ -209,9 +209,7 @@ def fit_budget(X: Any, y: Any, seconds: float = 60.0, *, validation: float = 0.1
             local_time = 0.0
             while True:
                 left = seconds - elapsed()
-                # an anytime fit (inducing points) stops at its cap whatever its size
-                options = sorted((min(lad.next_time(), QUARTER * seconds) if lad.anytime else lad.next_time(), i)
-                                 for i, lad in enumerate(ladders) if lad.next_time() is not None)
+                options = sorted((lad.next_time(), i) for i, lad in enumerate(ladders) if lad.next_time() is not None)
                 feasible = [(t, i) for t, i in options if t + reserve(t) <= left] if tried else options[:1]
                 if not feasible:
                     break
