@@ -232,3 +232,30 @@ def test_predictions_during_refits_see_the_old_or_the_new_estimator():
     for mean, sd in seen:
         assert any(np.allclose(mean, m, rtol=1e-12, atol=0) and np.allclose(sd, s, rtol=1e-12, atol=0)
                    for m, s in answers)
+
+
+@pytest.mark.parametrize("make, name", [
+    (lambda v: sl.estimators.InducingPointRegressor(num_inducing=v, maxiter=3), "num_inducing"),
+    (lambda v: sl.estimators.OrthogonalRegressor(num_inducing=v, num_orthogonal=3, maxiter=3), "num_inducing"),
+    (lambda v: sl.estimators.OrthogonalRegressor(num_inducing=3, num_orthogonal=v, maxiter=3), "num_orthogonal"),
+    (lambda v: sl.estimators.VISHRegressor(max_degree=2, maxiter=3, random_state=v), "random_state"),
+])
+@pytest.mark.parametrize("value", [0, -5, "8", 2.7])
+def test_an_estimators_counts_are_checked_not_coerced(make, name, value):
+    if name == "random_state" and value == 0:
+        return  # a valid seed
+    rng = np.random.default_rng(0)
+    X, y = rng.uniform(-1, 1, (30, 2)), rng.standard_normal(30)
+    with pytest.raises((TypeError, ValueError), match=name):
+        make(value).fit(X, y)
+
+
+def test_huge_values_are_standardised_without_overflow():
+    rng = np.random.default_rng(0)
+    X, y = rng.uniform(-1, 1, (60, 2)), rng.standard_normal(60)
+    with sl.models.capped():
+        plain = sl.estimators.VISHRegressor(max_degree=2, maxiter=5).fit(X, y)
+        huge = sl.estimators.VISHRegressor(max_degree=2, maxiter=5).fit(X * 1e200, y * 1e200)
+    mean, sd = huge.predict(X[:5] * 1e200, return_std=True)
+    assert np.all(np.isfinite(mean)) and np.all(np.isfinite(sd))
+    np.testing.assert_allclose(mean / 1e200, plain.predict(X[:5]), rtol=1e-6, atol=1e-8)

@@ -22,6 +22,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import kernels as K
 from ._listing import own_names
+from ._validation import check_int
 from .concurrency import lock_of
 from .features import InducingPoints, greedy_variance, kmeans_centres
 from .likelihoods import Bernoulli, Gaussian
@@ -30,6 +31,21 @@ from .models import VISH, OrthogonalSVGP, fit_budget, fit_hybrid
 __all__ = ["BudgetRegressor", "VISHRegressor", "InducingPointRegressor", "HybridRegressor", "VISHClassifier",
            "OrthogonalRegressor"]
 __dir__ = own_names(__name__)  # dir() and tab completion: the names above, not the imports
+
+
+def _seed(random_state: Any) -> int:
+    """``random_state`` as a seed: None is 0, else an integer >= 0 (a ``RandomState`` is not
+    taken: the models draw from their own generators, seeded)."""
+    return 0 if random_state is None else check_int(random_state, "random_state", minimum=0)
+
+
+def _scale(A: np.ndarray, axis=None) -> tuple[Any, Any]:
+    """Mean and standard deviation of ``A`` computed without overflow: ``A`` divided by its
+    largest magnitude first (values near 1e200 square to infinity)."""
+    big = np.max(np.abs(A), axis=axis)
+    big = np.where(big > 0, big, 1.0)
+    unit = A / big
+    return big * unit.mean(axis=axis), big * unit.std(axis=axis)
 
 
 def _kernel(kernel: Any):
@@ -82,8 +98,7 @@ class _Standardised(BaseEstimator):
         # two rows at least: one cannot separate signal from noise (the fit would end on the noise floor)
         X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=kwargs.pop("y_numeric", True),
                              ensure_min_samples=2, **kwargs)
-        self.X_mean_ = X.mean(axis=0)
-        scale = X.std(axis=0)
+        self.X_mean_, scale = _scale(X, axis=0)
         self.X_scale_ = np.where(scale > 0, scale, 1.0)
         return (X - self.X_mean_) / self.X_scale_, y
 
@@ -102,8 +117,8 @@ class _Regressor(RegressorMixin, _Standardised):
     def _fit_targets(self, y):
         y = np.asarray(y, dtype=np.float64)
         if self.normalize_y:
-            self.y_mean_ = float(y.mean())
-            sd = float(y.std())
+            mean, sd = _scale(y)
+            self.y_mean_, sd = float(mean), float(sd)
             self.y_scale_ = sd if sd > 0 else 1.0
         else:
             self.y_mean_, self.y_scale_ = 0.0, 1.0
@@ -152,7 +167,7 @@ class BudgetRegressor(_Regressor):
         """Fit on ``X`` ``(N, D)`` and ``y`` ``(N,)``; returns ``self``."""
         X, y = self._fit_inputs(X, y)
         self.model_ = fit_budget(X, self._fit_targets(y), self.seconds, validation=self.validation,
-                                 seed=int(self.random_state or 0), progress=self.progress)
+                                 seed=_seed(self.random_state), progress=self.progress)
         self.choice_ = self.model_.fit_report_["budget"]["chosen"]
         return self
 
@@ -202,7 +217,7 @@ class VISHRegressor(_Regressor):
         X, y = self._fit_inputs(X, y)
         model = VISH(_kernel(self.kernel), self.max_degree, Gaussian(self.noise), prior=self.prior)
         self.model_ = model.fit(X, self._fit_targets(y), maxiter=self.maxiter, lift_subsample=self.lift_subsample,
-                                seed=int(self.random_state or 0), max_time=self.max_time)
+                                seed=_seed(self.random_state), max_time=self.max_time)
         return self
 
 
@@ -252,15 +267,15 @@ class InducingPointRegressor(_Regressor):
                   else _kernel(self.kernel))
         if self.inputs not in ("kmeans", "greedy"):
             raise ValueError(f"inputs must be 'kmeans' or 'greedy', got {self.inputs!r}")
-        seed = int(self.random_state or 0)
+        seed = _seed(self.random_state)
         rng = np.random.default_rng(seed)
         candidates = X if X.shape[0] <= 20_000 else X[rng.choice(X.shape[0], 20_000, replace=False)]
-        P = max(1, min(int(self.num_inducing), candidates.shape[0]))
+        P = min(check_int(self.num_inducing, "num_inducing", minimum=1), candidates.shape[0])
         Z = (kmeans_centres(candidates, P, seed=seed) if self.inputs == "kmeans"
              else candidates[greedy_variance(kernel, candidates, P)])
         model = OrthogonalSVGP(kernel, InducingPoints(Z), 0, Gaussian(self.noise))
         self.model_ = model.fit(X, self._fit_targets(y), maxiter=self.maxiter, max_time=self.max_time,
-                                seed=int(self.random_state or 0))
+                                seed=_seed(self.random_state))
         return self
 
 
@@ -304,7 +319,7 @@ class HybridRegressor(_Regressor):
         self.model_ = fit_hybrid(_kernel(self.kernel), X, self._fit_targets(y), degree=self.degree,
                                  num_orthogonal=self.num_orthogonal, time_budget=self.time_budget,
                                  likelihood=Gaussian(self.noise), maxiter=self.maxiter,
-                                 seed=int(self.random_state or 0))
+                                 seed=_seed(self.random_state))
         self.degree_ = self.model_.features.max_degree
         self.num_orthogonal_ = self.model_.num_orthogonal
         return self
@@ -340,14 +355,15 @@ class OrthogonalRegressor(_Regressor):
         X, y = self._fit_inputs(X, y)
         if self.inputs not in ("kmeans", "random"):
             raise ValueError(f"inputs must be 'kmeans' or 'random', got {self.inputs!r}")
-        seed = int(self.random_state or 0)
-        m = max(1, min(int(self.num_inducing), X.shape[0]))
+        seed = _seed(self.random_state)
+        m = min(check_int(self.num_inducing, "num_inducing", minimum=1), X.shape[0])
         if self.inputs == "kmeans":
             Z, orthogonal = kmeans_centres(X, m, seed=seed), "greedy"
         else:
             Z, orthogonal = X[np.random.default_rng(seed).choice(X.shape[0], m, replace=False)] + 1e-3, "random"
-        model = OrthogonalSVGP(_kernel(self.kernel), InducingPoints(Z), max(1, int(self.num_orthogonal)),
-                               Gaussian(self.noise), orthogonal_inputs=orthogonal)
+        orthogonal_count = check_int(self.num_orthogonal, "num_orthogonal", minimum=1)
+        model = OrthogonalSVGP(_kernel(self.kernel), InducingPoints(Z), orthogonal_count, Gaussian(self.noise),
+                               orthogonal_inputs=orthogonal)
         self.model_ = model.fit(X, self._fit_targets(y), maxiter=self.maxiter, seed=seed, max_time=self.max_time)
         return self
 
@@ -378,7 +394,7 @@ class VISHClassifier(ClassifierMixin, _Standardised):
                              f"({self.classes_[:5]}); use sklearn.multiclass.OneVsRestClassifier(VISHClassifier())")
         model = VISH(_kernel(self.kernel), self.max_degree, Bernoulli(), prior=self.prior)
         self.model_ = model.fit_svi(X, labels.astype(np.float64), batch_size=self.batch_size,
-                                    iterations=self.iterations, lr=self.lr, seed=int(self.random_state or 0))
+                                    iterations=self.iterations, lr=self.lr, seed=_seed(self.random_state))
         return self
 
     @_serving
