@@ -259,3 +259,13 @@ def test_huge_values_are_standardised_without_overflow():
     mean, sd = huge.predict(X[:5] * 1e200, return_std=True)
     assert np.all(np.isfinite(mean)) and np.all(np.isfinite(sd))
     np.testing.assert_allclose(mean / 1e200, plain.predict(X[:5]), rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("value", [0, -3, "8", 2.5])
+def test_vish_chunk_size_is_checked_when_assigned(value):
+    model = sl.VISH(K.Matern(1.5, 1.0), 2)
+    with pytest.raises((TypeError, ValueError), match="chunk_size"):
+        model.chunk_size = value
+    assert model.chunk_size is None
+    model.chunk_size = 64
+    assert model.chunk_size == 64

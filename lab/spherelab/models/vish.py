@@ -110,8 +110,8 @@ class VISH(Model):
     """
 
     fields = Model.fields + Fields(
-        config=("kernel", "max_degree", "likelihood", "chunk_size", "given_features=_given_features", "prior",
-                "gram_dtype"),
+        config=("kernel", "max_degree", "likelihood", "chunk_size=_chunk_size", "given_features=_given_features",
+                "prior", "gram_dtype"),
         fitted=("features", "stats", "q_mu", "q_sqrt", "passes"),
         transient=("lift_result",),
         cache={"posterior=_posterior": ("kernel", "likelihood", "stats", "features", "q_mu", "q_sqrt")})
@@ -139,7 +139,7 @@ class VISH(Model):
                          "lower max_degree")
         self._set_likelihood(likelihood)
         self._set_device(device)
-        self.chunk_size = None if chunk_size is None else check_int(chunk_size, "chunk_size", minimum=1)
+        self.chunk_size = chunk_size
         if prior not in ("kernel", "features"):
             raise ValueError(f"prior must be 'kernel' or 'features', got {prior!r}")
         self.prior = prior
@@ -194,6 +194,15 @@ class VISH(Model):
     # ---- the collapsed bound: vish_collapsed.bound and .statistics, as methods --------------
     _bound = vish_collapsed.bound
     _statistics = vish_collapsed.statistics
+
+    @property
+    def chunk_size(self) -> int | None:
+        """Rows per chunk of the host's passes (None: chosen from M); validated when assigned."""
+        return self._chunk_size
+
+    @chunk_size.setter
+    def chunk_size(self, value: Any) -> None:
+        self._chunk_size = None if value is None else check_int(value, "chunk_size", minimum=1)
 
     def _rows(self) -> int:
         """Rows per chunk of the host's passes (the lift stage, predictions): ``chunk_size``, else
