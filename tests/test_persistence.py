@@ -147,3 +147,52 @@ def test_a_fresh_process_predicts_identically(tmp_path):
     out = tmp_path / "pred.npy"
     subprocess.run([sys.executable, "-c", code, str(path), str(out), str(tmp_path / "Xs.npy")], check=True, timeout=240)
     assert np.array_equal(np.load(out), np.stack(model.predict_f(X[:20])))
+
+
+def test_a_folder_that_cannot_be_written_names_the_target(tmp_path):
+    model = sl.VISH(sl.kernels.Matern(1.5, 1.0), 2)
+    target = tmp_path / "missing" / "model.npz"
+    with pytest.raises(OSError, match="cannot save .*model.npz: its folder .*missing") as err:
+        sl.save(model, target)
+    assert ".tmp" not in str(err.value)
+
+
+def test_a_save_interrupted_at_any_line_leaves_no_temporary_file(tmp_path):
+    """A Ctrl-C at every line of writing the file: the target is the old file or the new one,
+    whole, and no temporary file stays beside it."""
+    import os
+    import sys
+
+    from spherelab import persistence
+
+    X, y = np.linspace(-1, 1, 20)[:, None], np.sin(np.linspace(-1, 1, 20))
+    model = sl.models.ExactGP(sl.kernels.Matern(1.5, 1.0), 0.1).fit(X, y)
+    target = tmp_path / "m.npz"
+    code = persistence._write_atomically.__code__
+
+    def run(k):
+        seen = [0]
+
+        def local(frame, event, arg):
+            if event == "line":
+                seen[0] += 1
+                if seen[0] - 1 == k:
+                    raise KeyboardInterrupt
+            return local
+
+        sys.settrace(lambda frame, event, arg: local if frame.f_code is code else None)
+        try:
+            sl.save(model, target)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            sys.settrace(None)
+        return seen[0]
+
+    lines = run(-1)
+    assert lines > 5
+    for k in range(lines):
+        run(k)
+        assert sorted(os.listdir(tmp_path)) in ([], ["m.npz"]), k
+        if target.exists():
+            np.testing.assert_array_equal(sl.load(target).predict_y(X[:3])[0], model.predict_y(X[:3])[0])

@@ -36,8 +36,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import stat
-import tempfile
 import zipfile
 from typing import Any
 
@@ -134,19 +134,25 @@ class _Encoder:
 
 
 def _write_atomically(target: str, arrays: dict) -> None:
-    """The archive to a temporary file beside ``target``, flushed and synced, renamed over it."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=os.path.dirname(target))
+    """The archive to a temporary file beside ``target``, flushed and synced, renamed over it.
+    The temporary file's name is chosen before it exists, so whatever interrupts the save — at
+    any point, before or after the file is created — the clean-up knows what to remove."""
+    folder = os.path.dirname(target)
+    tmp = os.path.join(folder, f".{os.path.basename(target)}.{secrets.token_hex(6)}.tmp")
     try:
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        except OSError as err:  # named by the target, not by a temporary name the user never chose
+            raise type(err)(err.errno, f"cannot save {target}: its folder {folder} cannot be written to "
+                                       f"({err.strerror})") from None
         with os.fdopen(fd, "wb") as fh:
             np.savez_compressed(fh, **arrays)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, target)
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         raise
 
 
