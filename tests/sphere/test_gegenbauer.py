@@ -210,3 +210,13 @@ def test_zonal_series_vjp_is_the_coefficient_gradient_of_the_series(dim, L, rng)
     assert check.ok, str(check)
     with pytest.raises(ValueError, match="weights must have the shape of t"):
         sl.zonal_series_vjp(w[:, :3], dim, t, L)
+
+
+@pytest.mark.parametrize("call, words", [
+    (lambda: sl.gegenbauer(5, 1.0, 1e300), "C_n\\^alpha\\(t\\) overflow"),
+    (lambda: sl.normalized_gegenbauer_table(4, 1.0, [1e300]), "\\|t\\| up to 1e\\+300"),
+    (lambda: sl.gegenbauer_table(400, 500.0, [0.3]), "C_n\\^alpha\\(1\\) for n <= 400, alpha = 500.0"),
+])
+def test_a_value_beyond_float64_is_an_error_not_an_inf(call, words):
+    with pytest.raises(OverflowError, match=words):
+        call()

@@ -60,6 +60,15 @@ def _check_alpha(alpha: Any) -> float:
         raise ValueError(f"alpha must be a finite number >= 0 (alpha = (d - 2)/2 for d >= 2), got {alpha!r}") from None
 
 
+def _finite(values: np.ndarray, what: str, hint: str) -> np.ndarray:
+    """``values`` when every one is finite; else an ``OverflowError`` saying what overflowed (a
+    polynomial of degree n grows like :math:`|2t|^n` off [-1, 1], and :math:`C_n^\alpha(1)` like
+    :math:`n^{2\alpha - 1}`) instead of an inf or NaN among the results."""
+    if not np.all(np.isfinite(values)):
+        raise OverflowError(f"{what} overflow float64 (beyond 1.8e308): {hint}")
+    return values
+
+
 def _flat_t(t: Any) -> tuple[np.ndarray, tuple[int, ...]]:
     arr = check_finite_array(t, "t")
     return np.ascontiguousarray(arr.reshape(-1)), arr.shape
@@ -96,7 +105,11 @@ def normalized_gegenbauer_table(max_degree: int, alpha: float, t: Any, *, ops: O
     a = _check_alpha(alpha)
     flat, shape = _flat_t(t)
     L = _table_degree(max_degree, flat.shape[0])
-    return as_operations(ops).gegenbauer_table(L, a, flat).reshape(shape + (L + 1,))
+    table = as_operations(ops).gegenbauer_table(L, a, flat)
+    if flat.size and float(np.max(np.abs(flat))) > 1.0:  # (bounded by 1 on [-1, 1]: nothing to check there)
+        table = _finite(table, f"P_n^alpha(t) for n <= {L} at |t| up to {float(np.max(np.abs(flat))):.3g}",
+                        "a polynomial of degree n grows like |2t|^n off [-1, 1]; keep t on the sphere's [-1, 1]")
+    return table.reshape(shape + (L + 1,))
 
 
 def normalized_gegenbauer_derivative_table(max_degree: int, alpha: float, t: Any, *,
@@ -123,7 +136,12 @@ def gegenbauer_table(max_degree: int, alpha: float, t: Any, *, ops: Operations |
     :math:`P_n^0 = T_n` and :math:`Z_\ell = 2T_\ell`.
     """
     table = normalized_gegenbauer_table(max_degree, alpha, t, ops=ops)
-    return table * _gegenbauer_at_one(table.shape[-1] - 1, _check_alpha(alpha))
+    at_one = _finite(_gegenbauer_at_one(table.shape[-1] - 1, _check_alpha(alpha)),
+                     f"C_n^alpha(1) for n <= {table.shape[-1] - 1}, alpha = {alpha}",
+                     "use normalized_gegenbauer_table (P_n = C_n / C_n(1), bounded by 1 on [-1, 1])")
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _finite(table * at_one, f"C_n^alpha(t) for n <= {table.shape[-1] - 1}, alpha = {alpha}",
+                       "use normalized_gegenbauer_table (P_n = C_n / C_n(1), bounded by 1 on [-1, 1])")
 
 
 def _gegenbauer_at_one(max_degree: int, alpha: float) -> np.ndarray:
@@ -178,7 +196,8 @@ def gegenbauer(n: Any, alpha: Any, t: Any) -> np.ndarray:
     out = np.empty(flat_n.shape[0])
     with np.errstate(over="ignore", invalid="ignore"):
         elementwise_kernel(flat_n, flat_a, np.ascontiguousarray(t_b.reshape(-1)), out)
-    out = out.reshape(shape)
+    out = _finite(out.reshape(shape), "C_n^alpha(t)", "its magnitude grows like |2t|^n off [-1, 1] and like "
+                  "n^(2 alpha - 1) at t = 1; use normalized_gegenbauer_table for large n and alpha on [-1, 1]")
     return float(out) if out.ndim == 0 else out
 
 
