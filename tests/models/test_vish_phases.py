@@ -198,8 +198,16 @@ def test_statistics_without_a_subset_are_the_other_rows_statistics(rng):
     assert other.n == rest.n and np.isclose(other.yy, rest.yy, rtol=1e-13)
     assert np.allclose(other.G, rest.G, rtol=0, atol=1e-12 * np.abs(whole.G).max())
     assert np.allclose(other.c, rest.c, rtol=0, atol=1e-12 * np.abs(whole.c).max())
-    with pytest.raises(ValueError, match="strict subset"):
+    with pytest.raises(ValueError, match="strict, non-empty subset"):
         some.without(whole)
+    # rows that are not among these (other targets, other inputs): not a subset, refused
+    alien = harmonic_statistics(kernel, F, 3.0 * X[part], 10.0 * y[part])
+    with pytest.raises(ValueError, match="not a subset.*yy"):
+        whole.without(alien)
+    empty = sl.bounds.Statistics(some.G * 0, some.c * 0, 0.0, 0.0, 1)
+    empty.n = 0
+    with pytest.raises(ValueError, match="non-empty"):
+        whole.without(empty)
 
 
 def test_trained_directions_leave_the_spectrum_and_noise_to_the_rows_they_did_not_see(rng):

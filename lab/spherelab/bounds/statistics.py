@@ -59,8 +59,21 @@ class Statistics(Saveable):
     def without(self, part: "Statistics") -> "Statistics":
         """The statistics of these rows less a subset ``part`` of them (the rows held out from a
         fit's subsample): a difference of sums, accurate while ``part`` is at most about half."""
-        if part.n >= self.n:
-            raise ValueError(f"part must be a strict subset of the rows ({part.n} of {self.n} given)")
+        if not isinstance(part, Statistics):
+            raise TypeError(f"part must be Statistics, got {type(part).__name__}")
+        if not 1 <= part.n < self.n:
+            raise ValueError(f"part must be a strict, non-empty subset of the rows ({part.n} of {self.n} given)")
+        if part.G.shape != self.G.shape:
+            raise ValueError(f"part must have statistics of the same features: G of shape {self.G.shape}, "
+                             f"got {part.G.shape}")
+        # each sum of squares over a subset is at most the whole's, up to the sums' rounding (n terms)
+        eps = self.n * np.finfo(np.float64).eps
+        over = [name for name, whole, sub in (("diag(G)", np.diag(self.G), np.diag(part.G)), ("yy", self.yy, part.yy),
+                                              ("sum_diag", self.sum_diag, part.sum_diag))
+                if np.any(np.asarray(sub) > np.asarray(whole) + eps * (np.abs(whole) + np.abs(sub)) + self.rounding)]
+        if over:
+            raise ValueError(f"part is not a subset of these rows: its {', '.join(over)} exceed(s) the whole's "
+                             "(sums of squares over a subset cannot)")
         return Statistics(self.G - part.G, self.c - part.c, max(self.yy - part.yy, 0.0),
                           self.sum_diag - part.sum_diag, self.n - part.n, rounding=max(self.rounding, part.rounding))
 
