@@ -189,6 +189,8 @@ class VISH(Model):
             feats = HarmonicFeatures(self.max_degree)
         feats.initialise(X.shape[1] + 1, None)
         feats.bind(self.kernel)
+        M = feats.num_features  # G, its factor and the spectrum's work: about four M x M arrays
+        check_allocation(32.0 * M * M, f"VISH's statistics of {M:,} features", "lower max_degree")
         self.features = feats
 
     # ---- the collapsed bound: vish_collapsed.bound and .statistics, as methods --------------
