@@ -305,5 +305,5 @@ def test_a_trace_term_float64_cannot_resolve_is_refused_not_returned():
 
 def test_features_beyond_memory_are_refused_with_an_estimate():
     X = np.random.default_rng(0).normal(size=(50, 3))
-    with pytest.raises(MemoryError, match=r"VISH's statistics of 2,727,101 features would need about .* GiB.*max_degree"):
+    with pytest.raises(MemoryError, match=r"VISH's statistics of 2,727,101 features would need .* GiB.*max_degree"):
         sl.VISH(K.Matern(1.5), 200).fit(X, X[:, 0])
