@@ -247,3 +247,14 @@ def test_bad_input_errors(rng):
         model.elbo()
     with pytest.raises(RuntimeError, match="fit"):
         HarmonicSVGP(K.Matern(2.5), Reflection(2), 3).predict_f(X)
+
+
+def test_elbo_names_bad_targets(rng):
+    X, y = hvgp_data(rng, 40)
+    model = HarmonicSVGP(K.Matern(2.5, 0.8), Reflection(2), 3).fit(X, y, optimize=False)
+    bad = y.copy()
+    bad[4] = np.nan
+    with pytest.raises(ValueError, match="y"):
+        model.elbo(X, bad)
+    with pytest.raises(ValueError, match="rows|length|same number"):
+        model.elbo(X, y[:-3])

@@ -31,7 +31,7 @@ import numpy as np
 from scipy.linalg import solve_triangular
 
 from .._state import Fields
-from .._validation import check_allocation, check_finite_array, check_int, check_nonnegative, check_seed
+from .._validation import check_allocation, check_data, check_finite_array, check_int, check_nonnegative, check_seed
 from ..bounds.hvgp import HINT_BLOCK, BlockBound, block_bound_whitened, block_predictive
 from ..bounds.statistics import streamed_statistics
 from ..bounds.sums import GradientSums
@@ -320,8 +320,8 @@ class HarmonicSVGP(DeviceBlocks, SparseModel):
     def elbo(self, X: Any = None, y: Any = None) -> float:
         """The ELBO on all of (X, y) (default: the training data)."""
         self._check_fitted()
-        X, y = self._training_data(X, y)
-        return self.bound(self._check_inputs(X), np.asarray(y, dtype=np.float64)).value
+        X, y = check_data(*self._training_data(X, y))  # finite, one target per row: named errors
+        return self.bound(self._check_inputs(X), y).value
 
     # ---- prediction -----------------------------------------------------------------------
     def _factors(self):
