@@ -188,3 +188,25 @@ def test_the_orthogonal_regressor_starts_from_kmeans_centres_or_random_rows(rng,
     assert all(tuple(z) in shifted for z in seen[1][0]) and seen[1][1] == "random"
     with pytest.raises(ValueError, match="inputs"):
         estimators.OrthogonalRegressor(inputs="greedy").fit(X, y)
+
+
+def test_kmeans_centres_of_rows_far_from_the_origin_are_as_good():
+    """Offsetting the rows changes nothing but the centres' offset (distances computed from the
+    rows' mean, not from the origin)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(2000, 3))
+    near = sl.features.kmeans_centres(X, 20, seed=1)
+    far = sl.features.kmeans_centres(X + 1e9, 20, seed=1)
+    np.testing.assert_allclose(far - 1e9, near, atol=1e-5)
+
+
+def test_kmeans_centres_keep_within_the_memory_budget(monkeypatch):
+    import tracemalloc
+
+    monkeypatch.setenv("SPHERELAB_MAX_MEMORY", "64M")
+    X = np.random.default_rng(0).normal(size=(8000, 2))
+    tracemalloc.start()
+    sl.features.kmeans_centres(X, 2000, seed=0, iterations=1)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 64 << 20, peak

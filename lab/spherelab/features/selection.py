@@ -118,7 +118,10 @@ def kmeans_centres(X: Any, count: int, *, seed: int = 0, iterations: int = 10, m
     rng = np.random.default_rng(check_seed(seed))
     if X.shape[0] > max(max_rows, count):
         X = X[rng.choice(X.shape[0], max(max_rows, count), replace=False)]
-    X = np.asarray(X, dtype=np.float64)
+    # distances from the rows' mean: |x|^2 - 2 x.c + |c|^2 loses every digit of rows far from the
+    # origin (offset by 1e9, their spread of 1 is below the rounding of 1e18)
+    shift = X.mean(axis=0)
+    X = np.asarray(X, dtype=np.float64) - shift
     sq = np.einsum("nd,nd->n", X, X)
     # k-means++: each next centre drawn with probability proportional to its squared distance
     first = int(rng.integers(X.shape[0]))
@@ -139,11 +142,16 @@ def kmeans_centres(X: Any, count: int, *, seed: int = 0, iterations: int = 10, m
         if np.array_equal(moved, C[filled]):
             break
         C[filled] = moved
-    return C
+    return C + shift
 
 
-def _nearest(X: np.ndarray, C: np.ndarray, chunk: int = 4096) -> np.ndarray:
-    """Each row's nearest centre, a chunk of rows at a time (memory O(chunk x count))."""
+def _nearest(X: np.ndarray, C: np.ndarray) -> np.ndarray:
+    """Each row's nearest centre, a chunk of rows at a time: the chunk's (rows x count) products
+    and their temporaries within a quarter of the memory budget (``SPHERELAB_MAX_MEMORY``) and
+    256 MiB."""
+    from .._validation import memory_budget
+
+    chunk = int(max(1, min(4096, min(256 << 20, memory_budget() // 4) // (24.0 * C.shape[0]))))
     csq = np.einsum("md,md->m", C, C)
     out = np.empty(X.shape[0], dtype=np.int64)
     for a in range(0, X.shape[0], chunk):
