@@ -346,6 +346,8 @@ def check_data(X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
     """Training inputs ``(N, D)`` and targets ``(N,)`` (or ``(N, 1)``): finite, matching,
     non-empty; returns them as float64 with ``y`` 1-d."""
     X = check_finite_array(X, "X", ndim=2)
+    if X.shape[1] == 0:
+        raise ValueError(f"X must have at least one input column, got shape {X.shape}")
     y = match_targets(check_finite_array(y, "y"), X.shape[0])
     top = max(float(y.max()), -float(y.min()))  # no N-sized temporary
     if top > MAX_MAGNITUDE:
