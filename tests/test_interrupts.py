@@ -33,6 +33,18 @@ pytestmark = [pytest.mark.skipif(threading.current_thread() is not threading.mai
               pytest.mark.skipif(sys.version_info < (3, 11), reason="the signal check points of CPython 3.11+")]
 
 
+@pytest.fixture(autouse=True)
+def _pythons_own_sigint_handler():
+    """Each test starts from Python's default SIGINT handler (the case spherelab's handler takes
+    over): a library used by an earlier test in this process may have installed another."""
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is not signal.default_int_handler and not callable(previous):
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    if signal.getsignal(signal.SIGINT) is not previous and previous is not None:
+        signal.signal(signal.SIGINT, previous)
+
+
 _CALLS = {"CALL", "CALL_FUNCTION_EX", "CALL_KW"}
 _OPNAMES: dict = {}
 

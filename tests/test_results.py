@@ -121,7 +121,7 @@ def test_the_frontier_figure_reads_every_contender_of_the_log_and_fits_the_scree
 
     runs = _frontier_runs()
     panels = figures.frontier_curves(runs)
-    row = re.compile(r"\| [A-Za-z][\w ()-]* \| .* \| [-0-9.]+ \|")  # a contender's name, not the rule line
+    row = re.compile(r"\| [A-Za-z][\w ()./-]* \| .* \| [-0-9.]+ \|")  # a contender's name, not the rule line
     for name, (title, curves) in panels.items():
         # the panel's split as its runs logged it: every contender drawn, none made up
         sampled = set()
