@@ -12,7 +12,6 @@ needed only to use these classes (``pip install scikit-learn``).
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import numpy as np
@@ -21,9 +20,9 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import kernels as K
+from ._estimator_state import all_or_nothing, scale_of, seed_of, serving
 from ._listing import own_names
 from ._validation import check_int
-from .concurrency import lock_of
 from .features import InducingPoints, greedy_variance, kmeans_centres
 from .likelihoods import Bernoulli, Gaussian
 from .models import VISH, OrthogonalSVGP, fit_budget, fit_hybrid
@@ -33,62 +32,10 @@ __all__ = ["BudgetRegressor", "VISHRegressor", "InducingPointRegressor", "Hybrid
 __dir__ = own_names(__name__)  # dir() and tab completion: the names above, not the imports
 
 
-def _seed(random_state: Any) -> int:
-    """``random_state`` as a seed: None is 0, else an integer >= 0 (a ``RandomState`` is not
-    taken: the models draw from their own generators, seeded)."""
-    return 0 if random_state is None else check_int(random_state, "random_state", minimum=0)
-
-
-def _scale(A: np.ndarray, axis=None) -> tuple[Any, Any]:
-    """Mean and standard deviation of ``A`` computed without overflow: ``A`` divided by its
-    largest magnitude first (values near 1e200 square to infinity)."""
-    big = np.max(np.abs(A), axis=axis)
-    big = np.where(big > 0, big, 1.0)
-    unit = A / big
-    return big * unit.mean(axis=axis), big * unit.std(axis=axis)
-
-
 def _kernel(kernel: Any):
     import copy
 
     return K.Matern(1.5, 1.0) if kernel is None else copy.deepcopy(kernel)  # the estimator's own copy
-
-
-def _all_or_nothing(fit):
-    """An estimator's ``fit`` as one step, seen whole by every thread: the fit runs on a shadow of
-    the estimator, and what it set (``X_mean_``, ``n_features_in_``, ``model_``, ...) replaces
-    the estimator's state at once, under the write side of its lock. If it raises anything — an
-    invalid argument, a failed fit, ``MemoryError``, Ctrl-C — the estimator is untouched (an
-    interrupt that arrives after the one store finds the new state whole); a
-    prediction made meanwhile on another thread (under the read side, :func:`_serving`) sees the
-    estimator before or after the fit, never a mix of the two."""
-
-    @functools.wraps(fit)
-    def run(self, X, y):
-        lock = lock_of(self)  # the estimator's own: the shadow gets none
-        shadow = object.__new__(type(self))
-        shadow.__dict__.update({k: v for k, v in vars(self).items() if k != _LOCK})
-        fit(shadow, X, y)
-        state = {**vars(shadow), _LOCK: lock}
-        with lock.write():
-            self.__dict__ = state  # one store: the old state or the new, whatever interrupts
-        return self
-
-    return run
-
-
-_LOCK = "_parameter_lock"
-
-
-def _serving(method):
-    """A prediction under the read side of the estimator's lock: one fit's state throughout."""
-
-    @functools.wraps(method)
-    def run(self, *args, **kwargs):
-        with lock_of(self).read():
-            return method(self, *args, **kwargs)
-
-    return run
 
 
 class _Standardised(BaseEstimator):
@@ -98,7 +45,7 @@ class _Standardised(BaseEstimator):
         # two rows at least: one cannot separate signal from noise (the fit would end on the noise floor)
         X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=kwargs.pop("y_numeric", True),
                              ensure_min_samples=2, **kwargs)
-        self.X_mean_, scale = _scale(X, axis=0)
+        self.X_mean_, scale = scale_of(X, axis=0)
         self.X_scale_ = np.where(scale > 0, scale, 1.0)
         return (X - self.X_mean_) / self.X_scale_, y
 
@@ -117,14 +64,14 @@ class _Regressor(RegressorMixin, _Standardised):
     def _fit_targets(self, y):
         y = np.asarray(y, dtype=np.float64)
         if self.normalize_y:
-            mean, sd = _scale(y)
+            mean, sd = scale_of(y)
             self.y_mean_, sd = float(mean), float(sd)
             self.y_scale_ = sd if sd > 0 else 1.0
         else:
             self.y_mean_, self.y_scale_ = 0.0, 1.0
         return (y - self.y_mean_) / self.y_scale_
 
-    @_serving
+    @serving
     def predict(self, X, return_std: bool = False):
         """Predictive mean of y ``(N,)`` (and its standard deviation, noise included, with
         ``return_std``), in the targets' units."""
@@ -162,12 +109,12 @@ class BudgetRegressor(_Regressor):
         self.random_state = random_state
         self.progress = progress
 
-    @_all_or_nothing
+    @all_or_nothing
     def fit(self, X, y):
         """Fit on ``X`` ``(N, D)`` and ``y`` ``(N,)``; returns ``self``."""
         X, y = self._fit_inputs(X, y)
         self.model_ = fit_budget(X, self._fit_targets(y), self.seconds, validation=self.validation,
-                                 seed=_seed(self.random_state), progress=self.progress)
+                                 seed=seed_of(self.random_state), progress=self.progress)
         self.choice_ = self.model_.fit_report_["budget"]["chosen"]
         return self
 
@@ -211,13 +158,13 @@ class VISHRegressor(_Regressor):
         self.random_state = random_state
         self.max_time = max_time
 
-    @_all_or_nothing
+    @all_or_nothing
     def fit(self, X, y):
         """Fit on ``X`` ``(N, D)`` and ``y`` ``(N,)``; returns ``self``."""
         X, y = self._fit_inputs(X, y)
         model = VISH(_kernel(self.kernel), self.max_degree, Gaussian(self.noise), prior=self.prior)
         self.model_ = model.fit(X, self._fit_targets(y), maxiter=self.maxiter, lift_subsample=self.lift_subsample,
-                                seed=_seed(self.random_state), max_time=self.max_time)
+                                seed=seed_of(self.random_state), max_time=self.max_time)
         return self
 
 
@@ -258,7 +205,7 @@ class InducingPointRegressor(_Regressor):
         self.max_time = max_time
         self.random_state = random_state
 
-    @_all_or_nothing
+    @all_or_nothing
     def fit(self, X, y):
         """Fit on ``X`` ``(N, D)`` and ``y`` ``(N,)``; returns ``self``."""
         X, y = self._fit_inputs(X, y)
@@ -267,7 +214,7 @@ class InducingPointRegressor(_Regressor):
                   else _kernel(self.kernel))
         if self.inputs not in ("kmeans", "greedy"):
             raise ValueError(f"inputs must be 'kmeans' or 'greedy', got {self.inputs!r}")
-        seed = _seed(self.random_state)
+        seed = seed_of(self.random_state)
         rng = np.random.default_rng(seed)
         candidates = X if X.shape[0] <= 20_000 else X[rng.choice(X.shape[0], 20_000, replace=False)]
         P = min(check_int(self.num_inducing, "num_inducing", minimum=1), candidates.shape[0])
@@ -275,7 +222,7 @@ class InducingPointRegressor(_Regressor):
              else candidates[greedy_variance(kernel, candidates, P)])
         model = OrthogonalSVGP(kernel, InducingPoints(Z), 0, Gaussian(self.noise))
         self.model_ = model.fit(X, self._fit_targets(y), maxiter=self.maxiter, max_time=self.max_time,
-                                seed=_seed(self.random_state))
+                                seed=seed_of(self.random_state))
         return self
 
 
@@ -312,14 +259,14 @@ class HybridRegressor(_Regressor):
         self.maxiter = maxiter
         self.random_state = random_state
 
-    @_all_or_nothing
+    @all_or_nothing
     def fit(self, X, y):
         """Fit on ``X`` ``(N, D)`` and ``y`` ``(N,)``; returns ``self``."""
         X, y = self._fit_inputs(X, y)
         self.model_ = fit_hybrid(_kernel(self.kernel), X, self._fit_targets(y), degree=self.degree,
                                  num_orthogonal=self.num_orthogonal, time_budget=self.time_budget,
                                  likelihood=Gaussian(self.noise), maxiter=self.maxiter,
-                                 seed=_seed(self.random_state))
+                                 seed=seed_of(self.random_state))
         self.degree_ = self.model_.features.max_degree
         self.num_orthogonal_ = self.model_.num_orthogonal
         return self
@@ -349,13 +296,13 @@ class OrthogonalRegressor(_Regressor):
         self.inputs = inputs
         self.max_time = max_time
 
-    @_all_or_nothing
+    @all_or_nothing
     def fit(self, X, y):
         """Fit on ``X`` ``(N, D)`` and ``y`` ``(N,)``; returns ``self``."""
         X, y = self._fit_inputs(X, y)
         if self.inputs not in ("kmeans", "random"):
             raise ValueError(f"inputs must be 'kmeans' or 'random', got {self.inputs!r}")
-        seed = _seed(self.random_state)
+        seed = seed_of(self.random_state)
         m = min(check_int(self.num_inducing, "num_inducing", minimum=1), X.shape[0])
         if self.inputs == "kmeans":
             Z, orthogonal = kmeans_centres(X, m, seed=seed), "greedy"
@@ -383,7 +330,7 @@ class VISHClassifier(ClassifierMixin, _Standardised):
         self.lr = lr
         self.random_state = random_state
 
-    @_all_or_nothing
+    @all_or_nothing
     def fit(self, X, y):
         """Fit on ``X`` ``(N, D)`` and two-class labels ``y``; returns ``self``."""
         X, y = self._fit_inputs(X, y, y_numeric=False)
@@ -394,17 +341,17 @@ class VISHClassifier(ClassifierMixin, _Standardised):
                              f"({self.classes_[:5]}); use sklearn.multiclass.OneVsRestClassifier(VISHClassifier())")
         model = VISH(_kernel(self.kernel), self.max_degree, Bernoulli(), prior=self.prior)
         self.model_ = model.fit_svi(X, labels.astype(np.float64), batch_size=self.batch_size,
-                                    iterations=self.iterations, lr=self.lr, seed=_seed(self.random_state))
+                                    iterations=self.iterations, lr=self.lr, seed=seed_of(self.random_state))
         return self
 
-    @_serving
+    @serving
     def predict_proba(self, X):
         """``(N, 2)``: the predictive probabilities of ``classes_[0]`` and ``classes_[1]``."""
         X = self._inputs(X)
         p1 = np.clip(self.model_.predict_y(X)[0], 0.0, 1.0)
         return np.column_stack([1.0 - p1, p1])
 
-    @_serving
+    @serving
     def predict(self, X):
         """The more probable class of each row."""
         upper = self.predict_proba(X)[:, 1] > 0.5
