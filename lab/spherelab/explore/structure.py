@@ -115,7 +115,7 @@ class BudgetExplorer(Selectable):
     """:func:`spherelab.fit` for the budget on the slider: every candidate it tried (its trial
     seconds against its validation NLPD, log time), the chosen one ringed, the test NLPD of the
     refitted choice in the status line. Each budget is fitted once, on a worker thread in a
-    kernel, the next budget ahead.
+    kernel, the next budget ahead — one budget's fit at a time, so that its seconds are its own.
 
     Parameters
     ----------
