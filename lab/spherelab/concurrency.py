@@ -222,9 +222,10 @@ class _Held:
 
     What it holds is read from the locks themselves — each lock's holds by this thread, against
     their count before it took them (``before``) — not kept in a tally beside them, so an exception
-    of any kind at any point (a Ctrl-C, a ``MemoryError`` between taking a lock and counting it)
-    leaves nothing taken: the clean-up gives back exactly what is above ``before``, and running it
-    twice is harmless."""
+    of any kind at any point where one can arise (a Ctrl-C, a ``MemoryError`` between taking a lock
+    and counting it; the lines marked "cannot fail" run no instruction that can raise) leaves
+    nothing taken: the clean-up gives back exactly what is above ``before``, and running it twice
+    is harmless."""
 
     __slots__ = ("locks", "write", "before")
 
