@@ -110,6 +110,33 @@ def test_bad_blocks_are_named():
         model.fit(Xd[Xd[:, 0] > 0], yd[Xd[:, 0] > 0])
 
 
+def test_blocks_that_lie_about_their_shape_are_named():
+    import dask
+
+    X, y = _data(200)
+    fitted = sl.VISH(K.Matern(1.5), 2, sl.likelihoods.Gaussian(0.1)).fit(X, y, optimize=False)
+
+    def liar(rows, cols):  # a hand-built block whose task returns another shape than declared
+        late = da.from_delayed(dask.delayed(lambda: X[100:100 + rows, :cols])(), shape=(100, 3), dtype=float)
+        return da.concatenate([da.from_array(X[:100], chunks=100), late])
+
+    yd = da.from_array(y, chunks=100)
+    for rows, cols in ((50, 3), (100, 2)):
+        Xd = liar(rows, cols)
+        want = rf"block 1 of X \(rows 100..199\) has shape \({rows}, {cols}\), but X's chunks declare \(100, 3\)"
+        with pytest.raises(ValueError, match=want):
+            sl.VISH(K.Matern(1.5), 2, sl.likelihoods.Gaussian(0.1)).fit(Xd, yd, optimize=False)
+        with pytest.raises(ValueError, match=want):  # the lift's subsample gathers rows first
+            sl.VISH(K.Matern(1.5), 2, sl.likelihoods.Gaussian(0.1)).fit(Xd, yd, maxiter=2)
+        mean, _ = fitted.predict_f(Xd)  # a short block would silently give fewer predictions
+        with pytest.raises(ValueError, match=want):
+            mean.compute()
+    y_late = da.from_delayed(dask.delayed(lambda: y[100:150])(), shape=(100,), dtype=float)
+    yd = da.concatenate([da.from_array(y[:100], chunks=100), y_late])
+    with pytest.raises(ValueError, match=r"block 1 of y \(rows 100..199\) has shape \(50,\)"):
+        sl.VISH(K.Matern(1.5), 2, sl.likelihoods.Gaussian(0.1)).fit(da.from_array(X, chunks=100), yd, optimize=False)
+
+
 @pytest.fixture(scope="module")
 def cluster():
     distributed = pytest.importorskip("distributed")

@@ -262,6 +262,22 @@ def test_huge_values_are_standardised_without_overflow():
     np.testing.assert_allclose(mean / 1e200, plain.predict(X[:5]), rtol=1e-6, atol=1e-8)
 
 
+def test_a_column_constant_up_to_rounding_is_not_divided_by_its_rounding():
+    # 0.1 * 3 and 0.3 differ in the last bit: dividing by their spread (4e-17) put test rows 1e16
+    # standard deviations out, and the predictive deviation reached 1e15
+    rng = np.random.default_rng(0)
+    X = np.c_[rng.uniform(-1, 1, 60), np.where(rng.random(60) < 0.5, 0.1 * 3, 0.3)]
+    assert 0 < np.std(X[:, 1]) < 1e-16
+    with sl.models.capped():
+        model = sl.estimators.InducingPointRegressor(num_inducing=8, maxiter=5).fit(X, np.sin(3 * X[:, 0]))
+    assert model.X_scale_[1] == 1.0 and model.X_scale_[0] > 0.1
+    _, sd = model.predict(X[:5] + 1.0, return_std=True)
+    assert np.all(np.isfinite(sd)) and sd.max() < 10.0
+    mean, sd = estimator_state.scale_of(np.array([1.0, 1.0 + 2 ** -52]))  # two ulps apart: within n eps
+    assert sd == 0.0
+    assert estimator_state.scale_of(np.array([1.0, 1.0 + 2 ** -40]))[1] > 0  # 4096 ulps: a spread
+
+
 @pytest.mark.parametrize("value", [0, -3, "8", 2.5])
 def test_vish_chunk_size_is_checked_when_assigned(value):
     model = sl.VISH(K.Matern(1.5, 1.0), 2)

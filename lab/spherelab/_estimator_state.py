@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ._validation import check_int
+from ._validation import check_int, scale_of
 from .concurrency import lock_of
 
 __all__ = ["all_or_nothing", "serving", "seed_of", "scale_of"]
@@ -20,15 +20,6 @@ def seed_of(random_state: Any) -> int:
     """``random_state`` as a seed: None is 0, else an integer >= 0 (a ``RandomState`` is not
     taken: the models draw from their own generators, seeded)."""
     return 0 if random_state is None else check_int(random_state, "random_state", minimum=0)
-
-
-def scale_of(A: np.ndarray, axis=None) -> tuple[Any, Any]:
-    """Mean and standard deviation of ``A`` computed without overflow: ``A`` divided by its
-    largest magnitude first (values near 1e200 square to infinity)."""
-    big = np.max(np.abs(A), axis=axis)
-    big = np.where(big > 0, big, 1.0)
-    unit = A / big
-    return big * unit.mean(axis=axis), big * unit.std(axis=axis)
 
 
 def all_or_nothing(fit):

@@ -33,6 +33,7 @@ __all__ = [
     "check_seed",
     "check_size",
     "fit_options",
+    "scale_of",
 ]
 
 
@@ -354,3 +355,17 @@ def check_data(X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError(f"y has values up to {top:.3g}: their squares overflow float64 (limit "
                          f"{MAX_MAGNITUDE:g}); standardise the targets (spherelab.datasets.Standardizer)")
     return X, y
+
+
+def scale_of(A: np.ndarray, axis=None) -> tuple[Any, Any]:
+    """Mean and standard deviation of ``A`` computed without overflow: ``A`` divided by its
+    largest magnitude first (values near 1e200 square to infinity). A spread within rounding of
+    one constant (at most n eps of the largest magnitude, n the values averaged: what summing n
+    equal values can leave, and what ``0.1 * 3`` against ``0.3`` gives) is reported as 0, so a
+    constant column is not divided by its rounding (that made predictive deviations of 1e15)."""
+    big = np.max(np.abs(A), axis=axis)
+    big = np.where(big > 0, big, 1.0)
+    unit = A / big
+    n = A.size if axis is None else A.shape[axis]
+    sd = unit.std(axis=axis)
+    return big * unit.mean(axis=axis), big * np.where(sd > n * np.finfo(np.float64).eps, sd, 0.0)

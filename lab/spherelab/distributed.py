@@ -120,27 +120,39 @@ def take_rows(X: Any, y: Any, index: np.ndarray) -> tuple[np.ndarray, np.ndarray
         lo, hi = starts[k], starts[k] + X.chunks[0][k]
         local = index[(index >= lo) & (index < hi)] - lo
         if local.size:
-            parts.append(dask.delayed(_rows)(xb, yb, local, k, lo))
+            parts.append(dask.delayed(_rows)(xb, yb, local, k, lo, (hi - lo, X.shape[1])))
     out = _compute(parts, progress=False)
     return np.concatenate([p[0] for p in out]), np.concatenate([p[1] for p in out])
 
 
-def _block_data(Xb, yb, k: int, start: int):
+def _declared(Xb, k: int, start: int, shape: tuple[int, int], name: str = "X") -> None:
+    """A computed block against the shape its array declared for it: a block built by hand (for
+    example ``da.from_delayed`` with a wrong ``shape=``) would otherwise misplace or drop rows."""
+    got, shape = tuple(np.shape(Xb)), tuple(int(v) for v in shape)
+    if got[:1] != shape[:1] or (len(shape) > 1 and got[1:] != shape[1:]):
+        raise ValueError(f"block {k} of {name} (rows {start}..{start + shape[0] - 1}) has shape {got}, but "
+                         f"{name}'s chunks declare {shape}: rebuild the Dask array with the blocks' true "
+                         f"shapes (da.from_delayed(..., shape=) must match what the task returns)")
+
+
+def _block_data(Xb, yb, k: int, start: int, shape: tuple[int, int]):
+    _declared(Xb, k, start, shape)
+    _declared(yb, k, start, shape[:1] if np.ndim(yb) == 1 else (shape[0], 1), "y")
     try:
         return check_data(Xb, yb)
     except (ValueError, TypeError) as err:
         raise type(err)(f"block {k} (rows {start}..{start + len(Xb) - 1}): {err}") from None
 
 
-def _rows(Xb, yb, local, k, start):
-    Xb, yb = _block_data(Xb, yb, k, start)
+def _rows(Xb, yb, local, k, start, shape):
+    Xb, yb = _block_data(Xb, yb, k, start, shape)
     return Xb[local], yb[local]
 
 
-def _block_stats(stats_fn: Callable, Xb, yb, k: int, start: int):
+def _block_stats(stats_fn: Callable, Xb, yb, k: int, start: int, shape: tuple[int, int]):
     from .threads import thread_limit
 
-    Xb, yb = _block_data(Xb, yb, k, start)
+    Xb, yb = _block_data(Xb, yb, k, start, shape)
     with thread_limit(1):  # Dask runs the blocks in parallel
         try:
             return stats_fn(Xb, yb)
@@ -161,9 +173,9 @@ def _tree_sum(fn: Callable, X: Any, y: Any, add: Callable, progress: bool | None
     import dask
 
     X, y = prepare(X, y)
-    parts = [dask.delayed(_block_stats)(fn, xb, yb, k, s)
-             for k, (xb, yb, s) in enumerate(zip(X.to_delayed().ravel(), y.to_delayed().ravel(),
-                                                  _offsets(X.chunks[0])))]
+    parts = [dask.delayed(_block_stats)(fn, xb, yb, k, s, (n, X.shape[1]))
+             for k, (xb, yb, s, n) in enumerate(zip(X.to_delayed().ravel(), y.to_delayed().ravel(),
+                                                     _offsets(X.chunks[0]), X.chunks[0]))]
     while len(parts) > 1:  # pairwise: a tree of depth log2(blocks)
         parts = [dask.delayed(add)(parts[i], parts[i + 1]) if i + 1 < len(parts) else parts[i]
                  for i in range(0, len(parts), 2)]
@@ -210,6 +222,8 @@ def predict_blocks(func: Callable, model: Any, X: Any, *args, **kwargs):
 
     def block(Xb, block_info=None):
         k = block_info[0]["chunk-location"][0] if block_info else 0
+        if block_info:  # Dask's test call (no block_info) passes an empty block
+            _declared(Xb, k, starts[k], (X.chunks[0][k], X.shape[1]))
         try:
             mean, var = func(light, Xb, *args, **kwargs)
         except (ValueError, TypeError) as err:

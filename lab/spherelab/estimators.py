@@ -47,7 +47,8 @@ class _Standardised(BaseEstimator):
                              ensure_min_samples=2, **kwargs)
         self.X_mean_, scale = scale_of(X, axis=0)
         self.X_scale_ = np.where(scale > 0, scale, 1.0)
-        return (X - self.X_mean_) / self.X_scale_, y
+        # a column constant up to rounding: 0 exactly, not its rounding around the mean
+        return np.where(scale > 0, (X - self.X_mean_) / self.X_scale_, 0.0), y
 
     def _inputs(self, X):
         check_is_fitted(self, "model_")
@@ -76,7 +77,13 @@ class _Regressor(RegressorMixin, _Standardised):
         """Predictive mean of y ``(N,)`` (and its standard deviation, noise included, with
         ``return_std``), in the targets' units."""
         X = self._inputs(X)
-        mean, var = self.model_.predict_y(X)
+        try:
+            mean, var = self.model_.predict_y(X)
+        except ValueError as err:
+            if str(err).startswith("the lift"):  # the user never saw the scaled X the message is about
+                raise ValueError(f"X, scaled by the training inputs' means and scales, lies too far out for the "
+                                 f"model: {err}") from None
+            raise
         mean = self.y_mean_ + self.y_scale_ * mean
         if return_std:
             return mean, self.y_scale_ * np.sqrt(var)

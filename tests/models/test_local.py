@@ -87,6 +87,23 @@ def test_copies_of_a_row_do_not_decide_the_noise(rng):
     assert twice.theta[2] > 0.1 * once.theta[2]
 
 
+def test_noise_free_targets_keep_every_neighbourhood_factorable(rng):
+    # without noise the search drives the noise towards 0 and the variance up (1e-17 of it was
+    # seen): each neighbourhood's Cholesky then rests on rounding; the floor keeps it far above
+    from spherelab.models.local import NOISE_FLOOR
+
+    X = rng.normal(size=(300, 3))
+    with sl.models.capped():
+        model = sl.models.NeighbourResidual(sl.VISH(sl.kernels.Matern(1.5), 3), 32, subsample=150).fit(
+            X, np.sin(X[:, 0]))
+    assert model.theta[2] >= NOISE_FLOOR * model.theta[0] * (1 - 4 * np.finfo(float).eps)
+    mean, var = model.predict_y(rng.normal(size=(2_000, 3)))
+    assert np.all(np.isfinite(mean)) and np.all(var > 0)
+    model.theta = np.array([1.0, 1e3, 1e-30])  # a user's own noise far below it: named, with the floor
+    with pytest.raises(sl.linalg.NumericalFailure, match=r"raise the noise, theta\[2\], to at least 1e-08"):
+        model.predict_y(np.repeat(X[:1], 40, axis=0) + 1e-9 * rng.normal(size=(40, 3)))
+
+
 def test_save_and_load_predict_bit_for_bit(tmp_path, rng):
     model, X, _ = _fitted(rng)
     path = tmp_path / "local.npz"

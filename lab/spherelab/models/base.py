@@ -368,6 +368,9 @@ class Model(Saveable):
         D = getattr(self, "_input_dim", None)
         if D is not None and X.shape[1] != D:
             raise ValueError(f"X must have {D} columns (as the training inputs), got shape {X.shape}")
+        check_lift = getattr(getattr(self, "kernel", None), "check_lift", None)
+        if check_lift is not None:  # named as the user's X, not as the kernel's second argument
+            check_lift(X, "X")
         return X
 
     def _check_data(self, X, y):

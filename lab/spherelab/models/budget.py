@@ -247,8 +247,11 @@ def fit_budget(X: Any, y: Any, seconds: float = 60.0, *, validation: float = 0.1
         local = SAFETY * scale * best.get("local seconds", 0.0)
         model = lad.build(best["size"])(X, y, max(left / SAFETY - local, 1e-3), seed)
         if best["local"]:
-            model = NeighbourResidual(model, NEIGHBOURS, seed=seed).fit(
-                X, y, fit_model=False, max_time=max(seconds - elapsed(), 1e-3) / SAFETY)
+            try:
+                model = NeighbourResidual(model, NEIGHBOURS, seed=seed).fit(
+                    X, y, fit_model=False, max_time=max(seconds - elapsed(), 1e-3) / SAFETY)
+            except NumericalFailure as failure:  # the global model alone, refitted, still stands
+                why += f"; its neighbours' refit on every row failed ({failure}), so the global model is kept"
     finally:
         bar.close()
     report = dict(getattr(model, "fit_report_", None) or {})

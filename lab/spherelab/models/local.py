@@ -49,6 +49,9 @@ DUPLICATES = 16
 NOISE_ROWS = 10_000
 #: the part of ``max_time`` the Nelder–Mead search may take (the rest: the noise's grid)
 SEARCH_SHARE = 0.7
+#: the noise's floor relative to the residual kernel's variance: far above Cholesky's rounding
+#: (about m^2 eps of the variance for m neighbours), so that no neighbourhood fails to factor
+NOISE_FLOOR = 1e-8
 #: entries of the (rows, m + 1, m + 1) distances held at once
 _BATCH_ENTRIES = 1 << 22
 
@@ -68,8 +71,10 @@ def _conditionals(dist: np.ndarray, rho: np.ndarray, theta: np.ndarray) -> tuple
         neighbour_conditionals(dist, np.ascontiguousarray(rho), float(theta[0]), float(theta[1]), float(theta[2]),
                                mean, var_f, var_y)
     if not np.all(var_y > 0):
-        raise NumericalFailure("a neighbourhood's covariance K + noise I is not positive definite (duplicate rows "
-                               "with the noise at its floor): raise the noise")
+        bad = int(np.sum(~(var_y > 0)))
+        raise NumericalFailure(f"the covariance K + noise I of {bad} of {B} neighbourhoods is not positive definite "
+                               f"(noise {theta[2]:.3g} against the variance {theta[0]:.3g}): raise the noise, "
+                               f"theta[2], to at least {NOISE_FLOOR:g} of theta[0]")
     return mean, var_f, var_y
 
 
@@ -212,7 +217,7 @@ class NeighbourResidual(Saveable):
                 raise _OutOfTime
             theta = np.exp(log_theta)
             value = np.inf
-            if np.all(np.isfinite(theta)) and theta[2] >= 1e-8 * v:
+            if np.all(np.isfinite(theta)) and theta[2] >= NOISE_FLOOR * max(v, theta[0]):
                 value = loo(theta, blocks, target)
             best[2] += 1
             best[3] = value if best[2] == 1 else best[3]
@@ -244,8 +249,9 @@ class NeighbourResidual(Saveable):
             wide_target = rho[more]
         else:
             wide, wide_target = blocks, target
-        scores = [loo(np.array([theta[0], theta[1], s]), wide, wide_target) for s in (*grid, theta[2])]
-        theta[2] = (*grid, theta[2])[int(np.argmin(scores))]
+        noises = np.maximum((*grid, theta[2]), NOISE_FLOOR * theta[0])
+        scores = [loo(np.array([theta[0], theta[1], s]), wide, wide_target) for s in noises]
+        theta[2] = noises[int(np.argmin(scores))]
         self.theta = theta
         self.fit_report_ = {"local": {"evaluations": int(best[2]), "nlpd": float(best[0]),
                                       "start nlpd": float(best[3]),

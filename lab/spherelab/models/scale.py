@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from .._validation import scale_of
 from .report import caller_level
 
 __all__ = ["ScaleWarning", "warn_off_scale"]
@@ -31,8 +32,8 @@ class ScaleWarning(UserWarning):
 
 
 def _far(sample: np.ndarray) -> list[str]:
-    with np.errstate(over="ignore", invalid="ignore"):  # squares beyond float64: refused by the fit's checks
-        mean, sd = sample.mean(axis=0), sample.std(axis=0)
+    with np.errstate(over="ignore", invalid="ignore"):  # inf columns: refused by the fit's checks
+        mean, sd = scale_of(sample, axis=0)  # a column constant up to rounding has sd 0
     out = []
     for j, (m, s) in enumerate(zip(np.atleast_1d(mean), np.atleast_1d(sd))):
         if s == 0 or not (np.isfinite(m) and np.isfinite(s)):

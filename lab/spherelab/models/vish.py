@@ -39,6 +39,7 @@ from ..kernels import Additive, ZonalKernel
 from ..likelihoods import Gaussian
 from ..optim import Deadline
 from ..progress import FitProgress, check_progress
+from ..sphere.special import cumulative_num_harmonics
 from ..threads import chunk_rows
 from . import saved, vish_collapsed, vish_svi
 from .base import Model, entry
@@ -187,11 +188,17 @@ class VISH(Model):
             feats = AdditiveHarmonics(self.max_degree)
         else:
             feats = HarmonicFeatures(self.max_degree)
+            # refused before the harmonics are built: at degree 200 on S^3 that alone takes a minute
+            self._check_size(cumulative_num_harmonics(self.max_degree, X.shape[1] + 1))
         feats.initialise(X.shape[1] + 1, None)
         feats.bind(self.kernel)
-        M = feats.num_features  # G, its factor and the spectrum's work: about four M x M arrays
-        check_allocation(32.0 * M * M, f"VISH's statistics of {M:,} features", "lower max_degree")
+        self._check_size(feats.num_features)
         self.features = feats
+
+    @staticmethod
+    def _check_size(M: int) -> None:
+        # G, its factor and the spectrum's work: about four M x M arrays
+        check_allocation(32.0 * M * M, f"VISH's statistics of {M:,} features", "lower max_degree")
 
     # ---- the collapsed bound: vish_collapsed.bound and .statistics, as methods --------------
     _bound = vish_collapsed.bound
