@@ -8,8 +8,6 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-import numpy as np
-
 from ._validation import check_int, scale_of
 from .concurrency import lock_of
 
