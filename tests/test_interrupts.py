@@ -1,7 +1,8 @@
 """Ctrl-C and fork at the edges of the concurrency contract (spherelab.concurrency): a SIGINT
-delivered, as Python delivers it, at every line executed by the lock code (the locks, the
-transaction, threading's Condition underneath) leaves every lock free, loses no interrupt and
-leaves the model usable — predictions from another thread return, parameters can be set, an
+delivered, as Python delivers it, at every point where the lock code (the locks, the transaction,
+threading's Condition underneath) checks for signals — through a model's calls and a transaction,
+at every such place's first three passes and its last — leaves every lock free, loses no
+interrupt and leaves the model usable — predictions from another thread return, parameters can be set, an
 interrupted fit restores the model bit for bit; a child forked while another thread fits predicts
 like the model before that fit."""
 
@@ -67,17 +68,20 @@ def _handler(code, offset: int):
     return next((target for start, end, target in _HANDLERS[code] if start <= offset < end), None)
 
 
-def _sigint_at(k: int, scenario, roots=None, through=None) -> tuple[bool, bool, int]:
+def _sigint_at(k: int, scenario, roots=None, through=None, where=None) -> tuple[bool, bool, int]:
     """Run ``scenario()``, calling the SIGINT handler — as CPython does when a Ctrl-C has arrived —
     at the k-th point where CPython checks for signals in the lock code: a function's entry, the
     return from a call, a backward jump (CPython 3.11+ checks nowhere else, e.g. not between a
     ``with`` block's last statement and its ``__exit__`` call). Returns (fired, interrupted,
     points seen). A check after a call is raised with the frame still at the call; a tracer
     raises at the next instruction, which is the same place except where the call ends a
-    protected block — those few points are left out."""
+    protected block — those few points are left out. ``where``: a list that receives each
+    point's location (code object, offset)."""
     seen, fired, last = [0], [False], {}
 
     def point(frame):
+        if where is not None:
+            where.append((frame.f_code, frame.f_lasti))
         if not fired[0]:
             if seen[0] == k:
                 fired[0] = True
@@ -155,14 +159,28 @@ def _fitted():
         return sl.OrthogonalSVGP(K.Matern(1.5, 1.0), sl.InducingPoints(X[:6]), 4, G(0.1)).fit(X, y, maxiter=5), X, y
 
 
-def _every_point(scenario, check, limit=4000, ends=None, stride=1, **where):
+def _every_point(scenario, check, limit=4000, ends=None, stride=1, visits=None, **where):
     """Interrupt ``scenario`` at every check point — or, with ``ends``, at the first and last
-    ``ends`` of them and every ``stride``-th between (``where``: :func:`_sigint_at`'s ``roots``
-    and ``through``)."""
-    total = _sigint_at(-1, scenario, **where)[2]
+    ``ends`` of them and every ``stride``-th between; or, with ``visits``, at every place where
+    the lock code checks for signals, at its first ``visits`` passes and its last (a loop over
+    the locks: after none, one and several were taken, and at its end), so each place is
+    interrupted in each state it meets without repeating the middle of every loop
+    (``where``: :func:`_sigint_at`'s ``roots`` and ``through``)."""
+    places: list = []
+    total = _sigint_at(-1, scenario, where=places, **where)[2]
     assert 0 < total < limit, total
-    points = range(total) if ends is None else sorted(
-        set(range(min(ends, total))) | set(range(max(0, total - ends), total)) | set(range(0, total, stride)))
+    if visits is not None:
+        passes: dict = {}
+        for i, place in enumerate(places):
+            passes.setdefault(place, []).append(i)
+        chosen = {i for seen in passes.values() for i in seen[:visits] + seen[-1:]}
+        assert {places[i] for i in chosen} == set(places)  # every place, at least once
+        if ends is not None:
+            chosen |= set(range(min(ends, total))) | set(range(max(0, total - ends), total))
+        points = sorted(chosen)
+    else:
+        points = range(total) if ends is None else sorted(
+            set(range(min(ends, total))) | set(range(max(0, total - ends), total)) | set(range(0, total, stride)))
     fired_count = 0
     for k in points:
         fired, interrupted, _ = _sigint_at(k, scenario, **where)
@@ -243,7 +261,7 @@ def test_a_ctrl_c_anywhere_in_the_lock_code_of_a_call_leaves_the_model_usable(ca
     def check(k):
         assert _all_free(reachable(model)), k
 
-    _every_point(scenario, check)
+    _every_point(scenario, check, visits=3)
     _usable(model, Xs)
 
 
@@ -274,9 +292,9 @@ def test_a_ctrl_c_anywhere_in_a_transactions_code_leaves_the_model_before_or_aft
             model.set_params(variance=variance)
             assert not transaction._IN_FLIGHT.get(threading.get_ident()), k  # no record left behind
 
-        # every point of its start (locks, record) and end (commit or restore, locks), a sample of
-        # the record's copying between
-        _every_point(lambda: change(model), check, limit=20_000, ends=200, stride=9)
+        # every place of its start (locks, record), of the record's copying and of its end (commit
+        # or restore, locks), at its first three passes and its last
+        _every_point(lambda: change(model), check, limit=20_000, visits=3)
         _usable(model, Xs)
 
 

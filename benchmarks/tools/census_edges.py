@@ -128,6 +128,7 @@ def edge_cases(X, Y):
                lambda r: False)
     yield from _data_cases(folder)
     yield from _state_cases(X, Y, folder)
+    yield from _value_cases(X, Y)
 
 
 def _yacht(root, table=None, train="0\n1\n2\n3\n", test="4\n5\n"):
@@ -259,3 +260,56 @@ def _state_cases(X, Y, folder):
         return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
 
     yield "fork during a fit: the child predicts as before the fit", forked, [], bool
+
+
+def _value_cases(X, Y):
+    """Blocks that lie about their shape, inputs far beyond the lift, columns constant up to
+    rounding, targets without noise."""
+    try:
+        import dask
+        import dask.array as da
+    except ImportError:
+        return
+
+    def liar(rows, cols):  # a hand-built block whose task returns another shape than declared
+        half = X.shape[0] // 2
+        late = da.from_delayed(dask.delayed(lambda: X[half:half + rows, :cols])(), shape=(X.shape[0] - half, X.shape[1]),
+                               dtype=float)
+        return da.concatenate([da.from_array(X[:half], chunks=half), late])
+
+    for label, rows, cols in (("fewer rows", 3, X.shape[1]), ("fewer columns", X.shape[0], 1)):
+        yield (f"dask: a block holding {label} than its chunks declare (fit)",
+               lambda rows=rows, cols=cols: sl.VISH(K.Matern(1.5), 2, G(0.1)).fit(liar(rows, cols), Y, maxiter=2),
+               ["declare"], lambda r: False)
+
+    def lying_prediction():
+        model = sl.VISH(K.Matern(1.5), 2, G(0.1)).fit(X, Y, optimize=False)
+        return model.predict_f(liar(3, X.shape[1]))[0].compute()
+
+    yield "dask: predictions over a block holding fewer rows than declared", lying_prediction, ["declare"], \
+        lambda r: False
+
+    def far(model):
+        return lambda: model.predict_f(X * 1e300)
+
+    orth = sl.OrthogonalSVGP(K.Matern(1.5), sl.InducingPoints(X[:5]), 3, G(0.1)).fit(X, Y, maxiter=3)
+    # the message names the caller's X (not the kernel's second argument)
+    yield "predictions at inputs of 1e300 (inducing points)", far(orth), ["lift [X "], lambda r: False
+
+    def rounding_column():
+        from spherelab.estimators import InducingPointRegressor
+
+        Xc = np.c_[X, np.where(np.arange(X.shape[0]) % 2, 0.1 * 3, 0.3)]  # equal up to the last bit
+        est = InducingPointRegressor(num_inducing=6, maxiter=5).fit(Xc, Y)
+        return est.predict(Xc[:5] + 1.0, return_std=True)[1]
+
+    yield "estimator: a column constant up to rounding", rounding_column, [], \
+        lambda sd: bool(np.all(np.isfinite(sd)) and sd.max() < 1e3)
+
+    def noise_free():
+        model = sl.models.NeighbourResidual(sl.VISH(K.Matern(1.5), 3, G(0.1)), 16, subsample=40)
+        model.fit(X, np.sin(3 * X[:, 0]))
+        return model.predict_y(np.random.default_rng(1).normal(size=(200, X.shape[1])))
+
+    yield "neighbours' correction of noise-free targets", noise_free, [], \
+        lambda r: all(np.all(np.isfinite(a)) for a in r) and bool(np.all(r[1] > 0))

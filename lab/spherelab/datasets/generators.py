@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from .._validation import check_nonnegative, check_seed, check_size
+from .catalogue import UCI_SHAPES
 
 __all__ = ["synthetic_regression", "snelson_like", "banana_like", "susy_like", "mirror_symmetric", "uci_like"]
 
@@ -154,8 +155,6 @@ def mirror_symmetric(num_points: int, noise: float = 0.1, seed: Any = 0) -> tupl
 def uci_like(name: str, seed: Any = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """A stand-in for a UCI regression set: :func:`synthetic_regression` with the set's number of
     rows and inputs, split 90/10 like its standard splits: ``(X_train, y_train, X_test, y_test)``."""
-    from .loaders import UCI_SHAPES
-
     if name not in UCI_SHAPES:
         raise ValueError(f"name must be one of {sorted(UCI_SHAPES)}, got {name!r}")
     rows, inputs = UCI_SHAPES[name]

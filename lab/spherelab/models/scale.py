@@ -32,11 +32,12 @@ class ScaleWarning(UserWarning):
 
 
 def _far(sample: np.ndarray) -> list[str]:
-    with np.errstate(over="ignore", invalid="ignore"):  # inf columns: refused by the fit's checks
-        mean, sd = scale_of(sample, axis=0)  # a column constant up to rounding has sd 0
+    with np.errstate(over="ignore", invalid="ignore"):  # squares beyond float64: refused by the fit's checks
+        mean, sd = sample.mean(axis=0), sample.std(axis=0)
+        spread = scale_of(sample, axis=0)[1]  # 0 for a column constant up to rounding
     out = []
-    for j, (m, s) in enumerate(zip(np.atleast_1d(mean), np.atleast_1d(sd))):
-        if s == 0 or not (np.isfinite(m) and np.isfinite(s)):
+    for j, (m, s, t) in enumerate(zip(np.atleast_1d(mean), np.atleast_1d(sd), np.atleast_1d(spread))):
+        if s == 0 or t == 0 or not (np.isfinite(m) and np.isfinite(s)):
             continue  # a constant column says nothing about scale; an overflowing one is refused, not warned
         if abs(m) > MAX_OFFSET * max(s, 1.0) or not MIN_SCALE <= s <= MAX_SCALE:
             out.append(f"{j} (mean {m:.3g}, sd {s:.3g})")
