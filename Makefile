@@ -55,8 +55,9 @@ lab: $(LAB_STAMP)
 	  $(if $(HEADLESS),--no-browser --ip=127.0.0.1 --ServerApp.open_browser=False,) --port=$(PORT)
 
 # the tests spread over the cores (pytest-xdist: one worker per core, four at most; each worker's
-# fits still follow the thread policy), twice as fast on two cores as one process
-TEST_WORKERS ?= -n auto --maxprocesses=4
+# fits still follow the thread policy), twice as fast on two cores as one process; a worker that
+# runs out of tests takes some of the other's (worksteal), so none idles through a long tail
+TEST_WORKERS ?= -n auto --maxprocesses=4 --dist worksteal
 test: $(STAMP)
 	SPHERELAB_SMOKE=1 MPLBACKEND=Agg $(BIN)/python -m pytest $(TEST_WORKERS) $(PYTEST_ARGS)
 
@@ -66,6 +67,8 @@ test: $(STAMP)
 # docs/check_in_browser.py.
 # Installs chromium with apt-get when it can (root), else skips with the reason. The notebooks run at
 # a reader's sizes; BROWSER_ARGS=--smoke runs them at the test suite's (CI: minutes, not ten).
+# BROWSER_PARTS: notebooks, docs or both (CI runs the notebooks beside the docs build, the site after it).
+BROWSER_PARTS ?= notebooks docs
 test-browser: $(STAMP)
 	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && \
 	  (apt-get update -qq && apt-get install -y -qq chromium) >/dev/null 2>&1; } || true
@@ -73,8 +76,11 @@ test-browser: $(STAMP)
 	  echo "test-browser: SKIPPED: Debian's chromium is not installed and could not be (apt-get install chromium, as root)"; \
 	else \
 	  $(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) playwright && \
-	  $(BIN)/python benchmarks/tools/browser.py --check --presses 1 $(BROWSER_ARGS) --chromium "$$(command -v chromium)" && \
-	  if [ -f docs/_build/html/index.html ]; then \
+	  if echo "$(BROWSER_PARTS)" | grep -qw notebooks; then \
+	    $(BIN)/python benchmarks/tools/browser.py --check --presses 1 $(BROWSER_ARGS) --chromium "$$(command -v chromium)" \
+	    || exit 1; fi && \
+	  if ! echo "$(BROWSER_PARTS)" | grep -qw docs; then :; \
+	  elif [ -f docs/_build/html/index.html ]; then \
 	    $(BIN)/python docs/check_in_browser.py --chromium "$$(command -v chromium)"; \
 	  else echo "test-browser: the documentation site is not built (make docs): not checked"; fi; \
 	fi
@@ -87,13 +93,16 @@ test-notebooks-full: $(STAMP)
 # thread counts and chunk sizes than make test's (one thread, chunks sized from the cache), so that
 # a tolerance fitted to one machine's chunking fails here first; the slow ones (a local cluster, the
 # device check end to end) run in make test only. EQUALITY_RUNS: THREADS:ROWS pairs.
+# Only the files that mark equality tests are collected (collecting the whole suite to deselect
+# it costs each worker about 20 s).
 EQUALITY_RUNS ?= 2:512
+EQUALITY_FILES = $(shell grep -rl --include='*.py' 'mark.equality' tests)
 test-equality: $(STAMP)
 	@for run in $(EQUALITY_RUNS); do \
 	  threads=$${run%%:*}; rows=$${run##*:}; \
 	  echo "equality tests with SPHERELAB_THREADS=$$threads SPHERELAB_CHUNK_ROWS=$$rows"; \
 	  SPHERELAB_THREADS=$$threads SPHERELAB_CHUNK_ROWS=$$rows SPHERELAB_SMOKE=1 MPLBACKEND=Agg \
-	    $(BIN)/python -m pytest $(TEST_WORKERS) -m "equality and not slow" $(PYTEST_ARGS) || exit 1; \
+	    $(BIN)/python -m pytest $(TEST_WORKERS) -m "equality and not slow" $(PYTEST_ARGS) $(EQUALITY_FILES) || exit 1; \
 	done
 
 test-fast: $(STAMP)

@@ -2,7 +2,8 @@
 API only (so the same cases run on any version): files that cost more than they weigh, impossible
 fitted state, data files that lie, refits that fail half-way, the machine's load flipping between a
 fit's passes, reads racing a fit, ``fork`` during a fit. Each yields ``(label, call, words, check)``
-as robustness_census.py classifies them."""
+as robustness_census.py classifies them; further groups: values beyond what the arithmetic holds
+(_value_cases) and files as an attacker or an accident makes them (_file_cases)."""
 
 from __future__ import annotations
 
@@ -129,6 +130,7 @@ def edge_cases(X, Y):
     yield from _data_cases(folder)
     yield from _state_cases(X, Y, folder)
     yield from _value_cases(X, Y)
+    yield from _file_cases(X, Y, folder)
 
 
 def _yacht(root, table=None, train="0\n1\n2\n3\n", test="4\n5\n"):
@@ -313,3 +315,138 @@ def _value_cases(X, Y):
 
     yield "neighbours' correction of noise-free targets", noise_free, [], \
         lambda r: all(np.all(np.isfinite(a)) for a in r) and bool(np.all(r[1] > 0))
+
+
+def _file_cases(X, Y, folder):
+    """Model files and data files as an attacker or an accident makes them, a failed fit then a
+    refit, a user's own attribute, estimators read while they refit."""
+    import zipfile
+
+    def path(name):
+        return os.path.join(folder, name)
+
+    vish = sl.VISH(K.Matern(1.5), 2, G(0.1)).fit(X, Y, optimize=False)
+
+    def meta_bytes(text: bytes):
+        def build():
+            target = path("bomb.npz")
+            np.savez(target, __meta__=np.frombuffer(text, dtype=np.uint8))
+            return sl.load(target)
+        return build
+
+    # a few KB compressed: 3 million values, or lists nested 100 000 deep
+    yield ("load: a model file whose JSON holds 3 million numbers",
+           meta_bytes(b'{"format": "spherelab", "root": [' + b"0," * 3_000_000 + b"0]}"), ["values"], lambda r: False)
+    yield ("load: a model file whose JSON nests lists 100 000 deep",
+           meta_bytes(b'{"root": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"), ["nested"], lambda r: False)
+
+    def special(make):
+        def build():
+            target = path(f"special-{make.__name__}")
+            if os.path.lexists(target):
+                os.remove(target)
+            make(target)
+            return sl.load(target)
+        return build
+
+    def fifo(target):
+        os.mkfifo(target)
+
+    def dev_zero(target):
+        os.symlink("/dev/zero", target)
+
+    if hasattr(os, "mkfifo"):
+        yield "load: a named pipe as the model path", special(fifo), ["regular file"], lambda r: False
+    if os.path.exists("/dev/zero"):
+        yield "load: a link to /dev/zero as the model path", special(dev_zero), ["regular file"], lambda r: False
+
+    def encrypted():
+        target = path("encrypted.npz")
+        vish.save(target)
+        data = bytearray(open(target, "rb").read())
+        for signature, offset in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):  # the "encrypted" flag bit
+            at = data.find(signature)
+            while at >= 0:
+                data[at + offset] |= 1
+                at = data.find(signature, at + 4)
+        open(target, "wb").write(bytes(data))
+        with zipfile.ZipFile(target) as z:
+            assert z.infolist()[0].flag_bits & 1
+        return sl.load(target)
+
+    yield "load: a model file with encrypted entries", encrypted, ["encrypted", "unreadable"], lambda r: False
+
+    def exact_refit():
+        model = sl.models.ExactGP(K.Matern(1.5), 0.1)
+        try:
+            model.fit(X, np.where(np.arange(len(Y)) == 3, np.nan, Y))
+        except ValueError:
+            pass
+        model.fit(X, Y)  # the data fixed, the cell run again
+        target = path("exact.npz")
+        model.save(target)
+        return np.array_equal(sl.load(target).predict_f(X[:5])[0], model.predict_f(X[:5])[0])
+
+    yield "ExactGP: a fit refused (NaN in y), fitted again, saved and loaded", exact_refit, [], bool
+
+    def own_attribute():
+        model = sl.VISH(K.Matern(1.5), 2, G(0.1))
+        model.note = "run 3"
+        model.fit(X, Y, maxiter=3)
+        return model.note == "run 3"
+
+    yield "a user's own attribute on a model, then a fit", own_attribute, [], bool
+
+    def data(edit):
+        root = _yacht(tempfile.mkdtemp(dir=folder), table="1,2,3,4,5,6,7\n" * 308)
+        edit(os.path.join(root, "yacht"))
+        return sl.datasets.load_uci("yacht", 0, data_dir_=root)
+
+    yield ("data: a world-writable table", lambda: data(lambda d: os.chmod(os.path.join(d, "yacht.csv"), 0o666)),
+           ["writ"], lambda r: False)
+    yield ("data: a world-writable set folder", lambda: data(lambda d: os.chmod(d, 0o777)), ["writ"],
+           lambda r: False)
+    secret = "census-secret-value-" + "7" * 12
+
+    def echo():
+        with open(path("secret.txt"), "w") as fh:
+            fh.write(f"SECRET={secret}\n" * 40)
+
+        def link(d):
+            os.remove(os.path.join(d, "yacht.csv"))
+            os.symlink(path("secret.txt"), os.path.join(d, "yacht.csv"))
+        try:
+            data(link)
+        except (ValueError, TypeError, OSError) as err:
+            return secret not in str(err)
+        return False
+
+    yield "data: a table linked to another file: the error shows none of its bytes", echo, [], bool
+    yield "data: load(['energy'])", lambda: sl.datasets.load(["energy"]), ["name"], lambda r: False
+    yield ("data: a stand-in's split=10**6", lambda: sl.datasets.load("energy", 10 ** 6, stand_in="allow"),
+           ["split"], lambda r: False)
+
+    def racing_estimator():
+        from spherelab.estimators import VISHRegressor
+
+        est = VISHRegressor(max_degree=2, maxiter=5).fit(X, Y)
+        olds, news, seen, stop = [est.predict(X[:5])], [], [], threading.Event()
+
+        def read():
+            while not stop.is_set():
+                seen.append(est.predict(X[:5]))
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        try:
+            for k in range(3):
+                est.fit(X * (2 + k), Y * (3 + k))
+                news.append(est.predict(X[:5]))
+        finally:
+            stop.set()
+            reader.join(60)
+        known = olds + news
+        return bool(seen) and all(any(np.array_equal(s, k) for k in known) for s in seen)
+
+    yield "estimator: predictions from a thread during three refits are each before or after one", \
+        racing_estimator, [], bool

@@ -145,7 +145,10 @@ def table_cases():
 def edge_cases():
     """The edges of the model-state machinery (2026-11-27): files that cost more than they weigh,
     impossible fitted state, data files that lie, refits that fail half-way, a load that flips
-    between passes, reads racing a fit."""
+    between passes, reads racing a fit; and (2026-11-29) JSON that costs more than its bytes,
+    pipes, devices and encrypted entries as model files, data trusted file by file, a failed
+    fit then a refit, a user's own attributes, estimators read while they refit, Dask blocks
+    that lie about their shape, inputs beyond the lift, columns constant up to rounding."""
     from census_edges import edge_cases as cases
 
     yield from cases(X, Y)
