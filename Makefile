@@ -155,11 +155,13 @@ bench-peers: $(PEERS)/.installed
 
 # Sphinx (autodoc + napoleon for the API, MyST-NB for the notebooks, executed at smoke size),
 # warnings as errors; then every internal link of the built site must resolve (tests/docs_links.py)
+# the pages are read (their notebooks run) on every core: two kernels at a time on two cores
+DOCS_JOBS ?= auto
 docs: $(STAMP)
 	rm -rf docs/_build
 	@mkdir -p docs/_build; status=0; \
 	SPHERELAB_SMOKE=1 MPLBACKEND=module://matplotlib_inline.backend_inline \
-	  $(BIN)/sphinx-build -W --keep-going -q -b html docs docs/_build/html > docs/_build/sphinx.log 2>&1 || status=$$?; \
+	  $(BIN)/sphinx-build -j $(DOCS_JOBS) -W --keep-going -q -b html docs docs/_build/html > docs/_build/sphinx.log 2>&1 || status=$$?; \
 	grep -v "IPKernelApp\|^$$\|INFO traitlets" docs/_build/sphinx.log || true; \
 	if [ $$status -ne 0 ]; then echo "make docs: sphinx-build failed ($$status)"; exit $$status; fi
 	$(BIN)/python docs/check_links.py docs/_build/html

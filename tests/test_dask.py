@@ -140,7 +140,7 @@ def test_blocks_that_lie_about_their_shape_are_named():
 @pytest.fixture(scope="module")
 def cluster():
     distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
                                   silence_logs=40) as lc, distributed.Client(lc) as client:
         yield client
 

@@ -120,3 +120,12 @@ def test_no_subpackage_imports_another_that_imports_it_back_even_when_deferred()
 
 def test_the_cycle_finder_finds_a_cycle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_module_imports_another_that_imports_it_back_even_for_annotations():
+    """Every import counted, deferred into functions and under ``if TYPE_CHECKING:`` alike: no two
+    modules lean on each other (a package's ``__init__``, which gathers its modules' names, is not
+    counted as a module one imports)."""
+    packages = {m for m, p in MODULES.items() if p.name == "__init__.py"}
+    graph = {m: {t for t in _imports(m, deferred=True) if t not in packages} for m in MODULES}
+    assert _cycles(graph) == []

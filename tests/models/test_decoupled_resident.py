@@ -1,4 +1,4 @@
-"""The decoupled models' rows on the device (spherelab.models.decoupled_resident): the same bound
+"""The decoupled models' rows on the device (spherelab.rows: the floor's one pass): the same bound
 and gradient as the CPU's, and — the spy — no transfer of N-sized arrays between a fit's
 evaluations, counted on every path a transfer can take (the operation table's and the CUDA
 operations' own)."""
@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import spherelab as sl
 from conftest import TransferSpy, toy_data
-from spherelab.models.decoupled_resident import ResidentRows
+from spherelab.rows.device import DeviceRows
+from spherelab.rows.whitened import ResidentRows
 
 
 def _data(n=40):
@@ -83,13 +84,13 @@ def test_a_fit_moves_no_n_sized_array_between_evaluations(cuda_device, monkeypat
     model = _model(X, y, cuda_device, K=2, features=features)
     spy = TransferSpy(model, monkeypatch)
     evaluations = []
-    original = ResidentRows.gram
+    original = DeviceRows.gram
 
     def gram(self, *args, **kwargs):  # marks where each evaluation's transfers begin
         evaluations.append(len(spy.sizes))
         return original(self, *args, **kwargs)
 
-    monkeypatch.setattr(ResidentRows, "gram", gram)
+    monkeypatch.setattr(DeviceRows, "gram", gram)
     for collapsed in (True, False):
         evaluations.clear()
         spy.clear()
@@ -142,7 +143,7 @@ def test_the_backward_pass_without_its_forward_pass_recomputes_the_same_sums(cud
     P = LJ.shape[0]
     Q, qb = rng.standard_normal((P, P)), rng.standard_normal(P)
     kept = rows.row_sums(model, LJ, Q, qb, -0.3)
-    rows._pass = {}  # as if the statistics ran elsewhere: the chunks, the lift of S and Sum r^2 recomputed
+    rows._last = None  # as if the statistics ran elsewhere: the chunks, the lift of S and Sum r^2 recomputed
     fresh = rows.row_sums(model, LJ, Q, qb, -0.3)
     for a, b in zip(kept[0].values(), fresh[0].values()):
         assert _close(a, b, 1e-13)

@@ -11,9 +11,9 @@ import spherelab as sl
 from conftest import TransferSpy, toy_data
 from spherelab.bounds import gaussian_stats_bound_whitened
 from spherelab.bounds.whitened_stats import whitened_stats_terms
-from spherelab.models.decoupled_resident import ResidentRows
 from spherelab.models.decoupled_step import ResidentSteps
 from spherelab.models.sparse import AdamSteps
+from spherelab.rows.device import DeviceRows
 
 pytestmark = pytest.mark.equality  # sums in another order: run under several chunk sizes and thread counts
 
@@ -142,13 +142,13 @@ def test_a_row_outside_the_lift_gets_the_lifts_own_error(cuda_device, monkeypatc
     X[7, 1] = 1e200
     model = _model(X[:5].copy(), cuda_device)
     seen = []
-    original = ResidentRows.rejected
+    original = DeviceRows.rejected
 
-    def rejected(self, m):  # the step's copy back counted the row, then the lift's check names it
+    def rejected(self, kernel):  # the step's copy back counted the row, then the lift's check names it
         seen.append(self.X.shape[0])
-        return original(self, m)
+        return original(self, kernel)
 
-    monkeypatch.setattr(ResidentRows, "rejected", rejected)
+    monkeypatch.setattr(DeviceRows, "rejected", rejected)
     with pytest.raises(ValueError, match="the lift .X / input_scale, bias. has entries up to 7.69e.199"):
         model.fit_svi(X, y, batch_size=60, iterations=1, init_q="prior")
     assert seen == [60]

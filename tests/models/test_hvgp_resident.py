@@ -11,7 +11,7 @@ from conftest import hvgp_data, randomise_block_q
 from spherelab import kernels as K
 from spherelab.features.device_columns import OrbitColumns
 from spherelab.groups import Antipodal, Product, Reflection, Rotation
-from spherelab.models.decoupled_resident import ResidentRows
+from spherelab.rows.device import DeviceRows
 
 CASES = {
     "reflect each, ARD": (lambda: Reflection(2),
@@ -94,8 +94,8 @@ def test_a_fit_copies_back_once_per_evaluation_and_nothing_n_sized(cuda_device, 
                 return _real(a, *args, **kw)
 
             monkeypatch.setattr(owner, name, counted)
-    original = ResidentRows.gram
-    monkeypatch.setattr(ResidentRows, "gram",
+    original = DeviceRows.gram
+    monkeypatch.setattr(DeviceRows, "gram",
                         lambda self, *a, **kw: evaluations.append(len(sizes)) or original(self, *a, **kw))
     with pytest.warns(sl.ConvergenceWarning):
         dev.fit(X, y, maxiter=3)

@@ -12,6 +12,7 @@ import pytest
 import spherelab as sl
 from conftest import toy_data
 from spherelab.models.vish_resident import ResidentLift
+from spherelab.rows.device import DeviceRows
 
 pytestmark = pytest.mark.equality  # sums in another order: run under several chunk sizes and thread counts
 
@@ -47,7 +48,7 @@ def test_bound_and_gradient_equal_the_cpu(cuda_device, monkeypatch, scale, kept,
     if not kept:
         monkeypatch.setattr(sl.VISH, "lift_cache_elements", 0)
     if rows:
-        monkeypatch.setattr(ResidentLift, "chunk_entries", rows * dev.features.all_degrees.size)
+        monkeypatch.setattr(DeviceRows, "chunk_entries", rows * dev.features.all_degrees.size)
     used = []
     monkeypatch.setattr(ResidentLift, "evaluate", _recording(ResidentLift.evaluate, used))
     va, ga = cpu.elbo_and_gradient(X, y)
@@ -59,7 +60,7 @@ def test_bound_and_gradient_equal_the_cpu(cuda_device, monkeypatch, scale, kept,
 
 def _recording(method, calls):
     def recorded(self, *args, **kwargs):
-        calls.append((self.rows, self.keep))
+        calls.append((self.rows.rows, self.rows.keep))
         return method(self, *args, **kwargs)
 
     return recorded

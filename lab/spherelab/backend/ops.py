@@ -13,7 +13,7 @@ return host (NumPy) arrays, except ``device_harmonics``, ``harmonic_columns``, t
 (``to_device`` / ``to_host`` convert; both are the identity on the CPU, and ``array_namespace``
 names the arrays' module): the data stay on the device inside the streamed statistics pass and,
 for the decoupled models with inducing points, between evaluations
-(:mod:`spherelab.models.decoupled_resident`).
+(:mod:`spherelab.rows.device`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 r"""Column blocks of :math:`K_{fu}` computed on a device from the rows' lift, one kind per feature
 set (:meth:`~spherelab.features.Features.device_columns`); the decoupled models' resident rows
-(:class:`~spherelab.models.decoupled_resident.ResidentRows`) stack them side by side:
+(:class:`~spherelab.rows.device.DeviceRows`, through :class:`~spherelab.rows.device.Stacked`) stack them side by side:
 
 * :class:`KernelColumns`: the kernel's own :math:`k(x_n, s_j)` at host inputs S (inducing points,
   orthogonal inputs, or both stacked), for a kernel with a compiled shape
@@ -13,10 +13,12 @@ set (:meth:`~spherelab.features.Features.device_columns`); the decoupled models'
   every block's inducing inputs (Sun et al. 2021, eq. 9): the kernel's columns at the orbit
   points, one ``zonal_columns`` launch, combined by the weights.
 
-Each block gives ``columns(ops, r, Xh)`` -> (state, K block ``(n, width)``), ``backward(ops, state,
-dK, r, Xh)`` -> (the rows' :math:`\partial L/\partial\tilde x`, its sources' gradient or None, the
-variance's and lengthscale's sums), ``source_gradients`` (chained through the sources' lift) and
-``split`` (the feature set's parameter gradients and the orthogonal inputs' rows).
+Each block is a column source of the rows floor (:mod:`spherelab.rows.device`): ``columns(ops, r,
+Xh)`` -> (state, K block ``(n, width)``) and ``backward(ops, state, dK, r, Xh)`` -> (the rows'
+:math:`\partial L/\partial\tilde x`, its sums by name: the kernel's hyper-parameters' as the kernel
+names them, and ``"sources"``, its sources' lifted gradient, where it has sources); then
+``source_gradients`` (chained through the sources' lift) and ``split`` (the feature set's parameter
+gradients and the orthogonal inputs' rows) on the host.
 """
 
 from __future__ import annotations
@@ -41,7 +43,6 @@ class KernelColumns:
         self.kernel, self.ops, self.S, self.m = kernel, ops, S, feature_rows
         r, U = kernel.lift(S, "Z")
         self.r, self.U = ops.to_device(r), ops.to_device(U)
-        self.args = (kernel.fused_code(), kernel.lengthscale, kernel.variance)
         self.width, self.source_shape = U.shape[0], U.shape
 
     def stacked(self, W: np.ndarray) -> "KernelColumns":
@@ -50,11 +51,12 @@ class KernelColumns:
 
     def columns(self, ops, r, Xh):
         T = Xh @ self.U.T
-        return T, ops.zonal_columns(T, r, self.r, *self.args)
+        return T, self.kernel.fused_values(ops, T, r, self.r, device=True)
 
     def backward(self, ops, T, dK, r, Xh):
-        A, B, dvar, dlen = ops.zonal_columns_backward(T, dK, r, self.r, *self.args)
-        return (*lifted_row_gradients(A, B, r, Xh, self.r, self.U), dvar, dlen)
+        A, B, sums = self.kernel.fused_backward(ops, T, dK, r, self.r, device=True)
+        dX, dS = lifted_row_gradients(A, B, r, Xh, self.r, self.U)
+        return dX, {**sums, "sources": dS}
 
     def source_gradients(self, dS: np.ndarray, scale) -> dict[str, Any]:
         return lift_backward_rows(self.S, dS, scale)
@@ -81,7 +83,8 @@ class UnitColumns:
 
     def backward(self, ops, T, dK, r, Xh):
         A, B = ops.series_columns_backward(T, dK, self.coeffs, self.alpha)
-        return (*lifted_row_gradients(A, B, r, Xh, self.r, self.U), 0.0, 0.0)
+        dX, dW = lifted_row_gradients(A, B, r, Xh, self.r, self.U)
+        return dX, {"sources": dW}
 
     def source_gradients(self, dW: np.ndarray, scale) -> dict[str, Any]:
         return {"weights": dW, "bias": 0.0, "input_scale": 0.0}  # the weights live on the sphere's side
@@ -104,7 +107,7 @@ class HarmonicColumns:
         return None, self.features.device_Kuf(ops, Xh, r).T
 
     def backward(self, ops, state, dK, r, Xh):
-        return self.features.device_Kuf_vjp(ops, Xh, dK), None, 0.0, 0.0
+        return self.features.device_Kuf_vjp(ops, Xh, dK), {}
 
     def source_gradients(self, dS, scale) -> dict[str, Any]:
         return {"bias": 0.0, "input_scale": 0.0}

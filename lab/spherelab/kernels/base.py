@@ -272,7 +272,12 @@ class ZonalKernel(Saveable):
         return lift_rows_kept(xp, X, scale, self.bias)
 
     def fused_code(self) -> int | None:
-        """Code of the compiled (fused) shape the Gram matrices and their backward run on (``None``: NumPy)."""
+        r"""Code of the compiled (fused) shape the Gram matrices and their backward run on (``None``:
+        NumPy). A kernel that gives one also gives ``fused_values(ops, T, r1, r2, same=False,
+        device=False)`` (the block :math:`r_i r_j\kappa(t_{ij})` from the unit rows' inner products
+        ``T``) and ``fused_backward(ops, T, G, r1, r2, same=False, device=False)`` -> ``(A, B, sums)``
+        (:meth:`gradients_with_inputs`' A and B, and its hyper-parameters' sums by name), on host
+        arrays or, with ``device``, the device's (:mod:`spherelab.features.device_columns`)."""
         return None
 
     def _lift_pair(self, X: Any, X2: Any):  # (inside K and gradients_with_inputs: under their policy)
@@ -296,10 +301,8 @@ class ZonalKernel(Saveable):
         model's device, or a device's name)."""
         r1, U1, r2, U2 = self._lift_pair(X, X2)
         self._check_gram_size(r1.shape[0], r2.shape[0])
-        code = self.fused_code()
-        if code is not None:
-            return as_operations(ops).matern_values(U1 @ U2.T, r1, r2, code, self.lengthscale, self.variance,
-                                                    X2 is None)
+        if self.fused_code() is not None:
+            return self.fused_values(as_operations(ops), U1 @ U2.T, r1, r2, X2 is None)
         T = np.clip(U1 @ U2.T, -1.0, 1.0)
         if X2 is None:
             np.fill_diagonal(T, 1.0)
@@ -366,11 +369,8 @@ class ZonalKernel(Saveable):
         if G.shape != (X.shape[0], X2.shape[0]):
             raise ValueError(f"dL_dK must have shape {(X.shape[0], X2.shape[0])}, got {G.shape}")
         r1, U1, r2, U2 = self._lift_pair(X, None if same else X2)
-        code = self.fused_code()
-        if code is not None:  # one compiled pass for A, B and the hyper-parameter sums
-            A, B, g_var, g_len = as_operations(ops).matern_backward(U1 @ U2.T, G, r1, r2, code, self.lengthscale,
-                                                                    self.variance, same)
-            out: dict[str, Any] = {"lengthscale": g_len, "variance": g_var}
+        if self.fused_code() is not None:  # one compiled pass for A, B and the hyper-parameter sums
+            A, B, out = self.fused_backward(as_operations(ops), U1 @ U2.T, G, r1, r2, same)
         else:
             A, B, out = self._AB(G, U1 @ U2.T, r1, r2, same, ops)
         dXt1, dXt2 = lifted_row_gradients(A, B, r1, U1, r2, U2)

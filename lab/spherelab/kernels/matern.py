@@ -112,6 +112,26 @@ class Matern(QuadratureSpectrum):
     def fused_code(self):
         return NU_CODES.get(self.nu) if self.fused else None
 
+    def fused_values(self, ops, T, r1, r2, same: bool = False, *, device: bool = False):
+        r""":math:`r_i r_j\sigma^2 m(\rho_{ij})` ``(n1, n2)`` from the unit lifted rows' inner products
+        ``T`` by the compiled shape: host arrays (``ops.matern_values``), or with ``device`` the
+        device's (``ops.zonal_columns``); ``same``: ``T`` is a set against itself (host only)."""
+        if device:
+            return ops.zonal_columns(T, r1, r2, self.fused_code(), self.lengthscale, self.variance)
+        return ops.matern_values(T, r1, r2, self.fused_code(), self.lengthscale, self.variance, same)
+
+    def fused_backward(self, ops, T, G, r1, r2, same: bool = False, *, device: bool = False):
+        r"""``(A, B, sums)`` of :meth:`fused_values` given :math:`\partial L/\partial K` ``G``:
+        :math:`A = G\odot\sigma^2(\kappa - t\kappa')`, :math:`B = G\odot\sigma^2\kappa'` and
+        ``{"variance": ..., "lengthscale": ...}``, the compiled pass's sums by their names."""
+        if device:
+            A, B, dvar, dlen = ops.zonal_columns_backward(T, G, r1, r2, self.fused_code(), self.lengthscale,
+                                                          self.variance)
+        else:
+            A, B, dvar, dlen = ops.matern_backward(T, G, r1, r2, self.fused_code(), self.lengthscale,
+                                                   self.variance, same)
+        return A, B, {"variance": dvar, "lengthscale": dlen}
+
     #: the quadrature evaluates the shape at u = 1 - t: on the circle at lengthscale 2.5e-4 the
     #: rounding of t = cos(theta) near 1 cost the spectrum 1e-6 of its value (mpmath; 1.7e-5 for
     #: nu = 1/2 at 2.2e-6)

@@ -5,23 +5,20 @@ added at the end."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from ..bounds.sums import GradientSums
 
-if TYPE_CHECKING:
-    from .decoupled import OrthogonalSVGP
-
 __all__ = ["DecoupledGradients"]
 
 
 class DecoupledGradients:
-    """Accumulates :class:`OrthogonalSVGP`'s parameter gradients from the matrix derivatives
-    (GPy's contract): the inducing block once, the row blocks once per chunk."""
+    """Accumulates the parameter gradients of ``model`` (an :class:`~spherelab.OrthogonalSVGP`) from
+    the matrix derivatives (GPy's contract): the inducing block once, the row blocks once per chunk."""
 
-    def __init__(self, model: "OrthogonalSVGP") -> None:
+    def __init__(self, model) -> None:
         self.model = model
         self.kernel_sums = GradientSums.for_kernel(model.kernel)
         self.fparams = np.zeros_like(model.features.get_params())

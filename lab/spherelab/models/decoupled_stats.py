@@ -4,7 +4,7 @@ the bound from :math:`\Phi = AA^\top` and :math:`\beta = Ay`, :math:`A = L_J^{-1
 
 The pass over the rows is an object chosen from the kind of rows the data adapter
 (:func:`spherelab.distributed.rows`) finds, in :data:`PASSES`: a :class:`RowPass` over rows in
-memory (split over the cores, or resident on a device: :class:`~.decoupled_resident.ResidentRows`),
+memory (split over the cores, or resident on a device: :class:`~spherelab.rows.whitened.ResidentRows`),
 or a :class:`BlockPass`, the same pass on every Dask block, summed. A fit chooses it once
 (:meth:`DecoupledStatistics.holding_rows`); an evaluation outside a fit chooses its own."""
 
@@ -23,11 +23,10 @@ from ..distributed import BlockwisePass, InBlocks, InMemory, rows
 from ..features.device_columns import KernelColumns
 from ..likelihoods import Gaussian
 from ..linalg import forward_solve
+from ..rows.whitened import ResidentRows, chain_sums, resident_bound, split_flat
 from ..threads import fixed_chunk_rows, pass_workers
 from .decoupled_gradients import DecoupledGradients
-from .decoupled_resident import ResidentRows
 from .decoupled_step import ResidentSteps
-from .resident_bound import resident_bound, split_flat
 
 if TYPE_CHECKING:  # the host's parts, for the annotations of what the mixin reads
     from ..backend.ops import Operations
@@ -165,6 +164,14 @@ class DecoupledStatistics:
             return held[2]
         return PASSES[type(rows(X, y))](self, X, y)
 
+    def has_device_blocks(self) -> bool:
+        """Whether :meth:`column_blocks` can give the device's blocks: features with device columns
+        (:meth:`~spherelab.features.Features.has_device_columns`: inducing points with a compiled
+        kernel, activated units, spherical harmonics; not phase-truncated ones, whose directions
+        train), and a kernel with a compiled shape wherever its own columns are needed."""
+        return self.features.has_device_columns(self.kernel) and (
+            self.kernel.fused_code() is not None or not self.num_orthogonal)
+
     def _rows_on_device(self, X, y) -> ResidentRows | None:
         """These rows in memory on the model's device (:class:`ResidentRows`), or None: the
         host's streamed pass."""
@@ -228,7 +235,7 @@ class DecoupledStatistics:
         its gradient: the statistics, the bound, then the rows' sums."""
         M = self.features.num_features
         if rowpass.device is not None:  # the rows on a device: the whole evaluation there, one copy back
-            out = self._resident_evaluation(rowpass.device, num_data, collapsed)
+            out = self._resident_evaluation(rowpass.device.rows, num_data, collapsed)
             if out is not None:
                 return out
         LJ = joint_cholesky(*self._inducing_matrices())
@@ -247,7 +254,7 @@ class DecoupledStatistics:
         grads.add_sums(rowpass.row_sums(LJ, Q, qb, res.dkff))
         return res.value, grads.result(res.dm_u, res.dL_u, res.dm_v, res.dL_v, res.dnoise)
 
-    def _resident_evaluation(self, rows: ResidentRows, num_data: int, collapsed: bool):
+    def _resident_evaluation(self, rows, num_data: int, collapsed: bool):
         """:meth:`_elbo_and_gradient_stats` by :func:`~.resident_bound.resident_bound`; None where the
         device's factor failed (the host's evaluation then decides, with its jitter and errors)."""
         M, K = self.features.num_features, self.num_orthogonal
@@ -263,7 +270,7 @@ class DecoupledStatistics:
         grads = DecoupledGradients(self)
         if res.dKpp is not None:
             grads.inducing(res.dKpp[:M, :M], res.dKpp[M:, M:], 2.0 * res.dKpp[M:, :M])
-        grads.add_sums(rows.finish_sums(self, res.sums, res.dkff))
+        grads.add_sums(chain_sums(self, res.blocks, res.sums, res.dkff, rows.X.shape[1]))
         dq = (None,) * 4 if collapsed else split_flat(res.q, M, K)
         return res.value, grads.result(dq[0], dq[2], dq[1], dq[3], res.dnoise)
 

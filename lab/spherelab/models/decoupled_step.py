@@ -2,7 +2,7 @@ r"""The decoupled models' minibatch step resident on a device (:meth:`~spherelab
 
 On a device other than the CPU, for a Gaussian likelihood with whitened q and the sufficient
 statistics (:class:`ResidentSteps.applies`), a fit copies the training rows there once
-(:class:`~spherelab.models.decoupled_resident.ResidentRows`) and keeps q and q's Adam moments there
+(:class:`~spherelab.rows.device.DeviceRows`) and keeps q and q's Adam moments there
 too. A step then:
 
 1. sends the minibatch's B indices and the column blocks' sources (for inducing points, one block
@@ -32,20 +32,14 @@ host instead (its jitter, its errors), from a second copy of q.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from ..likelihoods import Gaussian
 from ..linalg import NumericalFailure
 from ..optim import Adam
+from ..rows.whitened import ResidentRows, chain_sums, own_inducing_block, resident_bound, split_flat
 from .decoupled_gradients import DecoupledGradients
-from .decoupled_resident import ResidentRows
-from .resident_bound import own_inducing_block, resident_bound, split_flat
 from .sparse import minibatch_gradient
-
-if TYPE_CHECKING:
-    from .decoupled import OrthogonalSVGP
 
 __all__ = ["ResidentSteps", "Q_NAMES"]
 
@@ -67,10 +61,10 @@ class ResidentSteps:
         Adam's step size.
     """
 
-    def __init__(self, model: "OrthogonalSVGP", X: np.ndarray, y: np.ndarray, lr: float) -> None:
+    def __init__(self, model, X: np.ndarray, y: np.ndarray, lr: float) -> None:
         self.model, self.ops, self.xp = model, model.ops, model.ops.array_namespace()
         self.X, self.y, self.num_data = X, y, X.shape[0]
-        self.rows = ResidentRows(model, X, y)
+        self.rows = ResidentRows(model, X, y).rows
         self.M, self.K = model.features.num_features, model.num_orthogonal
         self.names = [name for name in model.param_names if name not in Q_NAMES]
         q = np.concatenate([model.m_u, model.m_v, np.tril(model.L_u).ravel(), np.tril(model.L_v).ravel()])
@@ -81,7 +75,7 @@ class ResidentSteps:
         self.inducing_on_device = own_inducing_block(model.column_blocks())
 
     @staticmethod
-    def applies(model: "OrthogonalSVGP") -> bool:
+    def applies(model) -> bool:
         """Whether ``model``'s minibatch steps run on its device: its rows can
         (:meth:`ResidentRows.applies`) and the bound is the whitened Gaussian one of the statistics."""
         return (ResidentRows.applies(model) and model.whiten and model.sufficient_statistics
@@ -90,7 +84,7 @@ class ResidentSteps:
     def step(self, idx: np.ndarray) -> float:
         """One Adam step on the rows ``idx``; returns the ELBO estimate before it."""
         model, M = self.model, self.M
-        rows = self.rows.batch(model, idx)
+        rows = self.rows.batch(idx)
         try:
             res = resident_bound(model, rows, M, self.num_data, q=split_flat(self.q.x, M, self.K),
                                  inducing=model.joint_inducing_block, q_back=False)
@@ -102,7 +96,7 @@ class ResidentSteps:
         grads = DecoupledGradients(model)
         if res.dKpp is not None:
             grads.inducing(res.dKpp[:M, :M], res.dKpp[M:, M:], 2.0 * res.dKpp[M:, :M])
-        grads.add_sums(rows.finish_sums(model, res.sums, res.dkff))
+        grads.add_sums(chain_sums(model, res.blocks, res.sums, res.dkff, self.X.shape[1]))
         g = grads.result(None, None, None, None, res.dnoise)
         self._advance(model._chain(g, self.rest.x, model._entries(self.names)))
         return res.value

@@ -9,11 +9,11 @@ Gaussian bound depends on the rows only through :math:`\Phi = AA^\top` and :math
 derivatives by :math:`L` and :math:`K_{uu}` are read on the diagonal blocks).
 
 On a device other than the CPU the rows are copied there once per fit
-(:class:`~spherelab.models.decoupled_resident.ResidentRows`); every block's columns come from one
+(:class:`~spherelab.rows.whitened.ResidentRows`); every block's columns come from one
 kernel launch at all the blocks' orbit points (:class:`~spherelab.features.device_columns.OrbitColumns`).
 An evaluation sends the joint :math:`K_{uu}` (block-diagonal, built on the host with each block's
 jitter) and the orbit points; the factor, the statistics, q's optimum (collapsed), the bound, its
-backward pass and the rows' chain run on the device (:func:`~.resident_bound.resident_bound`), and
+backward pass and the rows' chain run on the device (:func:`~spherelab.rows.whitened.resident_bound`), and
 one copy comes back; nothing of size N crosses. Each block's :math:`K_{uu}` chain runs on the host.
 """
 
@@ -29,27 +29,30 @@ from ..bounds.sums import GradientSums
 from ..features.device_columns import OrbitColumns
 from ..groups import Group
 from ..likelihoods import Gaussian
-from .decoupled_resident import ResidentRows
-from .resident_bound import resident_bound, split_flat
+from ..rows.whitened import ResidentRows, chain_sums, resident_bound, split_flat
 
 __all__ = ["DeviceBlocks"]
 
 
 class DeviceBlocks:
     """The device's evaluation of :class:`~spherelab.HarmonicSVGP` (a mixin: the model's hooks for
-    :class:`~spherelab.models.decoupled_resident.ResidentRows` and the evaluation itself)."""
+    :class:`~spherelab.rows.whitened.ResidentRows` and the evaluation itself)."""
 
     #: the most entries (rows x orbit points) of a pass's columns kept for its backward pass
     keep_entries = 1 << 24
     _held: tuple | None = None
 
     def _on_device(self) -> bool:
-        """Whether evaluations run on the model's device: a device other than the CPU, a Gaussian
-        likelihood, a kernel with a compiled shape (the orbit columns are the kernel's own) and a
-        group acting on the inputs (:class:`~spherelab.groups.Antipodal`'s even and odd parts are
-        spectral, not orbit sums of the inputs)."""
-        return (self.ops.device != "cpu" and isinstance(self.likelihood, Gaussian)
-                and self.kernel.fused_code() is not None and isinstance(self.group, Group))
+        """Whether evaluations run on the model's device (:meth:`ResidentRows.applies`)."""
+        return ResidentRows.applies(self)
+
+    def has_device_blocks(self) -> bool:
+        """Whether the device's column blocks apply: a Gaussian likelihood, a kernel with a compiled
+        shape (the orbit columns are the kernel's own) and a group acting on the inputs
+        (:class:`~spherelab.groups.Antipodal`'s even and odd parts are spectral, not orbit sums of
+        the inputs)."""
+        return (isinstance(self.likelihood, Gaussian) and self.kernel.fused_code() is not None
+                and isinstance(self.group, Group))
 
     def column_width(self) -> int:
         """Orbit points over all blocks (the widest of a device chunk's temporaries)."""
@@ -82,10 +85,10 @@ class DeviceBlocks:
                                   collapsed: bool = False) -> tuple[float, dict[str, Any]] | None:
         r"""The bound on rows ``(X, y)`` and its gradient, every parameter (the dict of
         :meth:`~spherelab.HarmonicSVGP.elbo_and_gradient`), in one copy back
-        (:func:`~.resident_bound.resident_bound`); ``collapsed``: at the optimal q for the other
+        (:func:`~spherelab.rows.whitened.resident_bound`); ``collapsed``: at the optimal q for the other
         parameters, which it also sets (:meth:`~spherelab.HarmonicSVGP.optimal_q`). None where the
         device's factor failed: the host's evaluation decides (its jitter, its errors)."""
-        rows = self._device_rows(X, y)
+        rows = self._device_rows(X, y).rows
         offs = np.cumsum([0, *self.sizes])
         blocks = [slice(a, b) for a, b in zip(offs[:-1], offs[1:])]
         M, ops = int(offs[-1]), self.ops
@@ -100,7 +103,7 @@ class DeviceBlocks:
             res = resident_bound(self, rows, M, num_data, q=tuple(ops.to_device(a) for a in q), inducing=inducing)
         if res is None:
             return None
-        sums, dZ_rows, _ = rows.finish_sums(self, res.sums, res.dkff)
+        sums, dZ_rows, _ = chain_sums(self, res.blocks, res.sums, res.dkff, X.shape[1])
         acc = GradientSums.for_kernel(self.kernel)
         acc.add(sums)
         dZ = []

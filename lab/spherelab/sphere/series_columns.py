@@ -8,7 +8,7 @@ with the normalised Gegenbauer polynomials :math:`P_\ell^\alpha` (:mod:`.gegenba
 :math:`\sum_\ell a_\ell Z_\ell(t)` is :math:`c_\ell = a_\ell N(\ell, d)`, :math:`\alpha = (d - 2)/2`
 (:func:`normalized_zonal`). This is the activated features' cross-covariance
 :math:`[K_{fu}]_{nm} = r_n\|w_m\|\,g_L(\hat x_n^\top\hat w_m)` (Tiao, thesis eq. 3.6) on rows that a
-decoupled model keeps on its device (:mod:`spherelab.models.decoupled_resident`). Its reverse mode
+decoupled model keeps on its device (:mod:`spherelab.rows.device`). Its reverse mode
 returns what :func:`~spherelab.sphere.lift.lifted_row_gradients` takes,
 :math:`A = G\odot(s - t s')`, :math:`B = G\odot s'`, with :math:`s'` dropped where
 :math:`|t| = 1` (its factor :math:`\hat b - t\hat a` vanishes there, as in

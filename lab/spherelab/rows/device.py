@@ -1,0 +1,193 @@
+r"""Rows held on a device, and the one chunk loop of every Gaussian statistic a bound takes of them.
+
+Every Gaussian bound of the package depends on its rows through
+
+.. math:: G = AA^\top, \qquad c = Ay, \qquad \textstyle\sum_n r_n^2,
+
+with :math:`A = L^{-1}K_{pf}` ``(P, n)``: the columns :math:`K_{fp}` of a *column source* at the
+rows' lift (:math:`\tilde x = [x/s, b]`, :math:`r = \|\tilde x\|`, :math:`\hat x = \tilde x/r`),
+whitened by a factor :math:`L` (the joint inducing block's for the decoupled models and HVGP;
+none for VISH, whose :math:`K_{uu}` is diagonal and folded into its bound). Backwards, a bound
+gives :math:`\partial\mathcal L/\partial K_{pf} = QA + q\,y^\top` (``Q`` = :math:`2L^{-\top}\partial_G`,
+``q`` = :math:`L^{-\top}\partial_c`) and :math:`\partial\mathcal L/\partial\sum_n r_n^2`; the loop
+chains them through the source's backward pass and the lift into the lift's :math:`D + 1` sums
+(:func:`~spherelab.sphere.lift.lift_backward_sums`) and the source's own sums, keyed by name.
+
+The loop is written once, on the device's array namespace (``ops.array_namespace()``: NumPy, or
+CuPy), for :class:`DeviceRows`: rows copied to a device once per fit, so that nothing of size N
+crosses between evaluations. A column source has
+
+* ``width``: P, its columns;
+* ``columns(ops, r, Xh)`` -> ``(state, K)``: its block ``K`` ``(n, P)`` of the chunk's lifted rows
+  and what its backward pass reuses;
+* ``backward(ops, state, dK, r, Xh)`` -> ``(dXt, sums)``: :math:`\partial\mathcal L/\partial\tilde x`
+  ``(n, D + 1)`` of the chunk from ``dK`` ``(n, P)`` and a dict of the sums its own parameters need,
+  each keyed by its name (arrays or 0-d arrays of the device; chunks' sums add up).
+
+:class:`Stacked` puts several sources side by side (:mod:`spherelab.features.device_columns`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..bounds.statistics import row_chunks
+from ..sphere.lift import lift_backward_sums, lift_rows_kept
+
+__all__ = ["DeviceRows", "RowsPass", "Stacked", "copy_back", "copy_back_named"]
+
+
+@dataclass
+class RowsPass:
+    """One forward pass of :meth:`DeviceRows.gram`: its device results ``G`` ``(P, P)``, ``c``
+    ``(P,)``, ``r2`` (:math:`\\sum_n r_n^2`) and ``bad`` (the rows the lift rejected), and what its
+    backward pass (:meth:`DeviceRows.sums`) needs: the source, the factor, the lift's parameters
+    and the chunks' columns where they were kept."""
+
+    G: Any
+    c: Any
+    r2: Any
+    bad: Any
+    source: Any
+    L: Any
+    lift: tuple
+    kept: list | None = field(default=None, repr=False)
+
+
+class DeviceRows:
+    """Training rows ``(X, y)`` copied once to a device (``ops``), with the statistics pass and its
+    backward pass (the module's docstring).
+
+    Parameters
+    ----------
+    ops
+        The device's :class:`~spherelab.backend.Operations`.
+    X, y
+        The host rows ``(N, D)``, ``(N,)`` (validated); copied here unless ``on_device`` gives them
+        there already (:meth:`batch`).
+    width
+        The widest chunk temporary's columns (P); a chunk holds about ``chunk_entries`` entries.
+    keep_entries
+        The most entries (rows x ``kept_width``) of a pass's columns kept for its backward pass.
+    kept_width
+        The columns a kept chunk holds (default ``width``).
+    """
+
+    #: rows per device chunk: about 2^25 entries of each (rows, P) temporary (256 MB)
+    chunk_entries = 1 << 25
+
+    def __init__(self, ops, X: np.ndarray, y: np.ndarray, width: int, keep_entries: int,
+                 on_device: tuple | None = None, kept_width: int | None = None) -> None:
+        self.ops, self.xp = ops, ops.array_namespace()
+        self.X, self.y = X, y  # the host arrays these rows copy: a later call with the same ones reuses them
+        self.Xd, self.yd = (ops.to_device(X), ops.to_device(y)) if on_device is None else on_device
+        self.yy = float(y @ y)
+        self.width, self.keep_entries, self.kept_width = width, keep_entries, kept_width or width
+        self.rows = max(1, min(X.shape[0], self.chunk_entries // max(width, 1)))
+        self.keep = X.shape[0] * self.kept_width <= keep_entries
+
+    def batch(self, idx: np.ndarray) -> "DeviceRows":
+        """The rows ``idx`` of these, gathered on the device: only the B indices cross."""
+        idxd = self.ops.to_device(idx)
+        return DeviceRows(self.ops, self.X[idx], self.y[idx], self.width, self.keep_entries,
+                          (self.Xd[idxd], self.yd[idxd]), self.kept_width)
+
+    def matches(self, X: Any, y: Any) -> bool:
+        return X is self.X and y is self.y
+
+    def _chunk(self, p: RowsPass, a: int, b: int):
+        r, Xh, bad = lift_rows_kept(self.xp, self.Xd[a:b], *p.lift)  # rejected rows are counted, not summed
+        state, K = p.source.columns(self.ops, r, Xh)
+        A = K.T if p.L is None else self.ops.device_solve(p.L, K.T)
+        return r, Xh, state, A, bad
+
+    def gram(self, kernel, source, L=None) -> RowsPass:
+        r""":math:`G`, :math:`c`, :math:`\sum_n r_n^2` and the rejected rows' count (device arrays, in
+        the pass returned) of the columns of ``source`` at ``kernel``'s lift, whitened by the device
+        array ``L`` (lower triangular, ``(P, P)``) when given; the chunks' columns are kept for
+        :meth:`sums` when they fit."""
+        xp = self.xp
+        lift = (xp.asarray(np.asarray(kernel.input_scale, dtype=np.float64)), kernel.bias)
+        P = source.width
+        p = RowsPass(xp.zeros((P, P)), xp.zeros(P), xp.zeros(()), xp.zeros((), dtype=xp.int64), source, L, lift,
+                     [] if self.keep else None)
+        for a, b in row_chunks(self.X.shape[0], self.rows):
+            r, Xh, state, A, bad = self._chunk(p, a, b)
+            p.G += A @ A.T
+            p.c += A @ self.yd[a:b]
+            p.r2, p.bad = p.r2 + r @ r, p.bad + bad
+            if p.kept is not None:
+                p.kept.append((r, Xh, state, A))
+        return p
+
+    def sums(self, p: RowsPass, Q, q, dr2) -> tuple[Any, dict[str, Any]]:
+        r"""The backward pass of ``p`` from :math:`\partial\mathcal L/\partial K_{pf} = QA + q\,y^\top`
+        (device arrays ``Q`` ``(P, P)``, ``q`` ``(P,)``) and :math:`\partial\mathcal L/\partial\sum_n
+        r_n^2` ``dr2``: the lift's :math:`D + 1` sums and the source's named sums, device arrays
+        (the chunks of ``p`` reused where kept, else computed again)."""
+        xp = self.xp
+        lift_sums, named = xp.zeros(self.X.shape[1] + 1), {}
+        for i, (a, b) in enumerate(row_chunks(self.X.shape[0], self.rows)):
+            r, Xh, state, A = p.kept[i] if p.kept else self._chunk(p, a, b)[:4]
+            dK = xp.ascontiguousarray((Q @ A + q[:, None] * self.yd[None, a:b]).T)
+            dXt, own = p.source.backward(self.ops, state, dK, r, Xh)
+            dXt = dXt + (2.0 * dr2) * (Xh * r[:, None])  # sum r^2: its gradient is 2 x_tilde
+            lift_sums += lift_backward_sums(self.Xd[a:b], dXt, xp)
+            for name, value in own.items():
+                named[name] = named[name] + value if name in named else value
+        return lift_sums, named
+
+    def rejected(self, kernel) -> None:
+        """Raise the lift's own error for these rows (some lifted outside the usable range)."""
+        kernel.check_lift(self.X)  # names the row
+        raise ValueError("rows of X lift outside the usable range (check_lift found none: report this)")
+
+
+class Stacked:
+    """Column sources side by side: ``K = [K_1, K_2, ...]``. Sums of the same name add up (a
+    kernel's hyper-parameters, shared by its blocks); a name may be made a block's own with
+    ``own``: ``"sources"`` of block k comes back as ``"sources.k"``."""
+
+    def __init__(self, blocks: list, own: tuple[str, ...] = ("sources",)) -> None:
+        self.blocks, self.own = list(blocks), own
+        self.width = sum(block.width for block in self.blocks)
+        self._spans = np.cumsum([0] + [block.width for block in self.blocks])
+
+    def columns(self, ops, r, Xh):
+        states, Ks = zip(*(block.columns(ops, r, Xh) for block in self.blocks))
+        return states, Ks[0] if len(Ks) == 1 else ops.array_namespace().concatenate(Ks, axis=1)
+
+    def backward(self, ops, states, dK, r, Xh):
+        xp, dXt, out = ops.array_namespace(), None, {}
+        for k, (block, state) in enumerate(zip(self.blocks, states)):
+            part = xp.ascontiguousarray(dK[:, self._spans[k]:self._spans[k + 1]])
+            dX, own = block.backward(ops, state, part, r, Xh)
+            dXt = dX if dXt is None else dXt + dX
+            for name, value in own.items():
+                key = f"{name}.{k}" if name in self.own else name
+                out[key] = out[key] + value if key in out else value
+        return dXt, out
+
+
+def copy_back(ops, arrays: list) -> list:
+    """The device ``arrays`` (any shapes, 0-d included) on the host in one copy: concatenated on the
+    device, copied, and split again; each comes back a float64 array of its own shape."""
+    xp = ops.array_namespace()
+    flat = ops.to_host(xp.concatenate([xp.ravel(xp.asarray(a, dtype=xp.float64)) for a in arrays]))
+    out, i = [], 0
+    for a in arrays:
+        n = int(np.prod(np.shape(a)))
+        out.append(flat[i:i + n].reshape(np.shape(a)))
+        i += n
+    return out
+
+
+def copy_back_named(ops, arrays: list, named: dict[str, Any]) -> tuple[list, dict[str, np.ndarray]]:
+    """:func:`copy_back` of ``arrays`` and the values of ``named`` together (one copy); the named
+    ones come back under their names."""
+    keys = sorted(named)
+    host = copy_back(ops, [*arrays, *(named[k] for k in keys)])
+    return host[:len(arrays)], dict(zip(keys, host[len(arrays):]))
