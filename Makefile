@@ -155,24 +155,25 @@ bench-peers: $(PEERS)/.installed
 
 # Sphinx (autodoc + napoleon for the API, MyST-NB for the notebooks, executed at smoke size),
 # warnings as errors; then every internal link of the built site must resolve (tests/docs_links.py)
-# the pages are read (their notebooks run) on every core: two kernels at a time on two cores
-DOCS_JOBS ?= auto
 docs: $(STAMP)
 	rm -rf docs/_build
 	@mkdir -p docs/_build; status=0; \
 	SPHERELAB_SMOKE=1 MPLBACKEND=module://matplotlib_inline.backend_inline \
-	  $(BIN)/sphinx-build -j $(DOCS_JOBS) -W --keep-going -q -b html docs docs/_build/html > docs/_build/sphinx.log 2>&1 || status=$$?; \
+	  $(BIN)/sphinx-build -W --keep-going -q -b html docs docs/_build/html > docs/_build/sphinx.log 2>&1 || status=$$?; \
 	grep -v "IPKernelApp\|^$$\|INFO traitlets" docs/_build/sphinx.log || true; \
 	if [ $$status -ne 0 ]; then echo "make docs: sphinx-build failed ($$status)"; exit $$status; fi
 	$(BIN)/python docs/check_links.py docs/_build/html
 
-# The wheel as a user gets it: built from a clean tree, installed into a fresh venv (no -e, no
-# repository on the path), then a tiny fit run from a temporary directory
+# The wheel as a user gets it: built by pip (its isolated build) from a copy of the tree's files
+# (tracked and new, not ignored: nothing a build or an install left here), installed into a fresh
+# venv (no -e, no repository on the path), then a tiny fit run from a temporary directory. It needs
+# nothing of .venv, so CI runs it beside make test's install.
 WHEEL_VENV := .venv-wheel
-wheel-test: $(STAMP)
+wheel-test:
 	rm -rf dist $(WHEEL_VENV)
-	$(BIN)/python -m build --wheel --outdir dist . >/dev/null
-	$(PYTHON) -m venv $(WHEEL_VENV)
+	bash .ci/make_venv.sh "$(PYTHON)" "$(WHEEL_VENV)"
+	src="$$(mktemp -d)" && git ls-files -co --exclude-standard | tar --ignore-failed-read -cf - -T - | tar -xf - -C "$$src" && \
+	  $(WHEEL_VENV)/bin/python -m pip wheel --quiet --no-deps --wheel-dir "$(CURDIR)/dist" "$$src" && rm -rf "$$src"
 	$(WHEEL_VENV)/bin/python -m pip install --quiet -c $(CONSTRAINTS) dist/spherelab-*.whl
 	cd "$$(mktemp -d)" && $(CURDIR)/$(WHEEL_VENV)/bin/python $(CURDIR)/.ci/wheel_smoke.py
 

@@ -83,8 +83,3 @@ def _copy_notebooks(app):
 
 def setup(app):
     app.connect("builder-inited", _copy_notebooks)
-    # sphinx-mathjax-offline only copies MathJax's files when the build has finished: safe for a
-    # parallel build (make docs reads the pages, and so runs the notebooks, on every core), though
-    # it does not declare it
-    mathjax = app.extensions["sphinx-mathjax-offline"]
-    mathjax.parallel_read_safe = mathjax.parallel_write_safe = True

@@ -225,9 +225,9 @@ def evaluation_in_a_fit() -> list[dict]:
 
 def statistics_path(stops: list[dict]) -> list[dict]:
     """The forward statistics pass within an evaluation's walk: from the model's choice of pass
-    (``DecoupledStatistics._pass``) to the first stop of the backward pass (the rows' gradients)."""
+    (``StatisticsPath.rows_pass``) to the first stop of the backward pass (the rows' gradients)."""
     names = [s["function"] for s in stops]
-    start = names.index("DecoupledStatistics._pass")
+    start = names.index("StatisticsPath.rows_pass")
     end = next((i for i, s in enumerate(stops) if i > start and "decoupled_gradients" in s["module"]), len(stops))
     return stops[start:end]
 

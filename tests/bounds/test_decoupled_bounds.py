@@ -10,6 +10,7 @@ from spherelab import OrthogonalSVGP
 from spherelab import activations as A
 from spherelab import kernels as K
 from spherelab.features import ActivatedFeatures, InducingPoints
+from spherelab.models.decoupled_stats import StatisticsPath
 
 pytestmark = pytest.mark.equality  # sums in another order: run under several chunk sizes and thread counts
 
@@ -21,7 +22,7 @@ def _stats_model(fname, num_orth, rng, n=70):
         X, y, optimize=False
     )
     randomise_decoupled_q(model, rng)
-    assert model._use_stats(n)
+    assert StatisticsPath(model).use_stats(n)
     return model, X, y
 
 

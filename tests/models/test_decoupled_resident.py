@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import spherelab as sl
 from conftest import TransferSpy, toy_data
+from spherelab.models.decoupled_stats import StatisticsPath
 from spherelab.rows.device import DeviceRows
 from spherelab.rows.whitened import ResidentRows
 
@@ -53,7 +54,7 @@ def _arccos():
 def test_resident_bound_and_gradient_equal_the_cpu(cuda_device, K, scale, features, kernel):
     X, y = _data()
     cpu, dev = (_model(X, y, d, K, scale, features, kernel and kernel()) for d in ("cpu", cuda_device))
-    assert ResidentRows.applies(dev) and not ResidentRows.applies(cpu)
+    assert ResidentRows.applies(StatisticsPath(dev)) and not ResidentRows.applies(StatisticsPath(cpu))
     for rows, num_data in ((slice(None), None), (slice(0, 10), 40)):  # full batch; a minibatch of 10 < 3P
         va, ga = cpu.elbo_and_gradient(X[rows], y[rows], num_data)
         vb, gb = dev.elbo_and_gradient(X[rows], y[rows], num_data)
@@ -73,8 +74,9 @@ def test_other_kernels_and_features_stay_on_the_host_path(cuda_device):
                              (sl.kernels.Matern(0.5, 1.0), units, 2),  # ... for the orthogonal columns
                              (sl.kernels.Matern(1.5, 1.0), sl.PhaseTruncatedHarmonics(4, 2, 2), 0)]:
         model = sl.OrthogonalSVGP(kernel, feats, K, device=cuda_device)
-        assert not ResidentRows.applies(model)
-    assert ResidentRows.applies(sl.OrthogonalSVGP(sl.kernels.Matern(0.5, 1.0), units, 0, device=cuda_device))
+        assert not ResidentRows.applies(StatisticsPath(model))
+    assert ResidentRows.applies(StatisticsPath(sl.OrthogonalSVGP(sl.kernels.Matern(0.5, 1.0), units, 0,
+                                                                device=cuda_device)))
 
 
 @pytest.mark.parametrize("features", ["points", "activated", "harmonics"])
@@ -136,15 +138,16 @@ def test_the_backward_pass_without_its_forward_pass_recomputes_the_same_sums(cud
 
     X, y = _data()
     model = _model(X, y, cuda_device, features=features)
-    rows = ResidentRows(model, X, y)
+    path = StatisticsPath(model)
+    rows = ResidentRows(path, X, y)
     LJ = joint_cholesky(*model._inducing_matrices())
-    rows.statistics(model, LJ)
+    rows.statistics(path, LJ)
     rng = np.random.default_rng(3)
     P = LJ.shape[0]
     Q, qb = rng.standard_normal((P, P)), rng.standard_normal(P)
-    kept = rows.row_sums(model, LJ, Q, qb, -0.3)
+    kept = rows.row_sums(path, LJ, Q, qb, -0.3)
     rows._last = None  # as if the statistics ran elsewhere: the chunks, the lift of S and Sum r^2 recomputed
-    fresh = rows.row_sums(model, LJ, Q, qb, -0.3)
+    fresh = rows.row_sums(path, LJ, Q, qb, -0.3)
     for a, b in zip(kept[0].values(), fresh[0].values()):
         assert _close(a, b, 1e-13)
     assert _close(kept[1], fresh[1], 1e-13) and _close(kept[2], fresh[2], 1e-13)

@@ -11,6 +11,7 @@ import spherelab as sl
 from conftest import TransferSpy, toy_data
 from spherelab.bounds import gaussian_stats_bound_whitened
 from spherelab.bounds.whitened_stats import whitened_stats_terms
+from spherelab.models.decoupled_stats import StatisticsPath
 from spherelab.models.decoupled_step import ResidentSteps
 from spherelab.models.sparse import AdamSteps
 from spherelab.rows.device import DeviceRows
@@ -44,7 +45,7 @@ def _close(a, b, tol):
 def test_the_resident_fit_takes_the_hosts_steps(cuda_device, features, K, jitter):
     X, y = _data()
     cpu, dev = _model(X, "cpu", features, K, jitter), _model(X, cuda_device, features, K, jitter)
-    assert ResidentSteps.applies(dev) and not ResidentSteps.applies(cpu)
+    assert ResidentSteps.applies(StatisticsPath(dev)) and not ResidentSteps.applies(StatisticsPath(cpu))
     for m in (cpu, dev):
         m.initialise(X)
     assert isinstance(dev._svi_steps(X, y, 0.01), ResidentSteps) and isinstance(cpu._svi_steps(X, y, 0.01), AdamSteps)
@@ -65,7 +66,7 @@ def test_a_step_copies_back_once_and_moves_nothing_n_sized(cuda_device, monkeypa
     model = _model(X, cuda_device, features, K=3)
     model.initialise(X)
     spy = TransferSpy(model, monkeypatch)
-    steps = ResidentSteps(model, X, y, 0.01)
+    steps = ResidentSteps(model, StatisticsPath(model), X, y, 0.01)
     assert max(spy.there_sizes) == X.size and spy.back == []  # the rows' one copy, nothing back
     # inducing points: K_pp = k([Z; W], [Z; W]) and its chain on the device too, nothing of it on the host
     assert steps.inducing_on_device == (features == "points")

@@ -11,6 +11,7 @@ from conftest import hvgp_data, randomise_block_q
 from spherelab import kernels as K
 from spherelab.features.device_columns import OrbitColumns
 from spherelab.groups import Antipodal, Product, Reflection, Rotation
+from spherelab.models.hvgp_resident import DeviceBlocks
 from spherelab.rows.device import DeviceRows
 
 CASES = {
@@ -49,7 +50,7 @@ def _models(case, device, rng, n=40):
 @pytest.mark.parametrize("case", list(CASES))
 def test_the_device_bound_and_gradient_equal_the_cpus(cuda_device, case, rng):
     (cpu, dev), X, y = _models(case, cuda_device, rng)
-    assert dev._on_device() and not cpu._on_device()
+    assert DeviceBlocks(dev).applies() and not DeviceBlocks(cpu).applies()
     for rows, num_data in ((slice(None), None), (slice(0, 12), 40)):
         va, ga = cpu.elbo_and_gradient(X[rows], y[rows], num_data)
         vb, gb = dev.elbo_and_gradient(X[rows], y[rows], num_data)
@@ -72,7 +73,7 @@ def test_the_collapsed_bound_on_the_device_is_the_cpus(cuda_device, rng):
 
 def test_orbit_columns_are_the_components_values(cuda_device, rng):
     (cpu, dev), X, y = _models("rotate 3 x reflect", cuda_device, rng)
-    block = dev.column_blocks()[0]
+    block = DeviceBlocks(dev).column_blocks()[0]
     assert isinstance(block, OrbitColumns) and block.width == sum(dev.sizes)
     xp = dev.ops.array_namespace()
     r, U = dev.kernel.lift(X)
@@ -103,7 +104,7 @@ def test_a_fit_copies_back_once_per_evaluation_and_nothing_n_sized(cuda_device, 
     assert max(sizes[:evaluations[0]]) >= X.size  # the rows, once
     P = sum(dev.sizes)
     # at most dL/dK_uu, q (or its gradient), the orbit points' gradients and a few numbers
-    assert max(sizes[evaluations[0]:]) <= P * P + (P + P * P) + dev.column_width() * 3 + 16 < X.shape[0]
+    assert max(sizes[evaluations[0]:]) <= P * P + (P + P * P) + DeviceBlocks(dev).column_width() * 3 + 16 < X.shape[0]
     marks = evaluations + [len(sizes)]
     counts = [sum(a <= i < b for i in back) for a, b in zip(marks[:-1], marks[1:])]
     assert counts[:-1] == [1] * (len(counts) - 1), counts  # (the fit's last optimal_q copies after them)
@@ -118,10 +119,10 @@ def test_a_row_outside_the_lift_gets_the_lifts_own_error(cuda_device, rng):
 
 
 def test_other_kernels_likelihoods_and_groups_stay_on_the_host(cuda_device):
-    assert not sl.HarmonicSVGP(K.Matern(1.5, 1.0), Antipodal(), 2, device=cuda_device)._on_device()
-    assert not sl.HarmonicSVGP(K.ArcCosine(1), Reflection(2), 2, device=cuda_device)._on_device()
-    assert not sl.HarmonicSVGP(K.Matern(1.5, 1.0), Reflection(2), 2, sl.likelihoods.Bernoulli(),
-                               device=cuda_device)._on_device()
+    assert not DeviceBlocks(sl.HarmonicSVGP(K.Matern(1.5, 1.0), Antipodal(), 2, device=cuda_device)).applies()
+    assert not DeviceBlocks(sl.HarmonicSVGP(K.ArcCosine(1), Reflection(2), 2, device=cuda_device)).applies()
+    assert not DeviceBlocks(sl.HarmonicSVGP(K.Matern(1.5, 1.0), Reflection(2), 2, sl.likelihoods.Bernoulli(),
+                                            device=cuda_device)).applies()
 
 
 @pytest.mark.filterwarnings("ignore::spherelab.ConvergenceWarning")

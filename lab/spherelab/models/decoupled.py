@@ -6,8 +6,9 @@ in :mod:`.decoupled_gradients`; this module holds the model state."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 from scipy.linalg import cho_solve
@@ -32,7 +33,7 @@ from ..linalg import cholesky_or_explain
 from . import saved
 from .base import entry
 from .decoupled_gradients import DecoupledGradients
-from .decoupled_stats import DecoupledStatistics
+from .decoupled_stats import StatisticsPath
 from .registry import Param, kernel_params, likelihood_params
 from .sparse import SparseModel
 
@@ -40,7 +41,7 @@ __all__ = ["OrthogonalSVGP", "ActivatedSVGP"]
 
 
 
-class OrthogonalSVGP(DecoupledStatistics, SparseModel):
+class OrthogonalSVGP(SparseModel):
     r"""SVGP with inter-domain features :math:`u` and K orthogonal inducing points
     (the orthogonally-decoupled posterior of Tiao, thesis eqs. 3.11-3.12).
 
@@ -252,10 +253,11 @@ class OrthogonalSVGP(DecoupledStatistics, SparseModel):
         every parameter, as a dict. Gaussian likelihood, whitened: from the batch's sufficient
         statistics streamed over row chunks (:func:`gaussian_stats_bound_whitened`); a Dask ``X``
         in two passes over its blocks (the statistics, then the gradient's sums over the rows)."""
-        rowpass = self._pass(X, y)
+        path = StatisticsPath(self)
+        rowpass = path.rows_pass(X, y)
         if not rowpass.per_row:
             n = X.shape[0]
-            return self._elbo_and_gradient_stats(rowpass, n, n if num_data is None else num_data)
+            return path.elbo_and_gradient(rowpass, n, n if num_data is None else num_data)
         X = rowpass.X
         res = self.bound(X, y, num_data)
         grads = DecoupledGradients(self)
@@ -284,7 +286,7 @@ class OrthogonalSVGP(DecoupledStatistics, SparseModel):
             self.initialise(X)
         M = self.features.num_features
         LJ = joint_cholesky(*self._inducing_matrices())
-        st = self._statistics(X, y, LJ)
+        st = StatisticsPath(self).statistics(X, y, LJ)
         m, L_u, L_v = whitened_optimum(st.G, st.c, self.likelihood.variance, M)
         Lk, Ls = LJ[:M, :M], LJ[M:, M:]
         if self.whiten:
@@ -295,7 +297,26 @@ class OrthogonalSVGP(DecoupledStatistics, SparseModel):
         return self
 
     def _check_data(self, X, y):
-        return rows(X, y).require(self._blocks_refused()).checked(self.likelihood)
+        return rows(X, y).require(StatisticsPath(self).blocks_refused()).checked(self.likelihood)
+
+    # ---- the statistics path, composed (.decoupled_stats) --------------------------------
+    _held: tuple | None = None  # (X, y, their pass) while a fit holds its rows
+
+    @contextlib.contextmanager
+    def holding_rows(self, X, y) -> Iterator[None]:
+        """One fit's pass over its rows, chosen once (:meth:`StatisticsPath.hold`)."""
+        self._held = StatisticsPath(self).hold(X, y)
+        try:
+            yield
+        finally:
+            self._held = None
+
+    def _svi_steps(self, X, y, lr: float):
+        steps = StatisticsPath(self).svi_steps(X, y, lr)  # resident on the model's device where it can be
+        return steps if steps is not None else super()._svi_steps(X, y, lr)
+
+    def _collapsed_elbo_and_gradient(self, X, y):
+        return StatisticsPath(self).collapsed_elbo_and_gradient(X, y)
 
     def _inducing_matrices(self):
         Kuu = self._with_jitter(self.features.Kuu(self.kernel, ops=self.ops))
@@ -329,7 +350,7 @@ class OrthogonalSVGP(DecoupledStatistics, SparseModel):
         """The ELBO on all of (X, y) (default: the training data)."""
         self._check_fitted()
         X, y = self._check_data(*self._training_data(X, y))
-        if self._use_stats(X.shape[0]):
+        if StatisticsPath(self).use_stats(X.shape[0]):
             return self.elbo_and_gradient(X, y)[0]  # streamed: memory independent of N
         return self.bound(X, y).value
 

@@ -6,13 +6,16 @@ The pass over the rows is an object chosen from the kind of rows the data adapte
 (:func:`spherelab.distributed.rows`) finds, in :data:`PASSES`: a :class:`RowPass` over rows in
 memory (split over the cores, or resident on a device: :class:`~spherelab.rows.whitened.ResidentRows`),
 or a :class:`BlockPass`, the same pass on every Dask block, summed. A fit chooses it once
-(:meth:`DecoupledStatistics.holding_rows`); an evaluation outside a fit chooses its own."""
+(:meth:`StatisticsPath.hold`); an evaluation outside a fit chooses its own.
+
+:class:`StatisticsPath` is the strategy the model composes for all of it (made per call from the
+model; what a fit holds stays in the model's ``_held`` field): the passes, the bound on their
+statistics and its backward pass, and the hooks the rows floor (:mod:`spherelab.rows.whitened`)
+reads of a model kept on a device."""
 
 from __future__ import annotations
 
-import contextlib
 import functools
-from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
 from scipy.linalg import solve_triangular
@@ -28,13 +31,7 @@ from ..threads import fixed_chunk_rows, pass_workers
 from .decoupled_gradients import DecoupledGradients
 from .decoupled_step import ResidentSteps
 
-if TYPE_CHECKING:  # the host's parts, for the annotations of what the mixin reads
-    from ..backend.ops import Operations
-    from ..features import Features
-    from ..kernels import ZonalKernel
-    from ..likelihoods import Likelihood
-
-__all__ = ["DecoupledStatistics", "RowPass", "BlockPass", "PASSES"]
+__all__ = ["StatisticsPath", "RowPass", "BlockPass", "PASSES"]
 
 
 class RowPass:
@@ -45,22 +42,23 @@ class RowPass:
     applies to these rows instead (few rows, or no statistics path: :meth:`~DecoupledStatistics._use_stats`)."""
 
     def __init__(self, model, X, y) -> None:
-        self.model, self.X, self.y = model, model._check_inputs(X), y
+        path = StatisticsPath(model)
+        self.model, self.path, self.X, self.y = model, path, model._check_inputs(X), y
         n = self.X.shape[0]
-        self.per_row = not model._use_stats(n)
-        self.device = None if self.per_row else model._rows_on_device(self.X, y)
+        self.per_row = not path.use_stats(n)
+        self.device = None if self.per_row else path.rows_on_device(self.X, y)
         # with keep the forward chunks' A serve the backward pass instead of being recomputed
-        self.keep = self.device is None and n * model._num_inducing() <= model.keep_entries
+        self.keep = self.device is None and n * model._num_inducing() <= path.keep_entries
         self.size = self.kept = None
 
     def statistics(self, LJ) -> Statistics:
         r""":math:`\Phi`, :math:`\beta`, :math:`y^\top y` and :math:`\sum_n k(x_n, x_n)`."""
-        m = self.model
+        m, path = self.model, self.path
         if self.device is not None:
-            return self.device.statistics(m, LJ)
+            return self.device.statistics(path, LJ)
         # the chunking depends on the machine's load (pass_workers): decided here, for both passes
-        self.size = m._chunk_rows(self.X.shape[0])
-        st = streamed_statistics(functools.partial(m._whitened_columns, LJ), self.X, self.y, chunk_size=self.size,
+        self.size = path.chunk_rows(self.X.shape[0])
+        st = streamed_statistics(functools.partial(path.whitened_columns, LJ), self.X, self.y, chunk_size=self.size,
                                  keep=self.keep, ops=m.ops)
         self.kept = st.chunks if self.keep else None
         return st
@@ -69,11 +67,11 @@ class RowPass:
         """The rows' gradient sums (:meth:`DecoupledGradients.sums`) given the bound's ``Q``,
         ``qb``, ``dkff`` (:meth:`DecoupledStatistics._elbo_and_gradient_stats`), after
         :meth:`statistics` at the same parameters (a pass on its own: chunked now)."""
-        m, X, y = self.model, self.X, self.y
+        m, path, X, y = self.model, self.path, self.X, self.y
         if self.device is not None:  # the rows' sums on the device, P-sized results back
-            return self.device.row_sums(m, LJ, Q, qb, dkff)
+            return self.device.row_sums(path, LJ, Q, qb, dkff)
         kept, self.kept = self.kept, None
-        pieces = list(row_chunks(X.shape[0], self.size or m._chunk_rows(X.shape[0])))
+        pieces = list(row_chunks(X.shape[0], self.size or path.chunk_rows(X.shape[0])))
 
         def share(k, shares):  # the chunks k, k + shares, ... into gradients of its own
             part = DecoupledGradients(m)
@@ -81,7 +79,7 @@ class RowPass:
                 if stopping():
                     break
                 a, b = pieces[i]
-                A = kept[i] if kept is not None else m._whitened_columns(LJ, X[a:b])[0]
+                A = kept[i] if kept is not None else path.whitened_columns(LJ, X[a:b])[0]
                 part.chunk(X[a:b], y[a:b], A, Q, qb, dkff)
             return part
 
@@ -99,7 +97,7 @@ class BlockPass(BlockwisePass):
     device = None  # the blocks stay with their workers: never rows held on the model's device
 
     def __init__(self, model, X, y) -> None:
-        why = model._blocks_refused()
+        why = StatisticsPath(model).blocks_refused()
         if why is not None:
             raise TypeError(why)
         super().__init__(model, RowPass, X, y)
@@ -117,136 +115,129 @@ class BlockPass(BlockwisePass):
 PASSES = {InMemory: RowPass, InBlocks: BlockPass}
 
 
-class DecoupledStatistics:
-    """Mixed into :class:`~spherelab.OrthogonalSVGP`: the statistics path of its bound and gradient.
-
-    It reads the host's fields annotated below (the host's constructor and fit set them), and
-    calls two of its methods: ``_num_inducing()`` (M + K) and ``_inducing_matrices()``
+class StatisticsPath:
+    """The statistics path of an :class:`~spherelab.OrthogonalSVGP` ``model``, a strategy it composes:
+    which pass its rows take, the bound on their statistics and its gradient, and the hooks the
+    rows floor reads of a model whose rows stay on its device (``kernel``, ``ops``, ``likelihood``,
+    ``jitter``, ``keep_entries`` and the ``column_*`` methods). It reads the model's parameters
+    and calls two of its methods: ``_num_inducing()`` (M + K) and ``_inducing_matrices()``
     (:math:`K_{uu}`, :math:`K_{vv}`, :math:`K_{vu}`)."""
 
-    kernel: ZonalKernel
-    features: Features
-    likelihood: Likelihood
-    ops: Operations
-    num_orthogonal: int
-    W: np.ndarray | None  # the orthogonal inputs, (K, D)
-    m_u: np.ndarray | None
-    L_u: np.ndarray | None
-    m_v: np.ndarray | None
-    L_v: np.ndarray | None
-    whiten: bool
-    sufficient_statistics: bool
-    chunk_entries: int  # entries (rows x (M + K)) of one chunk's columns
-    keep_entries: int  # the most entries of columns kept from the forward pass for the backward
-    _held: tuple | None  # (X, y, pass) while a fit holds its rows
+    def __init__(self, model) -> None:
+        self.model = model
+        self.kernel, self.ops, self.likelihood, self.jitter = model.kernel, model.ops, model.likelihood, model.jitter
+        #: the most entries (rows x (M + K)) of a pass's columns kept for its backward pass
+        self.keep_entries = model.keep_entries
 
-    def _use_stats(self, n: int) -> bool:
+    def use_stats(self, n: int) -> bool:
+        """Whether ``n`` rows take the statistics path (else the per-row bound)."""
+        m = self.model
         # below ~3 rows per inducing variable the joint (M + K)^3 algebra of the statistics
         # path costs more than the per-row bound saves on the host (measured: equal at n = 2(M + K));
         # rows kept on a device take it at any size (the per-row bound would bring them back)
-        return (self.whiten and self.sufficient_statistics and isinstance(self.likelihood, Gaussian)
-                and (n >= 3 * self._num_inducing() or ResidentRows.applies(self)))
+        return (m.whiten and m.sufficient_statistics and isinstance(m.likelihood, Gaussian)
+                and (n >= 3 * m._num_inducing() or ResidentRows.applies(self)))
 
-    @contextlib.contextmanager
-    def holding_rows(self, X, y) -> Iterator[None]:
-        """One fit's pass over its rows (:data:`PASSES`), chosen once: rows a model keeps on its
-        device (:class:`ResidentRows`) are copied there once, on entry."""
-        self._held = (X, y, self._pass(X, y))
-        try:
-            yield
-        finally:
-            self._held = None
+    def hold(self, X, y) -> tuple:
+        """What a fit holds of its rows: ``(X, y, their pass)``, the pass chosen once (:data:`PASSES`):
+        rows a model keeps on its device (:class:`ResidentRows`) are copied there here, once."""
+        return (X, y, self.rows_pass(X, y))
 
-    def _pass(self, X, y):
+    def rows_pass(self, X, y):
         """The pass over (X, y): the fit's when these are its rows, else chosen now."""
-        held = getattr(self, "_held", None)
+        held = getattr(self.model, "_held", None)
         if held is not None and held[0] is X and held[1] is y:
             return held[2]
-        return PASSES[type(rows(X, y))](self, X, y)
+        return PASSES[type(rows(X, y))](self.model, X, y)
+
+    def rows_on_device(self, X, y) -> ResidentRows | None:
+        """These rows in memory on the model's device (:class:`ResidentRows`), or None: the
+        host's streamed pass."""
+        return ResidentRows(self, X, y) if ResidentRows.applies(self) else None
 
     def has_device_blocks(self) -> bool:
         """Whether :meth:`column_blocks` can give the device's blocks: features with device columns
         (:meth:`~spherelab.features.Features.has_device_columns`: inducing points with a compiled
         kernel, activated units, spherical harmonics; not phase-truncated ones, whose directions
         train), and a kernel with a compiled shape wherever its own columns are needed."""
-        return self.features.has_device_columns(self.kernel) and (
-            self.kernel.fused_code() is not None or not self.num_orthogonal)
-
-    def _rows_on_device(self, X, y) -> ResidentRows | None:
-        """These rows in memory on the model's device (:class:`ResidentRows`), or None: the
-        host's streamed pass."""
-        return ResidentRows(self, X, y) if ResidentRows.applies(self) else None
+        m = self.model
+        return m.features.has_device_columns(self.kernel) and (
+            self.kernel.fused_code() is not None or not m.num_orthogonal)
 
     def column_width(self) -> int:
         """The columns of :math:`K_{fp}` (a device's chunk holds this many per row)."""
-        return self._num_inducing()
+        return self.model._num_inducing()
 
     def column_blocks(self) -> list:
         """The device's column blocks of :math:`K_{fp}` at the current parameters, in the order of
         p = [u; v] (:mod:`spherelab.features.device_columns`): the features' own, then the kernel's at
         the orthogonal inputs (one block with inducing points' where they stack)."""
-        first = self.features.device_columns(self.kernel, self.ops)
-        if not self.num_orthogonal:
+        m = self.model
+        first = m.features.device_columns(self.kernel, self.ops)
+        if not m.num_orthogonal:
             return [first]
-        both = first.stacked(self.W)
-        return [both] if both is not None else [first, KernelColumns(self.kernel, self.ops, self.W, 0)]
+        both = first.stacked(m.W)
+        return [both] if both is not None else [first, KernelColumns(self.kernel, self.ops, m.W, 0)]
 
     def joint_inducing_block(self) -> np.ndarray:
         r"""The joint inducing block :math:`K_{pp}` of :math:`p = [u; v]` ``(P, P)``, jitter included."""
-        Kuu, Kvv, Kvu = self._inducing_matrices()
+        Kuu, Kvv, Kvu = self.model._inducing_matrices()
         return np.block([[Kuu, Kvu.T], [Kvu, Kvv]])
 
     def column_parameters(self, own: dict) -> np.ndarray:
         """The features' flat parameter gradient from the blocks' ``split`` results."""
-        return self.features.param_gradient(own)
+        return self.model.features.param_gradient(own)
 
-    def _svi_steps(self, X, y, lr: float):
-        """:meth:`fit_svi`'s stepper: resident on the model's device where :class:`ResidentSteps`
-        applies (one copy back per step), else the host's."""
-        return ResidentSteps(self, X, y, lr) if ResidentSteps.applies(self) else super()._svi_steps(X, y, lr)
+    def svi_steps(self, X, y, lr: float):
+        """:meth:`fit_svi`'s stepper where it is resident on the model's device
+        (:class:`ResidentSteps`: one copy back per step), else None (the host's)."""
+        return ResidentSteps(self.model, self, X, y, lr) if ResidentSteps.applies(self) else None
 
-    def _chunk_rows(self, n: int | None = None) -> int:
+    def chunk_rows(self, n: int | None = None) -> int:
         """Rows per chunk: at most ``chunk_entries`` entries of :math:`K_{pf}`, and for ``n`` rows
         at least one chunk per core of the split pass (a single chunk ran kin8nm's 7 373 rows on
         one BLAS thread: the forward solve at 18 GFLOP/s). ``SPHERELAB_CHUNK_ROWS`` fixes it."""
         fixed = fixed_chunk_rows()
         if fixed is not None:
             return fixed
-        rows = max(1, self.chunk_entries // max(self._num_inducing(), 1))
+        P = self.model._num_inducing()
+        size = max(1, self.model.chunk_entries // max(P, 1))
         if n:
-            rows = min(rows, -(-n // pass_workers(n)))
-        return max(1, rows)
+            size = min(size, -(-n // pass_workers(n)))
+        return max(1, size)
 
-    def _whitened_columns(self, LJ, X):
+    def whitened_columns(self, LJ, X):
         r""":math:`A = L_J^{-1}K_{pf}`, :math:`K_{pf} = [K_{uf}; K_{vf}]` ``(M + K, n)``, and the prior
         variances :math:`k(x_n, x_n)` ``(n,)``: one chunk's columns of the statistics pass."""
-        Kpf = self.features.Kuf(self.kernel, X, ops=self.ops)
-        if self.num_orthogonal:
-            Kpf = np.vstack([Kpf, self.kernel.K(self.W, X, ops=self.ops)])
+        m = self.model
+        Kpf = m.features.Kuf(self.kernel, X, ops=self.ops)
+        if m.num_orthogonal:
+            Kpf = np.vstack([Kpf, self.kernel.K(m.W, X, ops=self.ops)])
         return forward_solve(LJ, Kpf), self.kernel.diag(X)
 
-    def _statistics(self, X, y, LJ) -> Statistics:
+    def statistics(self, X, y, LJ) -> Statistics:
         r""":math:`\Phi = AA^\top`, :math:`\beta = Ay` (:math:`A = L_J^{-1}K_{pf}`) and
         :math:`\sum_n k(x_n, x_n)` in one pass (:data:`PASSES`)."""
-        return self._pass(X, y).statistics(LJ)
+        return self.rows_pass(X, y).statistics(LJ)
 
-    def _elbo_and_gradient_stats(self, rowpass, n: int, num_data: int, collapsed: bool = False):
+    def elbo_and_gradient(self, rowpass, n: int, num_data: int, collapsed: bool = False):
         """The bound on the rows of ``rowpass`` (``n`` of them; ``num_data`` the data's size) and
         its gradient: the statistics, the bound, then the rows' sums."""
-        M = self.features.num_features
+        m = self.model
+        M = m.features.num_features
         if rowpass.device is not None:  # the rows on a device: the whole evaluation there, one copy back
-            out = self._resident_evaluation(rowpass.device.rows, num_data, collapsed)
+            out = self._resident(rowpass.device.rows, num_data, collapsed)
             if out is not None:
                 return out
-        LJ = joint_cholesky(*self._inducing_matrices())
+        LJ = joint_cholesky(*m._inducing_matrices())
         st = rowpass.statistics(LJ)
-        q = (self.m_u, self.L_u, self.m_v, self.L_v)
+        q = (m.m_u, m.L_u, m.m_v, m.L_v)
         if collapsed:
-            m, L_u, L_v = whitened_optimum(st.G, st.c, self.likelihood.variance, M)
-            q = (m[:M], L_u, m[M:], L_v)
+            mean, L_u, L_v = whitened_optimum(st.G, st.c, self.likelihood.variance, M)
+            q = (mean[:M], L_u, mean[M:], L_v)
         res = gaussian_stats_bound_whitened(LJ, M, st.G, st.c, st.sum_diag, st.yy, n,
                                             *q, self.likelihood.variance, num_data)
-        grads = DecoupledGradients(self)
+        grads = DecoupledGradients(m)
         grads.inducing(res.dKuu, res.dKvv, res.dKvu)
         # dK_pf = L_J^-T (2 dPhi A + dbeta y^T): the P x P solve once, then one product per chunk
         Q = 2.0 * solve_triangular(LJ, res.dPhi, lower=True, trans=1)
@@ -254,35 +245,37 @@ class DecoupledStatistics:
         grads.add_sums(rowpass.row_sums(LJ, Q, qb, res.dkff))
         return res.value, grads.result(res.dm_u, res.dL_u, res.dm_v, res.dL_v, res.dnoise)
 
-    def _resident_evaluation(self, rows, num_data: int, collapsed: bool):
-        """:meth:`_elbo_and_gradient_stats` by :func:`~.resident_bound.resident_bound`; None where the
+    def _resident(self, rows, num_data: int, collapsed: bool):
+        """:meth:`elbo_and_gradient` by :func:`~spherelab.rows.whitened.resident_bound`; None where the
         device's factor failed (the host's evaluation then decides, with its jitter and errors)."""
-        M, K = self.features.num_features, self.num_orthogonal
+        m = self.model
+        M, K = m.features.num_features, m.num_orthogonal
         if collapsed:
             res = resident_bound(self, rows, M, num_data, optimum=[slice(0, M), slice(M, M + K)],
                                  inducing=self.joint_inducing_block, q_back=False)
         else:
-            q = (self.m_u, self.m_v, np.tril(self.L_u), np.tril(self.L_v))
+            q = (m.m_u, m.m_v, np.tril(m.L_u), np.tril(m.L_v))
             res = resident_bound(self, rows, M, num_data, q=tuple(self.ops.to_device(a) for a in q),
                                  inducing=self.joint_inducing_block)
         if res is None:
             return None
-        grads = DecoupledGradients(self)
+        grads = DecoupledGradients(m)
         if res.dKpp is not None:
             grads.inducing(res.dKpp[:M, :M], res.dKpp[M:, M:], 2.0 * res.dKpp[M:, :M])
         grads.add_sums(chain_sums(self, res.blocks, res.sums, res.dkff, rows.X.shape[1]))
         dq = (None,) * 4 if collapsed else split_flat(res.q, M, K)
         return res.value, grads.result(dq[0], dq[2], dq[1], dq[3], res.dnoise)
 
-    def _blocks_refused(self) -> str | None:
+    def blocks_refused(self) -> str | None:
         """Why this model cannot fit Dask blocks (None: it can)."""
-        if isinstance(self.likelihood, Gaussian) and self.whiten and self.sufficient_statistics:
+        m = self.model
+        if isinstance(m.likelihood, Gaussian) and m.whiten and m.sufficient_statistics:
             return None
-        return (f"{type(self).__name__} fits a Dask array through its whitened sufficient statistics only: a "
+        return (f"{type(m).__name__} fits a Dask array through its whitened sufficient statistics only: a "
                 "Gaussian likelihood, whiten=True and sufficient_statistics=True (pass a NumPy array otherwise)")
 
-    def _collapsed_elbo_and_gradient(self, X, y):
+    def collapsed_elbo_and_gradient(self, X, y):
         # the whitened optimum in the bound itself: one streamed pass, and the value (hence, by
         # the envelope theorem, the gradient in every other parameter) does not depend on
         # whether the model stores q whitened
-        return self._elbo_and_gradient_stats(self._pass(X, y), X.shape[0], X.shape[0], collapsed=True)
+        return self.elbo_and_gradient(self.rows_pass(X, y), X.shape[0], X.shape[0], collapsed=True)

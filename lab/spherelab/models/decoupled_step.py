@@ -54,17 +54,20 @@ class ResidentSteps:
     Parameters
     ----------
     model
-        An :class:`~spherelab.OrthogonalSVGP` that :meth:`applies` to, initialised.
+        An :class:`~spherelab.OrthogonalSVGP`, initialised.
+    path
+        Its statistics path (:class:`~.decoupled_stats.StatisticsPath`), which :meth:`applies` to:
+        what the rows floor reads of the model.
     X, y
         The training rows ``(N, D)``, ``(N,)`` (validated); copied to the device once, here.
     lr
         Adam's step size.
     """
 
-    def __init__(self, model, X: np.ndarray, y: np.ndarray, lr: float) -> None:
-        self.model, self.ops, self.xp = model, model.ops, model.ops.array_namespace()
+    def __init__(self, model, path, X: np.ndarray, y: np.ndarray, lr: float) -> None:
+        self.model, self.path, self.ops, self.xp = model, path, model.ops, model.ops.array_namespace()
         self.X, self.y, self.num_data = X, y, X.shape[0]
-        self.rows = ResidentRows(model, X, y).rows
+        self.rows = ResidentRows(path, X, y).rows
         self.M, self.K = model.features.num_features, model.num_orthogonal
         self.names = [name for name in model.param_names if name not in Q_NAMES]
         q = np.concatenate([model.m_u, model.m_v, np.tril(model.L_u).ravel(), np.tril(model.L_v).ravel()])
@@ -72,13 +75,14 @@ class ResidentSteps:
         self.rest = Adam(model.parameter_vector(self.names), lr)
         model.set_trial_point(self.rest.x, self.names)  # the values the vector stands for, as the host's step sets them
         #: K_pp and its chain on the device: one block of the kernel's own columns at [Z; W] (inducing points)
-        self.inducing_on_device = own_inducing_block(model.column_blocks())
+        self.inducing_on_device = own_inducing_block(path.column_blocks())
 
     @staticmethod
-    def applies(model) -> bool:
-        """Whether ``model``'s minibatch steps run on its device: its rows can
+    def applies(path) -> bool:
+        """Whether the minibatch steps of ``path``'s model run on its device: its rows can
         (:meth:`ResidentRows.applies`) and the bound is the whitened Gaussian one of the statistics."""
-        return (ResidentRows.applies(model) and model.whiten and model.sufficient_statistics
+        model = path.model
+        return (ResidentRows.applies(path) and model.whiten and model.sufficient_statistics
                 and isinstance(model.likelihood, Gaussian))
 
     def step(self, idx: np.ndarray) -> float:
@@ -86,8 +90,8 @@ class ResidentSteps:
         model, M = self.model, self.M
         rows = self.rows.batch(idx)
         try:
-            res = resident_bound(model, rows, M, self.num_data, q=split_flat(self.q.x, M, self.K),
-                                 inducing=model.joint_inducing_block, q_back=False)
+            res = resident_bound(self.path, rows, M, self.num_data, q=split_flat(self.q.x, M, self.K),
+                                 inducing=self.path.joint_inducing_block, q_back=False)
         except NumericalFailure as err:  # as the host's step refuses it
             raise NumericalFailure("a minibatch step left the usable range (Cholesky failed); lower lr") from err
         if res is None:  # the device's factor failed or a result is not finite
@@ -96,7 +100,7 @@ class ResidentSteps:
         grads = DecoupledGradients(model)
         if res.dKpp is not None:
             grads.inducing(res.dKpp[:M, :M], res.dKpp[M:, M:], 2.0 * res.dKpp[M:, :M])
-        grads.add_sums(chain_sums(model, res.blocks, res.sums, res.dkff, self.X.shape[1]))
+        grads.add_sums(chain_sums(self.path, res.blocks, res.sums, res.dkff, self.X.shape[1]))
         g = grads.result(None, None, None, None, res.dnoise)
         self._advance(model._chain(g, self.rest.x, model._entries(self.names)))
         return res.value

@@ -25,7 +25,8 @@ inputs and the base kernel's hyper-parameters.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+import contextlib
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 from scipy.linalg import solve_triangular
@@ -95,7 +96,7 @@ def _tied_scales_ok(group, kernel: ZonalKernel) -> bool:
     return all(np.allclose(R @ probe, probe @ R, atol=1e-12) for R in group.generators)
 
 
-class HarmonicSVGP(DeviceBlocks, SparseModel):
+class HarmonicSVGP(SparseModel):
     r"""The harmonic variational GP (HVGP, Sun et al. 2021 §4.2): one block of inducing inputs per
     component of the harmonic kernel decomposition, independent whitened posteriors per block.
 
@@ -221,6 +222,26 @@ class HarmonicSVGP(DeviceBlocks, SparseModel):
         self.Ls = [np.eye(m) for m in self.sizes]
         return self
 
+    _held: tuple | None = None  # (X, y, their device copy or None) while a fit holds its rows
+
+    @contextlib.contextmanager
+    def holding_rows(self, X, y) -> Iterator[None]:
+        """A fit's rows, copied to the model's device once on entry where its evaluations run there
+        (:class:`~.hvgp_resident.DeviceBlocks`)."""
+        self._held = DeviceBlocks(self).hold(X, y)
+        try:
+            yield
+        finally:
+            self._held = None
+
+    def _collapsed_elbo_and_gradient(self, X, y):
+        device = DeviceBlocks(self)
+        if device.applies():  # one pass's statistics serve the optimum and the bound
+            out = device.evaluate(self._check_inputs(X), y, X.shape[0], collapsed=True)
+            if out is not None:
+                return out
+        return super()._collapsed_elbo_and_gradient(X, y)
+
     @entry("fit", threads="rows")
     def optimal_q(self, X: Any, y: Any, chunk_size: int = 4096) -> "HarmonicSVGP":
         r"""Set q to the optimum of the ELBO for a Gaussian likelihood at the current kernel,
@@ -277,8 +298,9 @@ class HarmonicSVGP(DeviceBlocks, SparseModel):
         every parameter: ``ms``, ``Ls``, ``Z`` (lists per block), the kernel's hyper-parameters
         and ``noise``."""
         X = self._check_inputs(X)
-        if self._on_device():  # the statistics path, the rows on the device (.hvgp_resident)
-            out = self._device_elbo_and_gradient(X, y, X.shape[0] if num_data is None else num_data)
+        device = DeviceBlocks(self)
+        if device.applies():  # the statistics path, the rows on the device (.hvgp_resident)
+            out = device.evaluate(X, y, X.shape[0] if num_data is None else num_data)
             if out is not None:
                 return out
         res = self.bound(X, y, num_data)

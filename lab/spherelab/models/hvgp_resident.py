@@ -19,8 +19,7 @@ one copy comes back; nothing of size N crosses. Each block's :math:`K_{uu}` chai
 
 from __future__ import annotations
 
-import contextlib
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 from scipy.linalg import block_diag
@@ -29,20 +28,26 @@ from ..bounds.sums import GradientSums
 from ..features.device_columns import OrbitColumns
 from ..groups import Group
 from ..likelihoods import Gaussian
+from ..linalg import add_jitter, jitter_backward
 from ..rows.whitened import ResidentRows, chain_sums, resident_bound, split_flat
 
 __all__ = ["DeviceBlocks"]
 
 
 class DeviceBlocks:
-    """The device's evaluation of :class:`~spherelab.HarmonicSVGP` (a mixin: the model's hooks for
-    :class:`~spherelab.rows.whitened.ResidentRows` and the evaluation itself)."""
+    """The device's evaluation of a :class:`~spherelab.HarmonicSVGP` ``model``: a strategy the model
+    composes (made per call; the rows a fit holds stay in the model's ``_held`` field). It gives the
+    rows floor the hooks :mod:`spherelab.rows.whitened` reads of a model (its kernel, device,
+    likelihood and jitter, and the orbit columns) and runs the evaluation itself."""
 
     #: the most entries (rows x orbit points) of a pass's columns kept for its backward pass
     keep_entries = 1 << 24
-    _held: tuple | None = None
 
-    def _on_device(self) -> bool:
+    def __init__(self, model) -> None:
+        self.model = model
+        self.kernel, self.ops, self.likelihood, self.jitter = model.kernel, model.ops, model.likelihood, model.jitter
+
+    def applies(self) -> bool:
         """Whether evaluations run on the model's device (:meth:`ResidentRows.applies`)."""
         return ResidentRows.applies(self)
 
@@ -52,54 +57,50 @@ class DeviceBlocks:
         (:class:`~spherelab.groups.Antipodal`'s even and odd parts are spectral, not orbit sums of
         the inputs)."""
         return (isinstance(self.likelihood, Gaussian) and self.kernel.fused_code() is not None
-                and isinstance(self.group, Group))
+                and isinstance(self.model.group, Group))
 
     def column_width(self) -> int:
         """Orbit points over all blocks (the widest of a device chunk's temporaries)."""
-        return int(sum(len(comp.weights()[0]) * m for comp, m in zip(self.components, self.sizes)))
+        m = self.model
+        return int(sum(len(comp.weights()[0]) * size for comp, size in zip(m.components, m.sizes)))
 
     def column_blocks(self) -> list:
         """One :class:`~spherelab.features.device_columns.OrbitColumns` at the current inputs."""
-        return [OrbitColumns(self.components, self.Z, self.kernel, self.ops)]
+        return [OrbitColumns(self.model.components, self.model.Z, self.kernel, self.ops)]
 
     def column_parameters(self, own: dict) -> np.ndarray:
         """The rows' gradient of the stacked inducing inputs ``(M, D)``."""
         return own["Z"]
 
-    @contextlib.contextmanager
-    def holding_rows(self, X, y) -> Iterator[None]:
-        """A fit's rows copied to the device once, on entry, and used by every evaluation on them."""
-        self._held = (X, y, ResidentRows(self, X, np.asarray(y, dtype=np.float64)) if self._on_device() else None)
-        try:
-            yield
-        finally:
-            self._held = None
+    def hold(self, X, y) -> tuple:
+        """What a fit holds of its rows ``(X, y)``: them, and their copy on the device when it applies."""
+        return (X, y, ResidentRows(self, X, np.asarray(y, dtype=np.float64)) if self.applies() else None)
 
-    def _device_rows(self, X, y) -> ResidentRows:
-        held = self._held
+    def _rows(self, X, y) -> ResidentRows:
+        held = self.model._held
         if held is not None and held[2] is not None and held[0] is X and held[1] is y:
             return held[2]
         return ResidentRows(self, X, np.asarray(y, dtype=np.float64))
 
-    def _device_elbo_and_gradient(self, X, y, num_data: int,
-                                  collapsed: bool = False) -> tuple[float, dict[str, Any]] | None:
+    def evaluate(self, X, y, num_data: int, collapsed: bool = False) -> tuple[float, dict[str, Any]] | None:
         r"""The bound on rows ``(X, y)`` and its gradient, every parameter (the dict of
         :meth:`~spherelab.HarmonicSVGP.elbo_and_gradient`), in one copy back
-        (:func:`~spherelab.rows.whitened.resident_bound`); ``collapsed``: at the optimal q for the other
-        parameters, which it also sets (:meth:`~spherelab.HarmonicSVGP.optimal_q`). None where the
-        device's factor failed: the host's evaluation decides (its jitter, its errors)."""
-        rows = self._device_rows(X, y).rows
-        offs = np.cumsum([0, *self.sizes])
+        (:func:`~spherelab.rows.whitened.resident_bound`); ``collapsed``: at the optimal q for the
+        other parameters, which it also sets (:meth:`~spherelab.HarmonicSVGP.optimal_q`). None where
+        the device's factor failed: the host's evaluation decides (its jitter, its errors)."""
+        m, ops = self.model, self.ops
+        rows = self._rows(X, y).rows
+        offs = np.cumsum([0, *m.sizes])
         blocks = [slice(a, b) for a, b in zip(offs[:-1], offs[1:])]
-        M, ops = int(offs[-1]), self.ops
+        M = int(offs[-1])
 
         def inducing():
-            return block_diag(*[self._with_jitter(comp.K(Z, ops=ops)) for comp, Z in zip(self.components, self.Z)])
+            return block_diag(*[add_jitter(comp.K(Z, ops=ops), self.jitter) for comp, Z in zip(m.components, m.Z)])
 
         if collapsed:
             res = resident_bound(self, rows, M, num_data, optimum=blocks, inducing=inducing)
         else:
-            q = (np.concatenate(self.ms), np.zeros(0), block_diag(*[np.tril(L) for L in self.Ls]), np.zeros((0, 0)))
+            q = (np.concatenate(m.ms), np.zeros(0), block_diag(*[np.tril(L) for L in m.Ls]), np.zeros((0, 0)))
             res = resident_bound(self, rows, M, num_data, q=tuple(ops.to_device(a) for a in q), inducing=inducing)
         if res is None:
             return None
@@ -107,23 +108,16 @@ class DeviceBlocks:
         acc = GradientSums.for_kernel(self.kernel)
         acc.add(sums)
         dZ = []
-        for b, comp, Z in zip(blocks, self.components, self.Z):
-            d, dZc, _ = comp.gradients_with_inputs(self._jitter_backward(res.dKpp[b, b]), Z, ops=ops)
+        for b, comp, Z in zip(blocks, m.components, m.Z):
+            d, dZc, _ = comp.gradients_with_inputs(jitter_backward(res.dKpp[b, b], self.jitter), Z, ops=ops)
             acc.add(d)
             dZ.append(dZc)
-        m, _, L, _ = split_flat(res.q, M, 0)  # the optimal q (collapsed), or q's gradient
+        mean, _, L, _ = split_flat(res.q, M, 0)  # the optimal q (collapsed), or q's gradient
         if collapsed:
-            self.ms, self.Ls = [m[b].copy() for b in blocks], [L[b, b].copy() for b in blocks]
+            m.ms, m.Ls = [mean[b].copy() for b in blocks], [L[b, b].copy() for b in blocks]
             dm, dL = None, None
         else:
-            dm, dL = m, [L[b, b] for b in blocks]
+            dm, dL = mean, [L[b, b] for b in blocks]
         g: dict[str, Any] = {"q_mu": dm, "q_sqrt": dL, "Z": np.concatenate(dZ) + dZ_rows, "noise": res.dnoise}
         g.update(acc.result())
         return res.value, g
-
-    def _collapsed_elbo_and_gradient(self, X, y):
-        if self._on_device():  # one pass's statistics serve the optimum and the bound
-            out = self._device_elbo_and_gradient(self._check_inputs(X), y, X.shape[0], collapsed=True)
-            if out is not None:
-                return out
-        return super()._collapsed_elbo_and_gradient(X, y)
