@@ -12,6 +12,7 @@ import spherelab as sl
 from conftest import hvgp_data, sine_data
 from spherelab import kernels as K
 from spherelab import threads
+from spherelab.models.decoupled_stats import StatisticsPath
 
 pytestmark = pytest.mark.equality  # sums in another order: run under several chunk sizes and thread counts
 
@@ -98,13 +99,13 @@ def test_the_chunking_of_one_evaluation_is_decided_once(period, monkeypatch):
     with sl.models.capped():  # a deliberately short fit: its limit is meant
         model = MODELS["orthogonal, points"](X).fit(X, y, maxiter=2)
     sizes = []
-    original = type(model)._chunk_rows
+    original = StatisticsPath.chunk_rows
 
     def recorded(self, n=None):
         sizes.append(original(self, n))
         return sizes[-1]
 
-    monkeypatch.setattr(type(model), "_chunk_rows", recorded)
+    monkeypatch.setattr(StatisticsPath, "chunk_rows", recorded)
     _flipping(monkeypatch, period)
     model.objective(model.parameter_vector(), X, y)
     assert len(sizes) == 1, sizes

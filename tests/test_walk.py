@@ -1,6 +1,6 @@
-"""Issue 31's walk figure, measured (benchmarks/tools/walk.py): the training inputs' walk through
+"""The walk figures, measured (benchmarks/tools/walk.py): the training inputs' walk through
 VISH.fit climbs back up a layer at most 3 times, in a package whose layers are defined (no import
-cycle between its units)."""
+cycle between its units); one whole evaluation of the decoupled model, per branch."""
 
 from __future__ import annotations
 
@@ -31,3 +31,13 @@ def test_the_decoupled_statistics_path_is_short():
     """The forward statistics pass of one decoupled evaluation: at most 12 stops and 3 climbs."""
     path = walk.summary(walk.statistics_path(walk.evaluation_in_a_fit()))
     assert 6 <= path["stops"] <= 12 and path["climbs"] <= 3, path
+
+
+def test_one_whole_evaluation_per_branch():
+    """Forward and backward. The device's branch (rows held there): at most 12 stops and 3 climbs.
+    The host's streams its own chunks through the features and the kernel: at most 25 stops (its
+    count when the rows floor arrived; the floor does not yet cover the host) and 3 climbs."""
+    host = walk.summary(walk.evaluation_in_a_fit())
+    assert 12 <= host["stops"] <= 25 and host["climbs"] <= 3, host
+    device = walk.summary(walk.evaluation_in_a_fit("sim"))
+    assert 4 <= device["stops"] <= 12 and device["climbs"] <= 3, device

@@ -35,6 +35,7 @@ def _unit(module: str) -> str:
     return parts[1] if len(parts) > 1 else ""
 
 
+@lru_cache(maxsize=None)  # the profile hook asks it at every call of every thread
 def _module_of(path: str) -> str | None:
     p = Path(path)
     try:
@@ -206,18 +207,21 @@ def example_fits():
     }
 
 
-def evaluation_in_a_fit() -> list[dict]:
-    """The walk of one bound-and-gradient evaluation of the decoupled model inside a fit: the
-    decoupled statistics path (the fit's pass chosen on entering ``holding_rows``, as
-    ``SparseModel.fit`` enters it, outside the walk)."""
+def evaluation_in_a_fit(device: str = "cpu") -> list[dict]:
+    """The walk of one whole bound-and-gradient evaluation (forward and backward) of the decoupled
+    model inside a fit on ``device`` (``"sim"``: the rows held on the simulated device, where the
+    walk ends when the held rows take over): the decoupled statistics path (the fit's pass chosen
+    on entering ``holding_rows``, as ``SparseModel.fit`` enters it, outside the walk)."""
     import spherelab as sl
 
     X, _ = example_fits()
+    if device != "cpu":  # the simulator runs a Python thread per CUDA thread, each call traced here
+        X = X[:40]
     y = np.sin(2 * X[:, 0])
     model = sl.OrthogonalSVGP(sl.kernels.Matern(1.5, 1.0), sl.InducingPoints(X[:8] + 0.01), 4,
-                              sl.likelihoods.Gaussian(0.1))
-    with sl.models.capped():
-        model.fit(X, y, maxiter=3)
+                              sl.likelihoods.Gaussian(0.1), device=device)
+    with sl.models.capped():  # (in the simulator only the initial point: its kernels run slowly)
+        model.fit(X, y, maxiter=3, optimize=device == "cpu")
     theta = model.parameter_vector()
     with model.holding_rows(X, y):
         return walk(lambda: model.objective(theta, X, y), X)
@@ -249,6 +253,13 @@ def main() -> None:
     print(f"| {name} | {s['stops']} | {s['modules']} | {s['climbs']} | {s['returns']} |")
     s = summary(statistics_path(walks[name]))
     print(f"| its statistics path (the forward pass) | {s['stops']} | {s['modules']} | {s['climbs']} | {s['returns']} |")
+    from spherelab.backend.ops import simulator_enabled
+
+    if simulator_enabled():  # NUMBA_ENABLE_CUDASIM=1: the device's branch, its rows held there
+        name = "OrthogonalSVGP, one evaluation in a fit on the simulated device"
+        walks[name] = evaluation_in_a_fit("sim")
+        s = summary(walks[name])
+        print(f"| {name} | {s['stops']} | {s['modules']} | {s['climbs']} | {s['returns']} |")
     lay = layers()
     for name, stops in walks.items():
         print(f"\n{name}:")
