@@ -167,7 +167,7 @@ docs: $(STAMP)
 # The wheel as a user gets it: built by pip (its isolated build) from a copy of the tree's files
 # (tracked and new, not ignored: nothing a build or an install left here), installed into a fresh
 # venv (no -e, no repository on the path), then a tiny fit run from a temporary directory. It needs
-# nothing of .venv, so CI runs it beside make test's install.
+# nothing of .venv.
 WHEEL_VENV := .venv-wheel
 wheel-test:
 	rm -rf dist $(WHEEL_VENV)

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import spherelab as sl
+from spherelab._state import Fields, Hyper  # (not yet public: the docs' source pages mislink them)
 from spherelab.rows.device import DeviceRows
 from spherelab.sphere.lift import lift_backward_rows, lifted_row_gradients
 from spherelab.testing import ModelContract
@@ -45,8 +46,8 @@ class RationalQuadratic(sl.kernels.QuadratureSpectrum):
     """The rational quadratic kernel at chordal distance (its spectrum by the library's quadrature)."""
 
     shape_params = ("lengthscale", "alpha")
-    lengthscale = sl.kernels.Hyper(_positive, "lengthscale of the chordal distance")
-    alpha = sl.kernels.Hyper(_positive, "the mixture's shape: large alpha tends to the squared exponential")
+    lengthscale = Hyper(_positive, "lengthscale of the chordal distance")
+    alpha = Hyper(_positive, "the mixture's shape: large alpha tends to the squared exponential")
 
     def __init__(self, lengthscale=1.0, alpha=1.0, variance=1.0, bias=1.0, input_scale=1.0):
         self.lengthscale, self.alpha = lengthscale, alpha
@@ -69,7 +70,7 @@ class WindowedPoints(sl.features.Features):
     r""":math:`u_m = \tfrac12(f(z_m + \delta) + f(z_m - \delta))`: with :math:`S = [Z + \delta; Z - \delta]`
     and :math:`W = \tfrac12[I; I]`, :math:`K_{uu} = W^\top k(S, S)W`, :math:`K_{uf} = W^\top k(S, X)`."""
 
-    fields = sl.features.Fields(config=("Z", "delta"))
+    fields = Fields(config=("Z", "delta"))
 
     def __init__(self, Z, delta):
         self.Z, self.delta = np.array(Z, dtype=np.float64), np.array(delta, dtype=np.float64)

@@ -1,11 +1,9 @@
 r"""Inducing features: one protocol (:class:`Features`: :math:`K_{uu}` (M, M), :math:`K_{uf}`
 (M, N), their gradients, parameter access) and its implementations — spherical harmonics,
 phase-truncated harmonics (Eleftheriadis et al.), the harmonics of an additive kernel's components,
-activated units (Tiao, thesis) and inducing points. A new feature set subclasses :class:`Features`
-and declares its state in a :class:`Fields` table (what it saves, what it derives)."""
+activated units (Tiao, thesis) and inducing points. A new feature set subclasses :class:`Features`."""
 
 from .._listing import own_names
-from .._state import Fields
 from .activated import ActivatedFeatures
 from .additive import AdditiveHarmonics
 from .base import Features
@@ -17,7 +15,6 @@ from .zonal import zonal_pair, zonal_pair_gradients
 
 __all__ = [
     "Features",
-    "Fields",
     "HarmonicFeatures",
     "AdditiveHarmonics",
     "SphericalFeatures",

@@ -4,13 +4,11 @@ r"""Zonal kernels on :math:`S^{d-1}`, one module per family (GPflow's ``kernels/
 and its gradients); the families are the arc-cosine kernels, the Matérn kernels restricted to the
 sphere, the kernels defined by their spectrum, wrappers (truncation, parity), and sums of kernels on
 sub-spheres of the inputs (:class:`Additive`). A new kernel subclasses :class:`ZonalKernel` (or
-:class:`QuadratureSpectrum`, whose spectrum is its shape's quadrature) and declares each
-hyper-parameter a :class:`Hyper`; it works with every model, feature set and device from its own
-file.
+:class:`QuadratureSpectrum`, whose spectrum is its shape's quadrature); it works with every model,
+feature set and device from its own file (``tests/test_a_kernel_in_one_file.py``).
 """
 
 from .._listing import own_names
-from .._state import Hyper
 from .additive import Additive
 from .arccos import NTK, ArcCosine, DeepArcCosine
 from .base import ZonalKernel
@@ -20,7 +18,6 @@ from .spectral import IntrinsicMatern, PolynomialDecay, SpectralKernel
 from .wrapped import Parity, Truncated, WrappedKernel
 
 __all__ = [
-    "Hyper",
     "ZonalKernel",
     "QuadratureSpectrum",
     "SpectralKernel",
