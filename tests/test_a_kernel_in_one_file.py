@@ -211,6 +211,7 @@ def test_every_gradient_entry_of_both_against_finite_differences():
     assert "alpha" in model.param_names
 
 
+@pytest.mark.equality  # two orders of the same sums: run again under other chunks and threads
 def test_on_a_device_the_rows_stay_there_and_alpha_comes_back_by_name(monkeypatch):
     """The rows floor's pass runs the test's own column source; the gradient equals the CPU's."""
     rng = np.random.default_rng(4)
@@ -231,6 +232,7 @@ def test_on_a_device_the_rows_stay_there_and_alpha_comes_back_by_name(monkeypatc
         assert np.allclose(gb[name], ga[name], rtol=1e-10, atol=1e-12), name
 
 
+@pytest.mark.equality  # two orders of the same sums: run again under other chunks and threads
 def test_a_dask_array_gives_the_bound_and_gradient_of_memory():
     da = pytest.importorskip("dask.array")
     rng = np.random.default_rng(5)
