@@ -34,17 +34,27 @@ $(BIN)/python:
 	bash .ci/make_venv.sh "$(PYTHON)" "$(VENV)"
 
 # the lab needs no CUDA package: numba-cuda (the simulator the tests use) comes with the test extra
-$(LAB_STAMP): pyproject.toml $(CONSTRAINTS) | $(BIN)/python
+PKG_STAMP := $(VENV)/.spherelab-lab-packages
+$(PKG_STAMP): pyproject.toml $(CONSTRAINTS) | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) -e ".[lab]"
-	$(BIN)/python -c "import spherelab; spherelab.warmup()"
+	$(BIN)/python -m pip install --quiet --no-compile -c $(CONSTRAINTS) -e ".[lab]"
 	@# JupyterLab's defaults for this lab (no news or update toast on a first start): an admin override
 	mkdir -p $(VENV)/share/jupyter/lab/settings && cp .jupyter/overrides.json $(VENV)/share/jupyter/lab/settings/
 	touch $@
 
-$(STAMP): $(LAB_STAMP)
-	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) -e ".[lab,test,docs]"
+# the compiled kernels' warm-up: Numba's cache written once, before the first fit
+WARMUP := PYTHONPATH=lab $(BIN)/python -c "import spherelab; spherelab.warmup()"
+$(LAB_STAMP): $(PKG_STAMP)
+	$(WARMUP)
 	touch $@
+
+# the warm-up (one core, compiling) runs beside the test and docs packages' install (downloads,
+# unpacking); it imports spherelab from lab/, untouched by pip's reinstalling the editable package
+$(STAMP): $(PKG_STAMP)
+	@if [ -f $(LAB_STAMP) ]; then w=; else $(WARMUP) & w=$$!; fi; \
+	$(BIN)/python -m pip install --quiet --no-compile -c $(CONSTRAINTS) -e ".[lab,test,docs]" || { [ -z "$$w" ] || kill $$w; exit 1; }; \
+	[ -z "$$w" ] || wait $$w
+	touch $(LAB_STAMP) $@
 
 # JupyterLab refuses to start as root unless told (containers, CI machines run as root)
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
@@ -75,7 +85,7 @@ test-browser: $(STAMP)
 	@if ! command -v chromium >/dev/null 2>&1; then \
 	  echo "test-browser: SKIPPED: Debian's chromium is not installed and could not be (apt-get install chromium, as root)"; \
 	else \
-	  $(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) playwright && \
+	  $(BIN)/python -m pip install --quiet --no-compile -c $(CONSTRAINTS) playwright && \
 	  if echo "$(BROWSER_PARTS)" | grep -qw notebooks; then \
 	    $(BIN)/python benchmarks/tools/browser.py --check --presses 1 $(BROWSER_ARGS) --chromium "$$(command -v chromium)" \
 	    || exit 1; fi && \
@@ -117,14 +127,14 @@ lint: $(STAMP)
 DEVICE_VENV := .venv-device
 $(DEVICE_VENV)/.installed: $(CONSTRAINTS)
 	bash .ci/make_venv.sh "$(PYTHON)" "$(DEVICE_VENV)"
-	$(DEVICE_VENV)/bin/python -m pip install --quiet -c $(CONSTRAINTS) numpy scipy numba numba-cuda tqdm threadpoolctl
+	$(DEVICE_VENV)/bin/python -m pip install --quiet --no-compile -c $(CONSTRAINTS) numpy scipy numba numba-cuda tqdm threadpoolctl
 	touch $@
 
 check-device-shape: $(DEVICE_VENV)/.installed
 	PYTHONPATH=lab $(DEVICE_VENV)/bin/python benchmarks/gpu_check.py --sim --tiny --out $(DEVICE_VENV)/gpu-check
 
 $(BENCH_STAMP): $(STAMP)
-	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) -e ".[lab,test,bench]"
+	$(BIN)/python -m pip install --quiet --no-compile -c $(CONSTRAINTS) -e ".[lab,test,bench]"
 	touch $@
 
 bench: $(BENCH_STAMP)
@@ -174,7 +184,7 @@ wheel-test:
 	bash .ci/make_venv.sh "$(PYTHON)" "$(WHEEL_VENV)"
 	src="$$(mktemp -d)" && git ls-files -co --exclude-standard | tar --ignore-failed-read -cf - -T - | tar -xf - -C "$$src" && \
 	  $(WHEEL_VENV)/bin/python -m pip wheel --quiet --no-deps --wheel-dir "$(CURDIR)/dist" "$$src" && rm -rf "$$src"
-	$(WHEEL_VENV)/bin/python -m pip install --quiet -c $(CONSTRAINTS) dist/spherelab-*.whl
+	$(WHEEL_VENV)/bin/python -m pip install --quiet --no-compile -c $(CONSTRAINTS) dist/spherelab-*.whl
 	cd "$$(mktemp -d)" && $(CURDIR)/$(WHEEL_VENV)/bin/python $(CURDIR)/.ci/wheel_smoke.py
 
 clean:

@@ -237,7 +237,7 @@ class TransferSpy:
         for owner in (model.ops, impl):
             for name in ("to_device", "to_host"):
                 monkeypatch.setattr(owner, name, self._wrap(getattr(owner, name), name == "to_host"))
-        for owner, name in ((type(model), "_inducing_matrices"), (DecoupledGradients, "inducing")):
+        for owner, name in ((type(model), "inducing_matrices"), (DecoupledGradients, "inducing")):
             monkeypatch.setattr(owner, name, self._host_side(getattr(owner, name)))
 
     @property

@@ -53,13 +53,13 @@ class RationalQuadratic(sl.kernels.QuadratureSpectrum):
         self.lengthscale, self.alpha = lengthscale, alpha
         super().__init__(variance, bias, input_scale)
 
-    def _shape(self, t, ops):
+    def unit_shape(self, t, ops):
         return rq_parts(np, t, self.lengthscale, self.alpha)[0]
 
-    def _shape_dt(self, t, ops):
+    def unit_shape_dt(self, t, ops):
         return rq_parts(np, t, self.lengthscale, self.alpha)[1]
 
-    def _shape_grads(self, t, ops):
+    def unit_shape_gradients(self, t, ops):
         return rq_parts(np, t, self.lengthscale, self.alpha)[2]
 
     def _shape_all(self, t, ops):

@@ -53,7 +53,7 @@ class Activation(Saveable):
         """Derivatives of ``shape(t)`` with respect to each parameter."""
         return {}
 
-    def _key(self) -> tuple:
+    def cache_key(self) -> tuple:
         return (type(self).__name__,) + tuple(getattr(self, p) for p in self.params)
 
     def coefficients(self, dim: int, max_degree: int) -> np.ndarray:
@@ -85,10 +85,10 @@ class Activation(Saveable):
         return self.shape(t)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Activation) and self._key() == other._key()
+        return isinstance(other, Activation) and self.cache_key() == other.cache_key()
 
     def __hash__(self) -> int:
-        return hash(self._key())
+        return hash(self.cache_key())
 
     def __repr__(self) -> str:
         args = ", ".join(f"{p}={getattr(self, p)!r}" for p in self.params)

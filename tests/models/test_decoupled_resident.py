@@ -140,7 +140,7 @@ def test_the_backward_pass_without_its_forward_pass_recomputes_the_same_sums(cud
     model = _model(X, y, cuda_device, features=features)
     path = StatisticsPath(model)
     rows = ResidentRows(path, X, y)
-    LJ = joint_cholesky(*model._inducing_matrices())
+    LJ = joint_cholesky(*model.inducing_matrices())
     rows.statistics(path, LJ)
     rng = np.random.default_rng(3)
     P = LJ.shape[0]

@@ -71,8 +71,8 @@ def test_a_step_copies_back_once_and_moves_nothing_n_sized(cuda_device, monkeypa
     # inducing points: K_pp = k([Z; W], [Z; W]) and its chain on the device too, nothing of it on the host
     assert steps.inducing_on_device == (features == "points")
     host_blocks = []
-    real_block = type(model)._inducing_matrices
-    monkeypatch.setattr(type(model), "_inducing_matrices", lambda self: host_blocks.append(1) or real_block(self))
+    real_block = type(model).inducing_matrices
+    monkeypatch.setattr(type(model), "inducing_matrices", lambda self: host_blocks.append(1) or real_block(self))
     P = model.features.num_features + 3
     rng = np.random.default_rng(0)
     for _ in range(3):

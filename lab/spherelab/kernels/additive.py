@@ -300,8 +300,8 @@ class Additive(Saveable):
     def _load_state(cls, state):
         return cls(**state.kwargs())
 
-    def _key(self) -> tuple:
-        return ("Additive", tuple(k._key() for k in self.components), self.groups)
+    def cache_key(self) -> tuple:
+        return ("Additive", tuple(k.cache_key() for k in self.components), self.groups)
 
     def __repr__(self) -> str:
         parts = ", ".join(f"{list(g)}: {k!r}" for k, g in zip(self.components, self.groups))

@@ -91,16 +91,16 @@ class ArcCosine(ZonalKernel):
         self.order = order
         super().__init__(variance, bias, input_scale)
 
-    def _key(self) -> tuple:
+    def cache_key(self) -> tuple:
         return ("ArcCosine", self.order)
 
-    def _shape(self, t, ops):
+    def unit_shape(self, t, ops):
         return _arccos_shape(self.order, t)
 
-    def _shape_dt(self, t, ops):
+    def unit_shape_dt(self, t, ops):
         return _arccos_shape_dt(self.order, t)
 
-    def _spectrum(self, dim, L):
+    def unit_spectrum(self, dim, L):
         sigma = _ARCCOS_UNIT[self.order].coefficients(dim, L)
         factor = {0: 2.0, 1: 2.0 * dim, 2: 2.0 * dim * (dim + 2) / 3.0}[self.order]
         return factor * sigma**2
@@ -170,13 +170,13 @@ class DeepArcCosine(QuadratureSpectrum):
         self.order = order
         super().__init__(variance, bias, input_scale)
 
-    def _key(self):
+    def cache_key(self):
         return ("DeepArcCosine", self.depth, self.order)
 
-    def _shape(self, t, ops):
+    def unit_shape(self, t, ops):
         return _compose_arccos(self.order, self.depth, t)
 
-    def _shape_dt(self, t, ops):
+    def unit_shape_dt(self, t, ops):
         inner = np.clip(t, -1.0, 1.0)
         deriv = np.ones_like(inner)
         for _ in range(self.depth):
@@ -219,7 +219,7 @@ class NTK(QuadratureSpectrum):
         self.depth = depth
         super().__init__(variance, bias, input_scale)
 
-    def _key(self):
+    def cache_key(self):
         return ("NTK", self.depth)
 
     @property
@@ -228,9 +228,9 @@ class NTK(QuadratureSpectrum):
         # function), so its odd levels >= 3 vanish exactly; composing layers breaks the symmetry
         return "even_plus_linear" if self.depth == 1 else None
 
-    def _shape(self, t, ops):
+    def unit_shape(self, t, ops):
         return _ntk(self.depth, t)[0]
 
-    def _shape_dt(self, t, ops):
+    def unit_shape_dt(self, t, ops):
         return _ntk(self.depth, t)[1]
 

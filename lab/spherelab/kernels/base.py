@@ -65,8 +65,9 @@ _gram = entry_point(_gram_work)
 
 
 class ZonalKernel(Saveable):
-    """Base class. Subclasses implement the unit-variance ``_shape``, ``_shape_dt``,
-    ``_shape_grads`` and ``_spectrum``/``_spectrum_grads``; ``variance``, ``bias`` and
+    """Base class. A new kernel implements the unit-variance hooks :meth:`unit_shape`,
+    :meth:`unit_shape_dt` and :meth:`unit_spectrum` (and, with shape parameters,
+    :meth:`unit_shape_gradients` and :meth:`unit_spectrum_gradients`); ``variance``, ``bias`` and
     ``input_scale`` are handled here."""
 
     #: names of the shape's own hyper-parameters (besides variance, bias, input_scale)
@@ -82,27 +83,34 @@ class ZonalKernel(Saveable):
         self.bias = bias
         self.input_scale = input_scale
 
-    # ---- to implement -----------------------------------------------------------------
-    # (t: validated cosines; ops: the operations that evaluate a series, on the caller's device)
-    def _shape(self, t: np.ndarray, ops: Operations | str) -> np.ndarray:
+    # ---- the hooks a new kernel implements (called with validated cosines and the caller's ops;
+    # the public methods validate and apply ``variance``) ------------------------------------
+    def unit_shape(self, t: np.ndarray, ops: Operations | str) -> np.ndarray:
+        r"""To implement: :math:`\kappa(t)/\sigma^2`, same shape as ``t``."""
         raise NotImplementedError  # pragma: no cover - abstract
 
-    def _shape_dt(self, t: np.ndarray, ops: Operations | str) -> np.ndarray:
+    def unit_shape_dt(self, t: np.ndarray, ops: Operations | str) -> np.ndarray:
+        r"""To implement: :math:`d(\kappa/\sigma^2)/dt`."""
         raise NotImplementedError  # pragma: no cover - abstract
 
-    def _shape_grads(self, t: np.ndarray, ops: Operations | str) -> dict[str, np.ndarray]:
+    def unit_shape_gradients(self, t: np.ndarray, ops: Operations | str) -> dict[str, np.ndarray]:
+        r""":math:`\partial(\kappa/\sigma^2)/\partial\theta` by :attr:`shape_params` name."""
         return {}
 
-    def _spectrum(self, dim: int, L: int) -> np.ndarray:
+    def unit_spectrum(self, dim: int, L: int) -> np.ndarray:
+        r"""To implement: :math:`\lambda_{0..L}/\sigma^2` on :math:`S^{d-1}`, ``(L + 1,)``."""
         raise NotImplementedError  # pragma: no cover - abstract
 
-    def _spectrum_grads(self, dim: int, L: int) -> dict[str, np.ndarray]:
+    def unit_spectrum_gradients(self, dim: int, L: int) -> dict[str, np.ndarray]:
+        r""":math:`\partial(\lambda_\ell/\sigma^2)/\partial\theta` by :attr:`shape_params` name."""
         return {}
 
-    def _spectrum_floor(self, dim: int, L: int) -> np.ndarray:
-        return np.zeros(L + 1)  # closed forms: every nonzero level is data
+    def unit_spectrum_floor(self, dim: int, L: int) -> np.ndarray:
+        """Per level, the size below which a numerical spectrum is noise (0: a closed form)."""
+        return np.zeros(L + 1)
 
-    def _key(self) -> tuple:
+    def cache_key(self) -> tuple:
+        """The class and :attr:`shape_params`: equal keys, equal spectra (caches and ``==`` read it)."""
         return (type(self).__name__,) + tuple(getattr(self, p) for p in self.shape_params)
 
     # ---- sphere view ------------------------------------------------------------------
@@ -138,17 +146,17 @@ class ZonalKernel(Saveable):
     def shape(self, t: Any, *, ops: Operations | str = "cpu") -> np.ndarray:
         r""":math:`\kappa(t)` (includes ``variance``), same shape as ``t`` (cosines in [-1, 1]);
         ``ops``: the operations (or the device's name) that evaluate the series shapes."""
-        return self.variance * self._shape(check_cosines(t), ops)
+        return self.variance * self.unit_shape(check_cosines(t), ops)
 
     def shape_dt(self, t: Any, *, ops: Operations | str = "cpu") -> np.ndarray:
         r""":math:`d\kappa/dt`."""
-        return self.variance * self._shape_dt(check_cosines(t), ops)
+        return self.variance * self.unit_shape_dt(check_cosines(t), ops)
 
     def shape_gradients(self, t: Any, *, ops: Operations | str = "cpu") -> dict[str, np.ndarray]:
         r""":math:`\partial\kappa(t)/\partial\theta` for ``variance`` and the shape parameters."""
         t = check_cosines(t)
-        grads = {k: self.variance * v for k, v in self._shape_grads(t, ops).items()}
-        grads["variance"] = self._shape(t, ops)
+        grads = {k: self.variance * v for k, v in self.unit_shape_gradients(t, ops).items()}
+        grads["variance"] = self.unit_shape(t, ops)
         return grads
 
     def top_degree(self) -> int | None:
@@ -167,7 +175,7 @@ class ZonalKernel(Saveable):
     def spectrum(self, dim: int, max_degree: int) -> np.ndarray:
         r"""Eigenvalues :math:`\lambda_0..\lambda_L` on :math:`S^{d-1}` (``(L + 1,)``)."""
         dim, L = check_dim(dim), check_degree(max_degree)
-        return self.variance * self._spectrum(dim, L)
+        return self.variance * self.unit_spectrum(dim, L)
 
     def spectrum_floor(self, dim: int, max_degree: int) -> np.ndarray:
         r"""Per level, the size below which :meth:`spectrum`'s value is numerical noise (the
@@ -183,14 +191,14 @@ class ZonalKernel(Saveable):
         (True, True)
         """
         dim, L = check_dim(dim), check_degree(max_degree)
-        return self.variance * self._spectrum_floor(dim, L)
+        return self.variance * self.unit_spectrum_floor(dim, L)
 
     def spectrum_gradients(self, dim: int, max_degree: int) -> dict[str, np.ndarray]:
         r""":math:`\partial\lambda_\ell/\partial\theta` for ``variance`` and the shape
         parameters."""
         dim, L = check_dim(dim), check_degree(max_degree)
-        grads = {k: self.variance * v for k, v in self._spectrum_grads(dim, L).items()}
-        grads["variance"] = self._spectrum(dim, L)
+        grads = {k: self.variance * v for k, v in self.unit_spectrum_gradients(dim, L).items()}
+        grads["variance"] = self.unit_spectrum(dim, L)
         return grads
 
     def spectrum_vjp(self, dim: int, max_degree: int, dlam: Any, dat_one: float = 0.0) -> dict[str, float]:
@@ -419,7 +427,7 @@ class ZonalKernel(Saveable):
     def _shape_all(self, t: np.ndarray, ops: Operations | str) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
         """``(kappa, kappa', d kappa / d shape-params)`` without ``variance``; subclasses fuse
         the three where they share work."""
-        return self._shape(t, ops), self._shape_dt(t, ops), self._shape_grads(t, ops)
+        return self.unit_shape(t, ops), self.unit_shape_dt(t, ops), self.unit_shape_gradients(t, ops)
 
     #: structural (non-trainable) attributes shown by repr
     structure: tuple[str, ...] = ()

@@ -106,7 +106,7 @@ class Matern(QuadratureSpectrum):
         self.lengthscale = lengthscale
         super().__init__(variance, bias, input_scale)
 
-    def _key(self):
+    def cache_key(self):
         return ("Matern", self.nu, self.lengthscale)
 
     def fused_code(self):
@@ -143,10 +143,10 @@ class Matern(QuadratureSpectrum):
     def _r_of_gap(self, u):
         return np.sqrt(np.maximum(2.0 * u, 0.0)) / self.lengthscale
 
-    def _quadrature_shape(self, u):
+    def quadrature_shape(self, u):
         return self._m_and_dm(self._r_of_gap(u))[0]
 
-    def _quadrature_grads(self, u):
+    def quadrature_gradients(self, u):
         r = self._r_of_gap(u)
         return {"lengthscale": -self._m_and_dm(r)[1] * r / self.lengthscale}
 
@@ -166,8 +166,8 @@ class Matern(QuadratureSpectrum):
         e = np.exp(-0.5 * r * r)
         return e, -r * e
 
-    def _shape(self, t, ops):
-        return self._quadrature_shape(1.0 - np.clip(t, -1.0, 1.0))
+    def unit_shape(self, t, ops):
+        return self.quadrature_shape(1.0 - np.clip(t, -1.0, 1.0))
 
     @property
     def breakpoints(self) -> tuple:
@@ -186,12 +186,12 @@ class Matern(QuadratureSpectrum):
         points = {math.cos(a * scale) for a in (2.0, 8.0, 32.0, 128.0) if a * scale < 1.0}
         return tuple(sorted(t for t in points if t < 1.0))  # below ~1e-8 rad the angle rounds to t = 1
 
-    def _shape_minus_one(self, u):
+    def shape_minus_one(self, u):
         r""":math:`\kappa - 1` at the gaps :math:`u = 1 - t`, without the cancellation of
-        ``_shape(t) - 1`` where the distance is small against the lengthscale (then every level >= 1
+        ``unit_shape(t) - 1`` where the distance is small against the lengthscale (then every level >= 1
         of the spectrum is a tiny fraction of the constant:
         :func:`~spherelab.kernels.quadrature.quadrature_spectrum`); ``None`` where the lengthscale
-        is short (there the levels are not small and ``_shape`` serves)."""
+        is short (there the levels are not small and ``unit_shape`` serves)."""
         if not self._long():
             return None
         r = self._r_of_gap(u)
@@ -210,7 +210,7 @@ class Matern(QuadratureSpectrum):
         """Whether a = sqrt(2 nu) r stays below 0.5 on the whole sphere (r <= 2 / lengthscale)."""
         return 2.0 * math.sqrt(2.0 * min(self.nu, 2.5)) / self.lengthscale < 0.5
 
-    def _shape_remainder(self, u, level: int):
+    def shape_remainder(self, u, level: int):
         r""":math:`\kappa` at the gaps :math:`u = 1 - t` without its Taylor terms :math:`c_{2j}a^{2j}`, :math:`j < \ell`
         (:math:`a^{2j} \propto (2 - 2t)^j`: polynomials of degree :math:`j` in t, which project on
         levels :math:`\le j` only), so that level :math:`\ell` of the spectrum comes from what it
@@ -221,27 +221,27 @@ class Matern(QuadratureSpectrum):
         a = math.sqrt(2.0 * self.nu) * self._r_of_gap(u) if np.isfinite(self.nu) else self._r_of_gap(u)
         return _series(_TAYLOR[self.nu], a, skip_even_below=2 * level)
 
-    def _shape_grads(self, t, ops):
-        return self._quadrature_grads(1.0 - np.clip(t, -1.0, 1.0))
+    def unit_shape_gradients(self, t, ops):
+        return self.quadrature_gradients(1.0 - np.clip(t, -1.0, 1.0))
 
-    def _spectrum(self, dim, L):
+    def unit_spectrum(self, dim, L):
         if self.nu == np.inf:  # closed form: positive at every level, no quadrature floor
             return squared_exponential_spectrum(self.lengthscale, dim, L)[0]
         return _levels(self, dim, L)[0]
 
-    def _spectrum_floor(self, dim, L):
+    def unit_spectrum_floor(self, dim, L):
         if self.nu == np.inf:
             return np.zeros(L + 1)
         return _levels(self, dim, L)[1]
 
-    def _spectrum_grads(self, dim, L):
+    def unit_spectrum_gradients(self, dim, L):
         if self.nu == np.inf:
             return {"lengthscale": squared_exponential_spectrum(self.lengthscale, dim, L)[1]}
-        grads = super()._spectrum_grads(dim, L)["lengthscale"]
+        grads = super().unit_spectrum_gradients(dim, L)["lengthscale"]
         _, _, series, dlog = _levels(self, dim, L)
         return {"lengthscale": np.where(series, -dlog / self.lengthscale, grads)}
 
-    def _shape_dt(self, t, ops):
+    def unit_shape_dt(self, t, ops):
         # d/dt m(r) = m'(r) dr/dt, dr/dt = -1 / (l^2 r): finite except nu = 1/2 at t = 1
         r = self._r(t)
         l2 = self.lengthscale**2

@@ -26,34 +26,35 @@ class QuadratureSpectrum(ZonalKernel):
     #: shapes that fall within a tiny angle of t = 1, where t itself rounds to 1
     of_gap: bool = False
 
-    def _at(self, rule):
+    def quadrature_points(self, rule):
         """Where the quadrature evaluates this kernel's shape hooks: ``rule.gaps`` or ``rule.nodes``."""
         return rule.gaps if self.of_gap else rule.nodes
 
-    def _quadrature_shape(self, x):
-        """The shape at the quadrature's points ``x`` (:meth:`_at`)."""
-        return self._shape(x, "cpu")
+    def quadrature_shape(self, x):
+        """The shape at the quadrature's points ``x`` (:meth:`quadrature_points`)."""
+        return self.unit_shape(x, "cpu")
 
-    def _quadrature_grads(self, x):
-        """``{name: d shape / d name}`` at the quadrature's points ``x`` (:meth:`_at`)."""
-        return self._shape_grads(x, "cpu")
+    def quadrature_gradients(self, x):
+        """``{name: d shape / d name}`` at the quadrature's points ``x`` (:meth:`quadrature_points`)."""
+        return self.unit_shape_gradients(x, "cpu")
 
-    def _spectrum(self, dim, L):
+    def unit_spectrum(self, dim, L):
         return quadrature_spectrum(self, dim, L)[0]
 
-    def _spectrum_floor(self, dim, L):
+    def unit_spectrum_floor(self, dim, L):
         _, rule, parts = quadrature_spectrum(self, dim, L)
         return quadrature_floor(self, rule, *parts)
 
-    def _spectrum_grads(self, dim, L):
+    def unit_spectrum_gradients(self, dim, L):
         rule = quadrature_spectrum(self, dim, L)[1]
-        return {k: apply_parity(rule.apply(v), self.parity) for k, v in self._quadrature_grads(self._at(rule)).items()}
+        grads = self.quadrature_gradients(self.quadrature_points(rule))
+        return {k: apply_parity(rule.apply(v), self.parity) for k, v in grads.items()}
 
     def __eq__(self, other):
-        return isinstance(other, ZonalKernel) and self._key() == other._key()
+        return isinstance(other, ZonalKernel) and self.cache_key() == other.cache_key()
 
     def __hash__(self):
-        return hash(self._key())
+        return hash(self.cache_key())
 
 
 @lru_cache(maxsize=256)
@@ -64,11 +65,11 @@ def quadrature_spectrum(kernel: QuadratureSpectrum, dim: int, L: int):
     are returned as 0, so that no spectrum is negative (round-off of both signs was seen at the
     structural zeros of the one-layer NTK and at the high levels of fast-decaying spectra); the
     floor is computed only then, off the optimisers' path."""
-    coeffs, err, rule = funk_hecke_with_rule(kernel._quadrature_shape, dim, L, parity=kernel.parity,
+    coeffs, err, rule = funk_hecke_with_rule(kernel.quadrature_shape, dim, L, parity=kernel.parity,
                                              kinks=getattr(kernel, "breakpoints", ()), of_gap=kernel.of_gap)
-    at = kernel._at(rule)
+    at = kernel.quadrature_points(rule)
     sources = [(0, L + 1, None)]  # None: the shape itself
-    excess = getattr(kernel, "_shape_minus_one", None)
+    excess = getattr(kernel, "shape_minus_one", None)
     values = excess(at) if excess is not None and L >= 1 else None
     if values is not None:
         # the levels >= 1 from kappa - 1 (the constant projects on level 0 only): a kernel near 1
@@ -77,7 +78,7 @@ def quadrature_spectrum(kernel: QuadratureSpectrum, dim: int, L: int):
         tail = apply_parity(rule.apply(values), kernel.parity)
         coeffs = np.concatenate([coeffs[:1], tail[1:]])
         sources.append((1, L + 1, values))
-        remainder = getattr(kernel, "_shape_remainder", None)
+        remainder = getattr(kernel, "shape_remainder", None)
         for ell in range(2, L + 1):  # a long lengthscale: level l from kappa less its terms of degree < l
             values = remainder(at, ell) if remainder is not None else None
             if values is None:
@@ -101,7 +102,7 @@ def quadrature_floor(kernel: QuadratureSpectrum, rule, err: np.ndarray, sources)
     floor = np.empty(weights.shape[1])
     for start, stop, values in sources:
         shape = values is None
-        v = kernel._quadrature_shape(kernel._at(rule)) if shape else values
+        v = kernel.quadrature_shape(kernel.quadrature_points(rule)) if shape else values
         floor[start:stop] = 8.0 * np.finfo(np.float64).eps * (np.abs(v) @ weights[:, start:stop])
         if shape:
             floor[start:stop] += err[start:stop]

@@ -46,8 +46,9 @@ class SpectralKernel(ZonalKernel):
         self._check_dim(check_dim(dim))
         return super().spectrum_gradients(dim, max_degree)
 
-    def _raw(self, ell: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """Unnormalised log-eigenvalues and their parameter derivatives at levels ``ell``."""
+    def log_levels(self, ell: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """To implement: the unnormalised log-eigenvalues at levels ``ell`` (any real array) and their
+        derivatives by shape parameter, ``(log_levels, {name: d log_levels / d name})``."""
         raise NotImplementedError  # pragma: no cover - abstract
 
     def _normalised(self, dim: int, L: int):
@@ -67,10 +68,10 @@ class SpectralKernel(ZonalKernel):
                                    f"{', '.join(self.shape_params) or 'the hyper-parameters'} into a moderate "
                                    "range") from None
 
-    def _spectrum(self, dim, L):
+    def unit_spectrum(self, dim, L):
         return self._normalised(dim, L)[0]
 
-    def _spectrum_grads(self, dim, L):
+    def unit_spectrum_gradients(self, dim, L):
         return self._normalised(dim, L)[1]
 
     def _series(self):
@@ -78,15 +79,15 @@ class SpectralKernel(ZonalKernel):
             lam, grads, tail = _shape_series(self)
         return lam, grads, tail
 
-    def _shape(self, t, ops):
+    def unit_shape(self, t, ops):
         lam, _, _ = self._series()
         return zonal_series(lam, self.dim, t, ops=ops)
 
-    def _shape_dt(self, t, ops):
+    def unit_shape_dt(self, t, ops):
         lam, _, _ = self._series()
         return zonal_series(lam, self.dim, t, derivative=True, ops=ops)[1]
 
-    def _shape_grads(self, t, ops):
+    def unit_shape_gradients(self, t, ops):
         _, grads, _ = self._series()
         return {k: zonal_series(v, self.dim, t, ops=ops) for k, v in grads.items()}
 
@@ -102,10 +103,10 @@ class SpectralKernel(ZonalKernel):
         return lam.shape[0] - 1, tail
 
     def __eq__(self, other):
-        return isinstance(other, ZonalKernel) and self._key() == other._key()
+        return isinstance(other, ZonalKernel) and self.cache_key() == other.cache_key()
 
     def __hash__(self):
-        return hash(self._key())
+        return hash(self.cache_key())
 
 
 _DIRECT_LEVELS = 2048  # summed term by term; beyond, Euler-Maclaurin on the smooth tail
@@ -141,12 +142,12 @@ def _spectral_cache(kernel: SpectralKernel, dim: int, L: int):
     """Normalised spectrum (kappa(1) = 1) and its parameter derivatives at levels 0..L."""
     upto = max(L, _DIRECT_LEVELS)
     ell = np.arange(upto + 1, dtype=np.float64)
-    log_raw, dlog = kernel._raw(ell)
+    log_raw, dlog = kernel.log_levels(ell)
     shift = log_raw.max()
     w = np.exp(log_raw - shift + _log_counts_cached(dim, upto))
 
     def term(x, name=None):
-        lr, dl = kernel._raw(x)
+        lr, dl = kernel.log_levels(x)
         val = np.exp(lr - shift + log_num_harmonics(x, dim, real=True))
         return val if name is None else val * dl[name]
 
@@ -279,10 +280,10 @@ class IntrinsicMatern(SpectralKernel):
         self.lengthscale = lengthscale
         super().__init__(variance, bias, input_scale)
 
-    def _key(self):
+    def cache_key(self):
         return ("IntrinsicMatern", self.dim, self.nu, self.lengthscale)
 
-    def _raw(self, ell):
+    def log_levels(self, ell):
         rho = self.lengthscale
         lap = ell * (ell + self.dim - 2.0)
         if math.isinf(self.nu):
@@ -352,13 +353,13 @@ class PolynomialDecay(SpectralKernel):
             )
         object.__setattr__(self, name, value)
 
-    def _key(self):
+    def cache_key(self):
         return ("PolynomialDecay", self.dim, self.beta, self.max_degree)
 
     def top_degree(self) -> int | None:
         return self.max_degree
 
-    def _raw(self, ell):
+    def log_levels(self, ell):
         log_l = np.log(np.maximum(ell, 1.0))
         return -self.beta * log_l, {"beta": -log_l}
 
@@ -366,7 +367,7 @@ class PolynomialDecay(SpectralKernel):
         # the normalised finite series sum_{l <= L}: levels 0..L and d/dbeta
         Lk = self.max_degree
         ell = np.arange(Lk + 1, dtype=np.float64)
-        log_raw, dlog = self._raw(ell)
+        log_raw, dlog = self.log_levels(ell)
         w = np.exp(log_raw - log_raw.max() + _log_counts_cached(self.dim, Lk))
         norm = w.sum()
         lam = w / np.exp(_log_counts_cached(self.dim, Lk)) / norm

@@ -84,16 +84,16 @@ class Truncated(WrappedKernel):
 
         return Truncated(copy.copy(self.base), self.dim, self.max_degree)
 
-    def _key(self):
-        return ("Truncated", self.base._key(), self.dim, self.max_degree)
+    def cache_key(self):
+        return ("Truncated", self.base.cache_key(), self.dim, self.max_degree)
 
     def top_degree(self) -> int | None:
         return self.max_degree
 
     def _levels(self):
-        return self.base._spectrum(self.dim, self.max_degree)
+        return self.base.unit_spectrum(self.dim, self.max_degree)
 
-    def _spectrum(self, dim, L):
+    def unit_spectrum(self, dim, L):
         if dim != self.dim:
             raise ValueError(f"this Truncated kernel was built for dim={self.dim}, asked for dim={dim}")
         out = np.zeros(L + 1)
@@ -101,22 +101,22 @@ class Truncated(WrappedKernel):
         out[: k + 1] = self._levels()[: k + 1]
         return out
 
-    def _spectrum_floor(self, dim, L):
+    def unit_spectrum_floor(self, dim, L):
         out = np.zeros(L + 1)
         k = min(L, self.max_degree)
-        out[: k + 1] = self.base._spectrum_floor(self.dim, self.max_degree)[: k + 1]
+        out[: k + 1] = self.base.unit_spectrum_floor(self.dim, self.max_degree)[: k + 1]
         return out
 
-    def _spectrum_grads(self, dim, L):
+    def unit_spectrum_gradients(self, dim, L):
         k = min(L, self.max_degree)
         out = {}
-        for name, g in self.base._spectrum_grads(self.dim, self.max_degree).items():
+        for name, g in self.base.unit_spectrum_gradients(self.dim, self.max_degree).items():
             padded = np.zeros(L + 1)
             padded[: k + 1] = g[: k + 1]
             out[name] = padded
         return out
 
-    def _shape(self, t, ops):
+    def unit_shape(self, t, ops):
         return zonal_series(self._levels(), self.dim, t, ops=ops)
 
     def at_one(self) -> float:
@@ -126,17 +126,17 @@ class Truncated(WrappedKernel):
     def at_one_gradients(self) -> dict[str, float]:
         counts = np.array([float(num_harmonics(e, self.dim)) for e in range(self.max_degree + 1)])
         grads = {k: self.variance * float(g @ counts)
-                 for k, g in self.base._spectrum_grads(self.dim, self.max_degree).items()}
+                 for k, g in self.base.unit_spectrum_gradients(self.dim, self.max_degree).items()}
         grads["variance"] = float(self._levels() @ counts)
         return grads
 
-    def _shape_dt(self, t, ops):
+    def unit_shape_dt(self, t, ops):
         return zonal_series(self._levels(), self.dim, t, derivative=True, ops=ops)[1]
 
-    def _shape_grads(self, t, ops):
+    def unit_shape_gradients(self, t, ops):
         return {
             name: zonal_series(g, self.dim, t, ops=ops)
-            for name, g in self.base._spectrum_grads(self.dim, self.max_degree).items()
+            for name, g in self.base.unit_spectrum_gradients(self.dim, self.max_degree).items()
         }
 
 
@@ -184,18 +184,18 @@ class Parity(WrappedKernel):
     def _sign(self) -> float:
         return 1.0 if self.even else -1.0
 
-    def _key(self):
-        return ("Parity", self.base._key(), self.even)
+    def cache_key(self):
+        return ("Parity", self.base.cache_key(), self.even)
 
-    def _shape(self, t, ops):
-        return 0.5 * (self.base._shape(t, ops) + self._sign * self.base._shape(-t, ops))
+    def unit_shape(self, t, ops):
+        return 0.5 * (self.base.unit_shape(t, ops) + self._sign * self.base.unit_shape(-t, ops))
 
-    def _shape_dt(self, t, ops):
+    def unit_shape_dt(self, t, ops):
         # d/dt kappa(-t) = -kappa'(-t)
-        return 0.5 * (self.base._shape_dt(t, ops) - self._sign * self.base._shape_dt(-t, ops))
+        return 0.5 * (self.base.unit_shape_dt(t, ops) - self._sign * self.base.unit_shape_dt(-t, ops))
 
-    def _shape_grads(self, t, ops):
-        g1, g2 = self.base._shape_grads(t, ops), self.base._shape_grads(-t, ops)
+    def unit_shape_gradients(self, t, ops):
+        g1, g2 = self.base.unit_shape_gradients(t, ops), self.base.unit_shape_gradients(-t, ops)
         return {k: 0.5 * (g1[k] + self._sign * g2[k]) for k in g1}
 
     def _mask(self, v):
@@ -203,14 +203,14 @@ class Parity(WrappedKernel):
         out[..., (np.arange(out.shape[-1]) % 2 == 1) == self.even] = 0.0
         return out
 
-    def _spectrum(self, dim, L):
-        return self._mask(self.base._spectrum(dim, L))
+    def unit_spectrum(self, dim, L):
+        return self._mask(self.base.unit_spectrum(dim, L))
 
-    def _spectrum_floor(self, dim, L):
-        return self._mask(self.base._spectrum_floor(dim, L))
+    def unit_spectrum_floor(self, dim, L):
+        return self._mask(self.base.unit_spectrum_floor(dim, L))
 
-    def _spectrum_grads(self, dim, L):
-        return {k: self._mask(v) for k, v in self.base._spectrum_grads(dim, L).items()}
+    def unit_spectrum_gradients(self, dim, L):
+        return {k: self._mask(v) for k, v in self.base.unit_spectrum_gradients(dim, L).items()}
 
     def __repr__(self) -> str:
         return f"Parity({self.base!r}, even={self.even})"

@@ -235,7 +235,7 @@ class OrthogonalSVGP(SparseModel):
 
     # ---- matrices -------------------------------------------------------------------------
     def _matrices(self, X):
-        Kuu, Kvv, Kvu = self._inducing_matrices()
+        Kuu, Kvv, Kvu = self.inducing_matrices()
         Kuf = self.features.Kuf(self.kernel, X, ops=self.ops)
         Kvf = self.kernel.K(self.W, X, ops=self.ops) if self.num_orthogonal else np.zeros((0, X.shape[0]))
         return Kuu, Kuf, self.kernel.diag(X), Kvv, Kvu, Kvf
@@ -285,7 +285,7 @@ class OrthogonalSVGP(SparseModel):
         if not self._initialised():
             self.initialise(X)
         M = self.features.num_features
-        LJ = joint_cholesky(*self._inducing_matrices())
+        LJ = joint_cholesky(*self.inducing_matrices())
         st = StatisticsPath(self).statistics(X, y, LJ)
         m, L_u, L_v = whitened_optimum(st.G, st.c, self.likelihood.variance, M)
         Lk, Ls = LJ[:M, :M], LJ[M:, M:]
@@ -318,7 +318,10 @@ class OrthogonalSVGP(SparseModel):
     def _collapsed_elbo_and_gradient(self, X, y):
         return StatisticsPath(self).collapsed_elbo_and_gradient(X, y)
 
-    def _inducing_matrices(self):
+    def inducing_matrices(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        r""":math:`K_{uu}` and :math:`K_{vv}` (each with the jitter) and :math:`K_{vu}`, the prior
+        covariances of the M features u and the K orthogonal points v (``(M, M)``, ``(K, K)``,
+        ``(K, M)``; K = 0 without orthogonal points)."""
         Kuu = self._with_jitter(self.features.Kuu(self.kernel, ops=self.ops))
         if self.num_orthogonal:
             Kvv = self._with_jitter(self.kernel.K(self.W, ops=self.ops))

@@ -48,7 +48,7 @@ class RowPass:
         self.per_row = not path.use_stats(n)
         self.device = None if self.per_row else path.rows_on_device(self.X, y)
         # with keep the forward chunks' A serve the backward pass instead of being recomputed
-        self.keep = self.device is None and n * model._num_inducing() <= path.keep_entries
+        self.keep = self.device is None and n * model.num_inducing <= path.keep_entries
         self.size = self.kept = None
 
     def statistics(self, LJ) -> Statistics:
@@ -120,7 +120,7 @@ class StatisticsPath:
     which pass its rows take, the bound on their statistics and its gradient, and the hooks the
     rows floor reads of a model whose rows stay on its device (``kernel``, ``ops``, ``likelihood``,
     ``jitter``, ``keep_entries`` and the ``column_*`` methods). It reads the model's parameters
-    and calls two of its methods: ``_num_inducing()`` (M + K) and ``_inducing_matrices()``
+    and uses its ``num_inducing`` (M + K) and ``inducing_matrices()``
     (:math:`K_{uu}`, :math:`K_{vv}`, :math:`K_{vu}`)."""
 
     def __init__(self, model) -> None:
@@ -136,7 +136,7 @@ class StatisticsPath:
         # path costs more than the per-row bound saves on the host (measured: equal at n = 2(M + K));
         # rows kept on a device take it at any size (the per-row bound would bring them back)
         return (m.whiten and m.sufficient_statistics and isinstance(m.likelihood, Gaussian)
-                and (n >= 3 * m._num_inducing() or ResidentRows.applies(self)))
+                and (n >= 3 * m.num_inducing or ResidentRows.applies(self)))
 
     def hold(self, X, y) -> tuple:
         """What a fit holds of its rows: ``(X, y, their pass)``, the pass chosen once (:data:`PASSES`):
@@ -166,7 +166,7 @@ class StatisticsPath:
 
     def column_width(self) -> int:
         """The columns of :math:`K_{fp}` (a device's chunk holds this many per row)."""
-        return self.model._num_inducing()
+        return self.model.num_inducing
 
     def column_blocks(self) -> list:
         """The device's column blocks of :math:`K_{fp}` at the current parameters, in the order of
@@ -181,7 +181,7 @@ class StatisticsPath:
 
     def joint_inducing_block(self) -> np.ndarray:
         r"""The joint inducing block :math:`K_{pp}` of :math:`p = [u; v]` ``(P, P)``, jitter included."""
-        Kuu, Kvv, Kvu = self.model._inducing_matrices()
+        Kuu, Kvv, Kvu = self.model.inducing_matrices()
         return np.block([[Kuu, Kvu.T], [Kvu, Kvv]])
 
     def column_parameters(self, own: dict) -> np.ndarray:
@@ -200,7 +200,7 @@ class StatisticsPath:
         fixed = fixed_chunk_rows()
         if fixed is not None:
             return fixed
-        P = self.model._num_inducing()
+        P = self.model.num_inducing
         size = max(1, self.model.chunk_entries // max(P, 1))
         if n:
             size = min(size, -(-n // pass_workers(n)))
@@ -229,7 +229,7 @@ class StatisticsPath:
             out = self._resident(rowpass.device.rows, num_data, collapsed)
             if out is not None:
                 return out
-        LJ = joint_cholesky(*m._inducing_matrices())
+        LJ = joint_cholesky(*m.inducing_matrices())
         st = rowpass.statistics(LJ)
         q = (m.m_u, m.L_u, m.m_v, m.L_v)
         if collapsed:

@@ -40,7 +40,6 @@ from ..likelihoods import Gaussian
 from ..optim import Deadline
 from ..progress import FitProgress, check_progress
 from ..sphere.special import cumulative_num_harmonics
-from ..threads import chunk_rows
 from . import saved, vish_collapsed, vish_svi
 from .base import Model, entry
 from .registry import Param, kernel_params, likelihood_params
@@ -168,9 +167,6 @@ class VISH(Model):
             reg.append(Param("directions", self.features.get_params, self.features.set_params))
         return reg + (vish_svi.q_params(self) if self.q_mu is not None else [])
 
-    def _spectral_names(self) -> list[str]:
-        return [*self.kernel.spectral_parameter_names, *(["noise"] if isinstance(self.likelihood, Gaussian) else [])]
-
     def _num_inducing(self) -> int:
         if self.features is None:  # the harmonics' count depends on the sphere, known from X
             raise RuntimeError(f"{type(self).__name__}'s inducing variables are counted once its inputs' "
@@ -212,12 +208,6 @@ class VISH(Model):
     @chunk_size.setter
     def chunk_size(self, value: Any) -> None:
         self._chunk_size = None if value is None else check_int(value, "chunk_size", minimum=1)
-
-    def _rows(self) -> int:
-        """Rows per chunk of the host's passes (the lift stage, predictions): ``chunk_size``, else
-        the CPU's cache-sized chunks, whatever the device: their products run on the host's cores.
-        The pass over every row takes the device's own (``ops.pass_rows``)."""
-        return self.chunk_size or chunk_rows(self.features.num_features)
 
     def elbo_and_gradient(self, X: Any, y: Any, num_data: int | None = None) -> tuple[float, dict[str, Any]]:
         """The bound on (X, y) and its gradient with respect to every parameter: after
@@ -381,7 +371,7 @@ class VISH(Model):
 
     # ---- posterior ------------------------------------------------------------------------
     @property
-    def _residual(self) -> bool:
+    def charges_residual(self) -> bool:
         """Whether the bound and the predictive charge the prior variance the features leave
         out: under the kernel prior, unless the features span the kernel (then that variance is
         zero, and its float64 form, a difference of two sums of r², is only rounding, which a
@@ -426,9 +416,9 @@ class VISH(Model):
             return np.zeros(0), np.zeros(0)
         with self._threads(X.shape[0]):
             if ResidentLift.applies(self):
-                return predict_on_device(self, X, *self._cache(), residual=self._residual)
-            return predict_rows(self.features, self.kernel, X, *self._cache(), residual=self._residual,
-                                rows=8 * self._rows(), ops=self.ops)
+                return predict_on_device(self, X, *self._cache(), residual=self.charges_residual)
+            return predict_rows(self.features, self.kernel, X, *self._cache(), residual=self.charges_residual,
+                                rows=8 * vish_collapsed.host_rows(self), ops=self.ops)
 
     def __repr__(self) -> str:
         return f"VISH(kernel={self.kernel!r}, max_degree={self.max_degree}, likelihood={self.likelihood!r})"

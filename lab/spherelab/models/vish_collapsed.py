@@ -23,9 +23,22 @@ from ..bounds.vish import clamp_spectrum, collapsed_bound, harmonic_statistics, 
 from ..likelihoods import Gaussian
 from ..linalg import NumericalFailure
 from ..optim import Deadline
+from ..threads import chunk_rows
 from .vish_resident import ResidentLift
 
-__all__ = ["spectrum", "bound", "statistics", "fit_lift", "fit_spectrum"]
+__all__ = ["spectrum", "spectral_names", "host_rows", "bound", "statistics", "fit_lift", "fit_spectrum"]
+
+
+def spectral_names(model) -> list[str]:
+    """What the spectrum stage trains: the kernel's spectral hyper-parameters and a Gaussian noise."""
+    return [*model.kernel.spectral_parameter_names, *(["noise"] if isinstance(model.likelihood, Gaussian) else [])]
+
+
+def host_rows(model) -> int:
+    """Rows per chunk of the host's passes (the lift stage, predictions): ``chunk_size``, else
+    the CPU's cache-sized chunks, whatever the device: their products run on the host's cores.
+    The pass over every row takes the device's own (``ops.pass_rows``)."""
+    return model.chunk_size or chunk_rows(model.features.num_features)
 
 
 def spectrum(model) -> tuple[np.ndarray, np.ndarray]:
@@ -51,12 +64,12 @@ def bound(model, stats: Statistics | None, lift: Any = None, gradients: bool = T
         raise NumericalFailure(f"the spectrum or the noise variance ({noise!r}) left the floating-point range")
     resident = isinstance(lift, ResidentLift)
     if resident and gradients:
-        res, lift_g = lift.evaluate(model, lam, v, noise, model._residual)
+        res, lift_g = lift.evaluate(model, lam, v, noise, model.charges_residual)
     else:
         stats = lift.statistics(model) if stats is None and resident else stats
         full = gradients or bool(stats.rounding)  # float32 statistics: their error is judged first
         try:
-            res = collapsed_bound(lam, v, noise, stats, gradients=full, residual=model._residual)
+            res = collapsed_bound(lam, v, noise, stats, gradients=full, residual=model.charges_residual)
         except NumericalFailure as err:
             if stats.rounding:  # B from float32 statistics that float32's rounding left indefinite
                 raise InsufficientPrecision(f"float32 statistics: {err}") from None
@@ -72,7 +85,7 @@ def bound(model, stats: Statistics | None, lift: Any = None, gradients: bool = T
         g.update(lift_g)
     elif lift is not None:
         ev = lift[2] if len(lift) > 2 else None  # kept columns come with an evaluation
-        g.update(lift_gradient(model.features, model.kernel, res, *lift, chunk_size=model._rows(), ops=model.ops,
+        g.update(lift_gradient(model.features, model.kernel, res, *lift, chunk_size=host_rows(model), ops=model.ops,
                                chunks=stats.chunks if ev is not None else None))
     return res.value, g
 
@@ -86,7 +99,7 @@ def statistics(model, X, y, ev=None, final: bool = False) -> Statistics:
         dtype = getattr(model, "gram_dtype", "float64") if final else "float64"
         return harmonic_statistics(model.kernel, model.features, X, y, chunk_size=model.chunk_size, ops=model.ops,
                                    gram_dtype=dtype)
-    return lift_statistics(model.features, ev, y, chunk_size=model._rows(), ops=model.ops)
+    return lift_statistics(model.features, ev, y, chunk_size=host_rows(model), ops=model.ops)
 
 
 def fit_lift(model, Xs, ys, maxiter: int, lift_maxiter: int, lift_ftol: float, every_row: bool, bar,
@@ -99,19 +112,19 @@ def fit_lift(model, Xs, ys, maxiter: int, lift_maxiter: int, lift_ftol: float, e
     if not model.features.trainable:
         # warm start: the spectrum and noise at the initial lift (O(M^3) per step); a joint fit
         # from the defaults tends to run into degenerate lifts (input scales -> 0), worse optima
-        stats = held.statistics(model) if held else model._statistics(Xs, ys)
+        stats = held.statistics(model) if held else statistics(model, Xs, ys)
         bar.stage = "warm start"
-        model._minimize(model._spectral_names(), lambda: model._bound(stats), maxiter, progress=bar,
+        model._minimize(spectral_names(model), lambda: bound(model, stats), maxiter, progress=bar,
                         max_time=deadline.share(0.25))
     cached = Xs.shape[0] * model.features.num_features <= model.lift_cache_elements
 
     def lift_stage():
         if held is not None:  # the subsample stays on the device (vish_resident)
-            return model._bound(None, lift=held)
+            return bound(model, None, lift=held)
         ev = model.features.evaluate(model.kernel, Xs, ops=model.ops) if cached else None
-        return model._bound(model._statistics(Xs, ys, ev), lift=(Xs, ys, ev))
+        return bound(model, statistics(model, Xs, ys, ev), lift=(Xs, ys, ev))
 
-    names = [p.name for p in model._registry()]
+    names = model.param_names
     bar.stage = "lift"
     model.lift_result = model._minimize(names, lift_stage, lift_maxiter, ftol=lift_ftol, progress=bar,
                                         max_time=deadline.left())
@@ -125,23 +138,23 @@ def fit_spectrum(model, X, y, maxiter: int, train_lift: bool, bar, held: tuple |
     the same start, where float32 ones prove too coarse); with ``held`` = (Xs, ys), the lift's
     subsample, on the other rows only (their statistics: all rows' less the subsample's), the
     posterior still on every row."""
-    names, fallback = model._spectral_names(), None
+    names, fallback = spectral_names(model), None
     start = model.parameter_vector(names)
     bar.stage = "spectrum"
 
     def fitted_on():
-        return model.stats if held is None else model.stats.without(model._statistics(*held))
+        return model.stats if held is None else model.stats.without(statistics(model, *held))
 
     try:
         stats = fitted_on()
-        model.optimizer_result = model._minimize(names, lambda: model._bound(stats), maxiter, progress=bar,
+        model.optimizer_result = model._minimize(names, lambda: bound(model, stats), maxiter, progress=bar,
                                                  max_time=max_time)
     except InsufficientPrecision as why:
         model.set_parameter_vector(start, names)
-        model.stats, fallback = model._statistics(X, y), f"float32 statistics replaced by float64: {why}"
+        model.stats, fallback = statistics(model, X, y), f"float32 statistics replaced by float64: {why}"
         model.passes += 1  # (from start itself: its values' round trip could move it by an ulp)
         stats = fitted_on()
-        model.optimizer_result = model._minimize(names, lambda: model._bound(stats), maxiter, x0=start,
+        model.optimizer_result = model._minimize(names, lambda: bound(model, stats), maxiter, x0=start,
                                                  progress=bar, max_time=max_time)
     stages = {"lift": model.lift_result} if train_lift else {}
     model._report_fit({**stages, "spectrum": model.optimizer_result})

@@ -76,9 +76,9 @@ def uncollapsed_objective(model, X: np.ndarray, y: np.ndarray, num_data: int | N
     lift = gradients and (names is None or any(p in names for p in (*kern.lift_zeros(), "directions")))
     m, L = model.q_mu, model.q_sqrt
     if isinstance(lik, Gaussian):
-        res = uncollapsed_bound(lam, v, lik.variance, m, L, Phi, y, r2, n, model._residual, phi_gradient=lift)
+        res = uncollapsed_bound(lam, v, lik.variance, m, L, Phi, y, r2, n, model.charges_residual, phi_gradient=lift)
     else:
-        res = uncollapsed_bound_general(lam, v, lik, m, L, Phi, y, r2, n, model._residual, phi_gradient=lift)
+        res = uncollapsed_bound_general(lam, v, lik, m, L, Phi, y, r2, n, model.charges_residual, phi_gradient=lift)
     if not gradients:
         return res.value, None
     if whitened(model):
