@@ -33,8 +33,11 @@ install: $(STAMP)
 $(BIN)/python:
 	bash .ci/make_venv.sh "$(PYTHON)" "$(VENV)"
 
-# the lab needs no CUDA package: numba-cuda (the simulator the tests use) comes with the test extra
+# the lab needs no CUDA package: numba-cuda (the simulator the tests use) comes with the test extra.
+# pip installs without byte-compiling (one core); the bytecode is compiled afterwards on every core
+# (the processes a test run starts then read it, even where PYTHONDONTWRITEBYTECODE is set)
 PKG_STAMP := $(VENV)/.spherelab-lab-packages
+COMPILE := $(BIN)/python -m compileall -q -j 0 "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" >/dev/null
 $(PKG_STAMP): pyproject.toml $(CONSTRAINTS) | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet --no-compile -c $(CONSTRAINTS) -e ".[lab]"
@@ -45,15 +48,18 @@ $(PKG_STAMP): pyproject.toml $(CONSTRAINTS) | $(BIN)/python
 # the compiled kernels' warm-up: Numba's cache written once, before the first fit
 WARMUP := PYTHONPATH=lab $(BIN)/python -c "import spherelab; spherelab.warmup()"
 $(LAB_STAMP): $(PKG_STAMP)
+	$(COMPILE)
 	$(WARMUP)
 	touch $@
 
 # the warm-up (one core, compiling) runs beside the test and docs packages' install (downloads,
-# unpacking); it imports spherelab from lab/, untouched by pip's reinstalling the editable package
+# unpacking, one core); it imports spherelab from lab/, untouched by pip's reinstalling the
+# editable package
 $(STAMP): $(PKG_STAMP)
 	@if [ -f $(LAB_STAMP) ]; then w=; else $(WARMUP) & w=$$!; fi; \
 	$(BIN)/python -m pip install --quiet --no-compile -c $(CONSTRAINTS) -e ".[lab,test,docs]" || { [ -z "$$w" ] || kill $$w; exit 1; }; \
 	[ -z "$$w" ] || wait $$w
+	$(COMPILE)
 	touch $(LAB_STAMP) $@
 
 # JupyterLab refuses to start as root unless told (containers, CI machines run as root)
@@ -85,7 +91,7 @@ test-browser: $(STAMP)
 	@if ! command -v chromium >/dev/null 2>&1; then \
 	  echo "test-browser: SKIPPED: Debian's chromium is not installed and could not be (apt-get install chromium, as root)"; \
 	else \
-	  $(BIN)/python -m pip install --quiet --no-compile -c $(CONSTRAINTS) playwright && \
+	  $(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) playwright && \
 	  if echo "$(BROWSER_PARTS)" | grep -qw notebooks; then \
 	    $(BIN)/python benchmarks/tools/browser.py --check --presses 1 $(BROWSER_ARGS) --chromium "$$(command -v chromium)" \
 	    || exit 1; fi && \
@@ -134,7 +140,7 @@ check-device-shape: $(DEVICE_VENV)/.installed
 	PYTHONPATH=lab $(DEVICE_VENV)/bin/python benchmarks/gpu_check.py --sim --tiny --out $(DEVICE_VENV)/gpu-check
 
 $(BENCH_STAMP): $(STAMP)
-	$(BIN)/python -m pip install --quiet --no-compile -c $(CONSTRAINTS) -e ".[lab,test,bench]"
+	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) -e ".[lab,test,bench]"
 	touch $@
 
 bench: $(BENCH_STAMP)

@@ -228,7 +228,7 @@ class TransferSpy:
     kernels (``CudaOperations.host_entries``); the simulator sends them through its device."""
 
     def __init__(self, model, monkeypatch):
-        from spherelab.models.decoupled_gradients import DecoupledGradients
+        from spherelab.rows.gradients import DecoupledGradients
 
         self.sizes: list[int] = []
         self.back: list[int] = []

@@ -12,7 +12,7 @@ import spherelab as sl
 from conftest import hvgp_data, sine_data
 from spherelab import kernels as K
 from spherelab import threads
-from spherelab.models.decoupled_stats import StatisticsPath
+from spherelab.rows.decoupled import StatisticsPath
 
 pytestmark = pytest.mark.equality  # sums in another order: run under several chunk sizes and thread counts
 

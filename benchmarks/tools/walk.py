@@ -232,7 +232,7 @@ def statistics_path(stops: list[dict]) -> list[dict]:
     (``StatisticsPath.rows_pass``) to the first stop of the backward pass (the rows' gradients)."""
     names = [s["function"] for s in stops]
     start = names.index("StatisticsPath.rows_pass")
-    end = next((i for i, s in enumerate(stops) if i > start and "decoupled_gradients" in s["module"]), len(stops))
+    end = next((i for i, s in enumerate(stops) if i > start and "rows.gradients" in s["module"]), len(stops))
     return stops[start:end]
 
 

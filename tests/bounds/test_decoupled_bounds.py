@@ -10,7 +10,7 @@ from spherelab import OrthogonalSVGP
 from spherelab import activations as A
 from spherelab import kernels as K
 from spherelab.features import ActivatedFeatures, InducingPoints
-from spherelab.models.decoupled_stats import StatisticsPath
+from spherelab.rows.decoupled import StatisticsPath
 
 pytestmark = pytest.mark.equality  # sums in another order: run under several chunk sizes and thread counts
 

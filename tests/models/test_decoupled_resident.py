@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import spherelab as sl
 from conftest import TransferSpy, toy_data
-from spherelab.models.decoupled_stats import StatisticsPath
+from spherelab.rows.decoupled import StatisticsPath
 from spherelab.rows.device import DeviceRows
 from spherelab.rows.whitened import ResidentRows
 

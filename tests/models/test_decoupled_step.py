@@ -1,4 +1,4 @@
-"""The decoupled minibatch step resident on the device (spherelab.models.decoupled_step): the same
+"""The decoupled minibatch step resident on the device (spherelab.rows.steps): the same
 fit as the host's steps, to rounding; one copy back per step and nothing N-sized after the rows'
 first copy (the spy); the host's step where the device's factor fails; the namespace algebra equal
 to the host's bound."""
@@ -11,10 +11,9 @@ import spherelab as sl
 from conftest import TransferSpy, toy_data
 from spherelab.bounds import gaussian_stats_bound_whitened
 from spherelab.bounds.whitened_stats import whitened_stats_terms
-from spherelab.models.decoupled_stats import StatisticsPath
-from spherelab.models.decoupled_step import ResidentSteps
-from spherelab.models.sparse import AdamSteps
+from spherelab.rows.decoupled import StatisticsPath
 from spherelab.rows.device import DeviceRows
+from spherelab.rows.steps import AdamSteps, ResidentSteps
 
 pytestmark = pytest.mark.equality  # sums in another order: run under several chunk sizes and thread counts
 
@@ -111,7 +110,7 @@ def test_a_failed_device_factor_takes_the_hosts_step(cuda_device, monkeypatch):
 
 
 def test_a_step_outside_the_usable_range_leaves_the_model_as_it_was(cuda_device, monkeypatch):
-    from spherelab.models import decoupled_step
+    from spherelab.rows import steps as decoupled_step
 
     X, y = _data()
     dev = _model(X, cuda_device)

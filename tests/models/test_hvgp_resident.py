@@ -1,4 +1,4 @@
-"""HVGP's blocks on the device (spherelab.models.hvgp_resident): the statistics path there gives the
+"""HVGP's blocks on the device (spherelab.rows.hvgp): the statistics path there gives the
 CPU's per-row bound and gradient (full batch, minibatch, collapsed), a fit copies its rows once and
 then moves only arrays of the inducing size, and a row outside the lift gets the lift's own error."""
 
@@ -11,8 +11,8 @@ from conftest import hvgp_data, randomise_block_q
 from spherelab import kernels as K
 from spherelab.features.device_columns import OrbitColumns
 from spherelab.groups import Antipodal, Product, Reflection, Rotation
-from spherelab.models.hvgp_resident import DeviceBlocks
 from spherelab.rows.device import DeviceRows
+from spherelab.rows.hvgp import DeviceBlocks
 
 CASES = {
     "reflect each, ARD": (lambda: Reflection(2),

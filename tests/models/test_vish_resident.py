@@ -1,4 +1,4 @@
-"""VISH's lift stage on a device (spherelab.models.vish_resident): the same bound and gradient as
+"""VISH's lift stage on a device (spherelab.rows.vish): the same bound and gradient as
 the CPU's, the same fit, and — the spy — per evaluation one copy back (the bound, its spectrum and
 noise derivatives, the lift's sums), one copy there (the spectrum) and nothing of size N, counted
 on every path a transfer can take."""
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import spherelab as sl
 from conftest import toy_data
-from spherelab.models.vish_resident import ResidentLift
 from spherelab.rows.device import DeviceRows
+from spherelab.rows.vish import ResidentLift
 
 pytestmark = pytest.mark.equality  # sums in another order: run under several chunk sizes and thread counts
 
@@ -137,7 +137,7 @@ def test_a_factor_that_fails_on_the_device_falls_back_to_the_hosts_bound(cuda_de
     """NumPy's solve refuses a NaN factor, cuSOLVER's carries it into the copy back: either way the
     host's bound (its jitter, its error) decides."""
     from scipy.linalg import solve_triangular
-    from spherelab.models import vish_resident
+    from spherelab.rows import vish as vish_resident
 
     X, y = _data()
     cpu, dev = _prepared("cpu", X), _prepared(cuda_device, X)
@@ -156,7 +156,7 @@ def test_the_device_evaluation_makes_the_hosts_trace_check(cuda_device, monkeypa
     """The trace term's rounding guard sees the same numbers on both paths (and refuses on both)."""
     from spherelab.bounds import vish as host_bounds
     from spherelab.linalg import NumericalFailure
-    from spherelab.models import vish_resident
+    from spherelab.rows import vish as vish_resident
 
     X, y = _data()
     calls = {}

@@ -1,7 +1,7 @@
 r"""The algebra of VISH's collapsed bound (:func:`spherelab.bounds.vish.collapsed_bound`) on any
 array namespace: the host's NumPy, or a device's arrays, so that a device evaluates the bound
 where its statistics already are and sends back one copy of results
-(:meth:`spherelab.models.vish_resident.ResidentLift.evaluate`).
+(:meth:`spherelab.rows.vish.ResidentLift.evaluate`).
 
 With :math:`S = \Lambda^{1/2}`, :math:`B = I + SGS/\sigma^2 = L_BL_B^\top`, :math:`w = L_B^{-1}Sc`:
 

@@ -57,7 +57,7 @@ class CollapsedBound:
         :math:`\\partial\\mathcal L/\\partial\\sigma^2`.
     dG : numpy.ndarray
         :math:`\\partial\\mathcal L/\\partial G` (symmetric), ``(M, M)``; None from a device's
-        evaluation, which chains it where it is (:meth:`~spherelab.models.vish_resident.ResidentLift.evaluate`).
+        evaluation, which chains it where it is (:meth:`~spherelab.rows.vish.ResidentLift.evaluate`).
     dc : numpy.ndarray
         :math:`\\partial\\mathcal L/\\partial c`, ``(M,)``; None there too.
     dsum_r2 : float

@@ -2,7 +2,7 @@ r"""The algebra of the whitened decoupled bound from a batch's sufficient statis
 (:func:`~spherelab.bounds.gaussian_stats_bound_whitened`) on any array namespace: the host's NumPy,
 or a device's arrays, so that a device runs a minibatch step's :math:`O(P^3)` algebra and its
 backward pass where the statistics already are and sends back one copy of results
-(:class:`~spherelab.models.decoupled_step.ResidentSteps`).
+(:class:`~spherelab.rows.steps.ResidentSteps`).
 
 With :math:`P = M + K` joint inducing variables :math:`p = [u; v]`, :math:`L_J = \mathrm{chol}(K_{pp})`,
 :math:`A = L_J^{-1}K_{pf}`, :math:`\Phi = AA^\top`, :math:`\beta = Ay`, a whitened

@@ -1,8 +1,8 @@
 r"""The orthogonally-decoupled SVGP with inter-domain features (Tiao, thesis §3.3-3.4): u from any
 :class:`~spherelab.features.Features`, K orthogonal inducing points v; the activated SVGP is
 K = 0. The bound and its matrix derivatives live in :mod:`spherelab.bounds.decoupled`, the Gaussian
-statistics path (cores, Dask, a device) in :mod:`.decoupled_stats` and the chain into the parameters
-in :mod:`.decoupled_gradients`; this module holds the model state."""
+statistics path (cores, Dask, a device) in :mod:`spherelab.rows.decoupled` and the chain into the parameters
+in :mod:`spherelab.rows.gradients`; this module holds the model state."""
 
 from __future__ import annotations
 
@@ -30,10 +30,10 @@ from ..features import Features, HarmonicFeatures, greedy_variance
 from ..kernels import ZonalKernel
 from ..likelihoods import Gaussian
 from ..linalg import cholesky_or_explain
+from ..rows.decoupled import StatisticsPath
+from ..rows.gradients import DecoupledGradients
 from . import saved
 from .base import entry
-from .decoupled_gradients import DecoupledGradients
-from .decoupled_stats import StatisticsPath
 from .registry import Param, kernel_params, likelihood_params
 from .sparse import SparseModel
 
@@ -299,7 +299,7 @@ class OrthogonalSVGP(SparseModel):
     def _check_data(self, X, y):
         return rows(X, y).require(StatisticsPath(self).blocks_refused()).checked(self.likelihood)
 
-    # ---- the statistics path, composed (.decoupled_stats) --------------------------------
+    # ---- the statistics path, composed (rows.decoupled) --------------------------------
     _held: tuple | None = None  # (X, y, their pass) while a fit holds its rows
 
     @contextlib.contextmanager

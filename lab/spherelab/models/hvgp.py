@@ -40,9 +40,9 @@ from ..groups import Antipodal, Group, harmonic_decomposition
 from ..kernels import ZonalKernel
 from ..likelihoods import Gaussian
 from ..linalg import cholesky_or_explain, inverse_factor
+from ..rows.hvgp import DeviceBlocks
 from . import saved
 from .base import entry
-from .hvgp_resident import DeviceBlocks
 from .registry import Param, kernel_params, likelihood_params
 from .sparse import SparseModel
 
@@ -227,7 +227,7 @@ class HarmonicSVGP(SparseModel):
     @contextlib.contextmanager
     def holding_rows(self, X, y) -> Iterator[None]:
         """A fit's rows, copied to the model's device once on entry where its evaluations run there
-        (:class:`~.hvgp_resident.DeviceBlocks`)."""
+        (:class:`~spherelab.rows.hvgp.DeviceBlocks`)."""
         self._held = DeviceBlocks(self).hold(X, y)
         try:
             yield
@@ -299,7 +299,7 @@ class HarmonicSVGP(SparseModel):
         and ``noise``."""
         X = self._check_inputs(X)
         device = DeviceBlocks(self)
-        if device.applies():  # the statistics path, the rows on the device (.hvgp_resident)
+        if device.applies():  # the statistics path, the rows on the device (rows.hvgp)
             out = device.evaluate(X, y, X.shape[0] if num_data is None else num_data)
             if out is not None:
                 return out

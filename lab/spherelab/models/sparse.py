@@ -12,13 +12,13 @@ import numpy as np
 from .._validation import fit_options
 from ..distributed import rows
 from ..likelihoods import Gaussian
-from ..linalg import NumericalFailure
-from ..optim import Adam, minimize_lbfgsb
+from ..optim import minimize_lbfgsb
 from ..progress import FitProgress, check_progress
+from ..rows.steps import AdamSteps
 from .base import Model, entry
 from .scale import warn_off_scale
 
-__all__ = ["SparseModel", "AdamSteps", "minibatch_gradient"]
+__all__ = ["SparseModel"]
 
 
 class SparseModel(Model):
@@ -166,32 +166,3 @@ class SparseModel(Model):
 
     #: the name the inducing-point models had for :meth:`fit_svi`
     fit_adam = fit_svi
-
-
-def minibatch_gradient(model: Model, theta: np.ndarray, X: np.ndarray, y: np.ndarray, num_data: int,
-                       names: list[str] | None = None) -> tuple[float, np.ndarray]:
-    """The ELBO estimate on the minibatch ``(X, y)`` and its gradient over ``theta`` (of ``names``,
-    default all), the model left at ``theta``; a step that leaves the usable range raises."""
-    value, grad = model.objective(theta, X, y, names=names, num_data=num_data)
-    if value >= 1e300:
-        raise NumericalFailure("a minibatch step left the usable range (Cholesky failed); lower lr")
-    return -value, -grad  # objective returns the negated ELBO and its gradient
-
-
-class AdamSteps:
-    """:meth:`SparseModel.fit_svi`'s steps on the host: Adam on the registry's flat vector, the
-    gradient by :meth:`~spherelab.models.base.Model.objective` on each minibatch."""
-
-    def __init__(self, model: Model, X: np.ndarray, y: np.ndarray, lr: float) -> None:
-        self.model, self.X, self.y = model, X, y
-        self.opt = Adam(model.parameter_vector(), lr)
-
-    def step(self, idx: np.ndarray) -> float:
-        """One Adam step on the rows ``idx``; returns the ELBO estimate before it."""
-        value, grad = minibatch_gradient(self.model, self.opt.x, self.X[idx], self.y[idx], self.X.shape[0])
-        self.opt.step(grad)
-        return value
-
-    def finish(self) -> None:
-        """Write the last step's parameters into the model."""
-        self.model.set_parameter_vector(self.opt.x)

@@ -39,12 +39,12 @@ from ..kernels import Additive, ZonalKernel
 from ..likelihoods import Gaussian
 from ..optim import Deadline
 from ..progress import FitProgress, check_progress
+from ..rows.vish import ResidentLift, predict_on_device
 from ..sphere.special import cumulative_num_harmonics
 from . import saved, vish_collapsed, vish_svi
 from .base import Model, entry
 from .registry import Param, kernel_params, likelihood_params
 from .scale import warn_off_scale
-from .vish_resident import ResidentLift, predict_on_device
 
 __all__ = ["VISH"]
 

@@ -5,7 +5,7 @@ stages of :meth:`~spherelab.VISH.fit` (the staging is this library's):
 1. :func:`fit_lift`: every hyper-parameter — spectrum, noise, the lift (``bias``,
    ``input_scale``) and trainable phase directions — on a subsample of the rows. The lift changes
    the features, so each evaluation is a pass over the subsample (kept on the device when one
-   is in use, :mod:`.vish_resident`; its harmonics kept in memory between the bound and its lift
+   is in use, :mod:`spherelab.rows.vish`; its harmonics kept in memory between the bound and its lift
    gradient when they fit ``VISH.lift_cache_elements``).
 2. :func:`fit_spectrum`: with the lift frozen and the statistics of every row computed once, the
    spectrum and noise at :math:`O(M^3)` per step.
@@ -23,8 +23,8 @@ from ..bounds.vish import clamp_spectrum, collapsed_bound, harmonic_statistics, 
 from ..likelihoods import Gaussian
 from ..linalg import NumericalFailure
 from ..optim import Deadline
+from ..rows.vish import ResidentLift
 from ..threads import chunk_rows
-from .vish_resident import ResidentLift
 
 __all__ = ["spectrum", "spectral_names", "host_rows", "bound", "statistics", "fit_lift", "fit_spectrum"]
 
@@ -119,7 +119,7 @@ def fit_lift(model, Xs, ys, maxiter: int, lift_maxiter: int, lift_ftol: float, e
     cached = Xs.shape[0] * model.features.num_features <= model.lift_cache_elements
 
     def lift_stage():
-        if held is not None:  # the subsample stays on the device (vish_resident)
+        if held is not None:  # the subsample stays on the device (rows.vish)
             return bound(model, None, lift=held)
         ev = model.features.evaluate(model.kernel, Xs, ops=model.ops) if cached else None
         return bound(model, statistics(model, Xs, ys, ev), lift=(Xs, ys, ev))

@@ -1,7 +1,7 @@
 r"""One evaluation of the whitened Gaussian bound on rows held on a device, with one copy back.
 
 The decoupled models (:class:`~spherelab.OrthogonalSVGP`: a full batch, or a minibatch step of
-:class:`~spherelab.models.decoupled_step.ResidentSteps`) and HVGP (:class:`~spherelab.HarmonicSVGP`)
+:class:`~spherelab.rows.steps.ResidentSteps`) and HVGP (:class:`~spherelab.HarmonicSVGP`)
 share it. On the device: the joint inducing block's factor :math:`L_J` (for inducing points
 :math:`K_{pp} = k(S, S)` itself, from the kernel's column block at its sources :math:`S = [Z; W]`),
 the statistics :math:`\Phi`, :math:`\beta` (:meth:`~.device.DeviceRows.gram`), q at the whitened

@@ -25,26 +25,56 @@ too. A step then:
    their Adam step.
 
 Adam is elementwise, so Adam on q's entries on the device and on the other entries on the host is
-Adam on the whole vector (the same numbers as :class:`~spherelab.models.sparse.AdamSteps`, to
+Adam on the whole vector (the same numbers as :class:`AdamSteps`, to
 rounding). Where the device's factor fails or a result is not finite, that step is taken on the
 host instead (its jitter, its errors), from a second copy of q.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..likelihoods import Gaussian
 from ..linalg import NumericalFailure
 from ..optim import Adam
-from ..rows.whitened import ResidentRows, chain_sums, own_inducing_block, resident_bound, split_flat
-from .decoupled_gradients import DecoupledGradients
-from .sparse import minibatch_gradient
+from .gradients import DecoupledGradients
+from .whitened import ResidentRows, chain_sums, own_inducing_block, resident_bound, split_flat
 
-__all__ = ["ResidentSteps", "Q_NAMES"]
+__all__ = ["ResidentSteps", "AdamSteps", "minibatch_gradient", "Q_NAMES"]
 
 #: q's registry entries, in the order of the device's flat vector [m_u, m_v, L_u, L_v]
 Q_NAMES = ("q_mu", "q_mu_orth", "q_sqrt", "q_sqrt_orth")
+
+
+def minibatch_gradient(model: Any, theta: np.ndarray, X: np.ndarray, y: np.ndarray, num_data: int,
+                       names: list[str] | None = None) -> tuple[float, np.ndarray]:
+    """The ELBO estimate on the minibatch ``(X, y)`` and its gradient over ``theta`` (of ``names``,
+    default all), the model left at ``theta``; a step that leaves the usable range raises."""
+    value, grad = model.objective(theta, X, y, names=names, num_data=num_data)
+    if value >= 1e300:
+        raise NumericalFailure("a minibatch step left the usable range (Cholesky failed); lower lr")
+    return -value, -grad  # objective returns the negated ELBO and its gradient
+
+
+class AdamSteps:
+    """:meth:`~spherelab.models.sparse.SparseModel.fit_svi`'s steps on the host: Adam on the registry's flat vector, the
+    gradient by :meth:`~spherelab.models.base.Model.objective` on each minibatch."""
+
+    def __init__(self, model: Any, X: np.ndarray, y: np.ndarray, lr: float) -> None:
+        self.model, self.X, self.y = model, X, y
+        self.opt = Adam(model.parameter_vector(), lr)
+
+    def step(self, idx: np.ndarray) -> float:
+        """One Adam step on the rows ``idx``; returns the ELBO estimate before it."""
+        value, grad = minibatch_gradient(self.model, self.opt.x, self.X[idx], self.y[idx], self.X.shape[0])
+        self.opt.step(grad)
+        return value
+
+    def finish(self) -> None:
+        """Write the last step's parameters into the model."""
+        self.model.set_parameter_vector(self.opt.x)
 
 
 class ResidentSteps:
@@ -56,7 +86,7 @@ class ResidentSteps:
     model
         An :class:`~spherelab.OrthogonalSVGP`, initialised.
     path
-        Its statistics path (:class:`~.decoupled_stats.StatisticsPath`), which :meth:`applies` to:
+        Its statistics path (:class:`~.decoupled.StatisticsPath`), which :meth:`applies` to:
         what the rows floor reads of the model.
     X, y
         The training rows ``(N, D)``, ``(N,)`` (validated); copied to the device once, here.

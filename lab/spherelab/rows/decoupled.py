@@ -26,10 +26,10 @@ from ..distributed import BlockwisePass, InBlocks, InMemory, rows
 from ..features.device_columns import KernelColumns
 from ..likelihoods import Gaussian
 from ..linalg import forward_solve
-from ..rows.whitened import ResidentRows, chain_sums, resident_bound, split_flat
 from ..threads import fixed_chunk_rows, pass_workers
-from .decoupled_gradients import DecoupledGradients
-from .decoupled_step import ResidentSteps
+from .gradients import DecoupledGradients
+from .steps import ResidentSteps
+from .whitened import ResidentRows, chain_sums, resident_bound, split_flat
 
 __all__ = ["StatisticsPath", "RowPass", "BlockPass", "PASSES"]
 

@@ -29,7 +29,7 @@ from ..features.device_columns import OrbitColumns
 from ..groups import Group
 from ..likelihoods import Gaussian
 from ..linalg import add_jitter, jitter_backward
-from ..rows.whitened import ResidentRows, chain_sums, resident_bound, split_flat
+from .whitened import ResidentRows, chain_sums, resident_bound, split_flat
 
 __all__ = ["DeviceBlocks"]
 

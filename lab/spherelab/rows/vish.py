@@ -38,8 +38,8 @@ from ..bounds.collapsed import collapsed_terms
 from ..bounds.statistics import Statistics, check_trace_term, row_chunks
 from ..bounds.vish import CollapsedBound, collapsed_bound
 from ..features.harmonic import HarmonicFeatures
-from ..rows.device import DeviceRows, copy_back
 from ..sphere.lift import lift_gradient_from_sums, lift_rows
+from .device import DeviceRows, copy_back
 
 __all__ = ["ResidentLift", "predict_on_device"]
 
