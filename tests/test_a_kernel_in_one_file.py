@@ -62,7 +62,7 @@ class RationalQuadratic(sl.kernels.QuadratureSpectrum):
     def unit_shape_gradients(self, t, ops):
         return rq_parts(np, t, self.lengthscale, self.alpha)[2]
 
-    def _shape_all(self, t, ops):
+    def unit_shape_all(self, t, ops):
         return rq_parts(np, t, self.lengthscale, self.alpha)
 
 

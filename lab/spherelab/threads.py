@@ -205,19 +205,20 @@ def blas_threads_for(work: float = 0.0, dim: int | None = None) -> int:
     return _max_threads() if big and not _busy() else 1
 
 
-def pass_workers(chunks: int) -> int:
-    """Threads for a streamed pass over ``chunks`` chunks (:func:`spherelab.bounds.host_gram_pass`):
-    the chunks are dealt to this many threads, each single-threaded with its own sums. Every
-    core on an idle machine (the count fixed by :func:`set_threads` / :func:`thread_limit` when
-    there is one), one on a busy machine, never more than the chunks, and one outside the main
-    thread: the workers' BLAS is made single-threaded by their caller, and OpenBLAS honours a
-    thread count set from the main thread only (measured: set from another thread, it changes
-    nothing, not even for that thread). Measured (RESULTS.md, "VISH at scale"): the Gram product
-    at M = 210 runs at 88-95 GFLOP/s as one single-threaded syrk per core against 65-85 with
-    OpenBLAS's own threads, at M = 660 at 110 against 91."""
+def pass_workers(chunks: int, work: float | None = None) -> int:
+    """Threads for a streamed pass over ``chunks`` chunks (:func:`spherelab.bounds.host_gram_pass`),
+    each single-threaded with its own sums: every core on an idle machine (or the count of
+    :func:`set_threads` / :func:`thread_limit`), one on a busy machine, never more than the chunks;
+    one for a pass of less than :data:`NUMBA_MIN_WORK` flops (``work``; measured: a collapsed ELBO
+    of 48 rows and 8 inducing points, 12 ms split in two, 6.6 ms in one); one outside the main
+    thread (OpenBLAS honours a thread count set from the main thread only). Measured (RESULTS.md,
+    "VISH at scale"): the Gram product at M = 210 runs at 88-95 GFLOP/s as one single-threaded
+    syrk per core against 65-85 with OpenBLAS's own threads, at M = 660 at 110 against 91."""
     if threading.current_thread() is not threading.main_thread():
         return 1
     f = _fixed()
+    if f is None and work is not None and work < NUMBA_MIN_WORK:
+        return 1
     n = f if f is not None else (1 if _busy() else _max_threads())
     return max(1, min(n, chunks))
 

@@ -76,7 +76,7 @@ def test_data_space_input_gradients(kernel, cross, rng):
 def test_matern_fused_shape_matches_parts(nu):
     k = K.Matern(nu, 0.7, variance=1.3)
     t = np.linspace(-1.0, 0.999, 41)
-    kap, kap_t, grads = k._shape_all(t, "cpu")
+    kap, kap_t, grads = k.unit_shape_all(t, "cpu")
     assert np.allclose(kap, k.unit_shape(t, "cpu"), rtol=1e-14, atol=0)
     assert np.allclose(kap_t, k.unit_shape_dt(t, "cpu"), rtol=1e-13, atol=0)
     assert np.allclose(grads["lengthscale"], k.unit_shape_gradients(t, "cpu")["lengthscale"], rtol=1e-14, atol=0)

@@ -9,13 +9,9 @@ converges). In data space an input :math:`x \in R^D` is lifted to
 
 .. math:: k(x, x') = r\, r'\, \kappa(\hat x^\top \hat x').
 
-Every kernel exposes
-
-* ``shape(t)``, ``shape_dt(t)`` (the t-derivative), ``shape_gradients(t)`` (parameter -> derivative),
-* ``spectrum(dim, max_degree)``, ``spectrum_gradients(dim, max_degree)`` and ``top_degree()``,
-* ``K(X, X2=None)``, ``diag(X)`` and ``gradients(dL_dK, X, X2=None)`` — GPy's contract: the
-  derivative of a scalar L with respect to every hyper-parameter (including ``bias`` and
-  ``input_scale``) given :math:`\partial L / \partial K`.
+Every kernel has the sphere's view (``shape``, ``spectrum`` and their gradients) and the data
+space's (``K``, ``diag`` and ``gradients``: GPy's contract, dL/dK chained into every hyper-parameter,
+``bias`` and ``input_scale`` included).
 
 Spectra are exact where the maths allows: the arc-cosine kernels are
 :math:`\lambda_\ell = c_p\,\sigma_\ell^2` with :math:`\sigma_\ell` the coefficients of the unit
@@ -46,22 +42,13 @@ from .._validation import (
 from ..backend.ops import Operations, as_operations
 from ..sphere.lift import lift_backward_rows, lift_extent, lift_rows, lift_rows_kept, lifted_row_gradients
 from ..threads import entry_point
+from .gram import gram_work, shape_backward
 
 __all__ = ["ZonalKernel"]
 
 
-def _gram_work(kernel, *args, **kwargs) -> float:
-    # an (N, N2) Gram matrix: one (N, d) x (d, N2) product and ~20 flops per entry
-    arrays = [a for a in args if hasattr(a, "shape") and getattr(a, "ndim", 0) == 2]
-    if not arrays:
-        return 0.0
-    n1 = arrays[-2].shape[0] if len(arrays) > 1 else arrays[-1].shape[0]
-    n2 = arrays[-1].shape[0]
-    return float(n1) * n2 * (2.0 * arrays[-1].shape[1] + 20.0)
-
-
 #: the thread policy for a Gram-matrix computation of the size of its arguments
-_gram = entry_point(_gram_work)
+_gram = entry_point(gram_work)
 
 
 class ZonalKernel(Saveable):
@@ -96,6 +83,11 @@ class ZonalKernel(Saveable):
     def unit_shape_gradients(self, t: np.ndarray, ops: Operations | str) -> dict[str, np.ndarray]:
         r""":math:`\partial(\kappa/\sigma^2)/\partial\theta` by :attr:`shape_params` name."""
         return {}
+
+    def unit_shape_all(self, t: np.ndarray, ops: Operations | str) -> tuple[np.ndarray, np.ndarray, dict]:
+        """``(unit_shape, unit_shape_dt, unit_shape_gradients)`` at once; a kernel fuses them where
+        they share work."""
+        return self.unit_shape(t, ops), self.unit_shape_dt(t, ops), self.unit_shape_gradients(t, ops)
 
     def unit_spectrum(self, dim: int, L: int) -> np.ndarray:
         r"""To implement: :math:`\lambda_{0..L}/\sigma^2` on :math:`S^{d-1}`, ``(L + 1,)``."""
@@ -380,7 +372,7 @@ class ZonalKernel(Saveable):
         if self.fused_code() is not None:  # one compiled pass for A, B and the hyper-parameter sums
             A, B, out = self.fused_backward(as_operations(ops), U1 @ U2.T, G, r1, r2, same)
         else:
-            A, B, out = self._AB(G, U1 @ U2.T, r1, r2, same, ops)
+            A, B, out = shape_backward(self, G, U1 @ U2.T, r1, r2, same, ops)
         dXt1, dXt2 = lifted_row_gradients(A, B, r1, U1, r2, U2)
         if same:
             dXt1 = dXt1 + dXt2
@@ -394,40 +386,10 @@ class ZonalKernel(Saveable):
         out["input_scale"] = out["input_scale"] + g2["input_scale"]
         return out, g1["X"], g2["X"]
 
-    def _AB(self, G, T, r1, r2, same, ops):
-        # NumPy path of gradients_with_inputs: A = G (kappa - t kappa'), B = G kappa' and the
-        # hyper-parameter sums
-        T = np.clip(T, -1.0, 1.0)
-        if same:
-            np.fill_diagonal(T, 1.0)
-        kap, kap_t, grads = self._shape_all(T, ops)
-        GR = G * (r1[:, None] * r2[None, :])
-        out: dict[str, Any] = {
-            k: self.variance * float(np.vdot(GR, np.broadcast_to(v, GR.shape))) for k, v in grads.items()
-        }
-        out["variance"] = float(np.vdot(GR, kap))
-        kap = self.variance * kap
-        kap_t = self.variance * kap_t
-        if same:  # t = 1 exactly (diagonal, repeated rows): dt = 0 there and kappa'(1) may be infinite
-            kap_t = np.where(T == 1.0, 0.0, kap_t)
-        A = G * (kap - T * kap_t)  # multiplies d(r_i r_j)
-        B = G * kap_t  # multiplies du_ij
-        if not np.all(np.isfinite(B)):
-            raise FloatingPointError(
-                "kappa'(t) is infinite at coincident inputs in X and X2; this kernel is not "
-                "differentiable there (e.g. Matern nu=1/2, ArcCosine order 0)"
-            )
-        return A, B, out
-
     def lift_backward(self, X: np.ndarray, dXt: np.ndarray) -> dict[str, Any]:
         r"""Chain :math:`\partial L/\partial\tilde x` (``(N, D + 1)``, the unnormalised lifted
         rows :math:`\tilde x = [x / s, b]`) into ``X``, ``bias`` and ``input_scale``."""
         return lift_backward_rows(X, dXt, self.input_scale)
-
-    def _shape_all(self, t: np.ndarray, ops: Operations | str) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
-        """``(kappa, kappa', d kappa / d shape-params)`` without ``variance``; subclasses fuse
-        the three where they share work."""
-        return self.unit_shape(t, ops), self.unit_shape_dt(t, ops), self.unit_shape_gradients(t, ops)
 
     #: structural (non-trainable) attributes shown by repr
     structure: tuple[str, ...] = ()

@@ -256,7 +256,7 @@ class Matern(QuadratureSpectrum):
             return 5.0 / 3.0 * (1.0 + a) * np.exp(-a) / l2
         return np.exp(-0.5 * r * r) / l2
 
-    def _shape_all(self, t, ops):
+    def unit_shape_all(self, t, ops):
         # one distance and one exponential for kappa, kappa' and d kappa / d lengthscale
         r = self._r(t)
         l = self.lengthscale

@@ -202,8 +202,8 @@ class StatisticsPath:
             return fixed
         P = self.model.num_inducing
         size = max(1, self.model.chunk_entries // max(P, 1))
-        if n:
-            size = min(size, -(-n // pass_workers(n)))
+        if n:  # the pass's flops: the columns' solve and their Gram product, 2 n P^2 each
+            size = min(size, -(-n // pass_workers(n, work=4.0 * n * P * P)))
         return max(1, size)
 
     def whitened_columns(self, LJ, X):
