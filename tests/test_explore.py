@@ -513,6 +513,28 @@ def test_the_live_frontier_holds_every_cited_point_and_legends_only_what_it_show
         plt.close(explorer.fig)
 
 
+def test_the_live_frontier_reaches_the_first_held_model_when_every_fit_outlasts_the_budget(monkeypatch):
+    """On a loaded machine every contender's first sample may come after the budget: the slider
+    then reaches the first one's time, so that the status line and a notebook's sentence cite a
+    model held then (it used to cite none, and the notebook's sentence failed)."""
+    pytest.importorskip("ipywidgets")
+    from spherelab.explore import frontier as fr
+
+    late = {c: [(1.5 + i, 0.5 - 0.1 * i, 0.3)] for i, c in enumerate(fr.CONTENDERS)}
+    monkeypatch.setattr(fr, "frontier_curves", lambda *a, **k: late)
+    X = np.zeros((4, 2))
+    explorer = fr.FrontierExplorer({"power": (X, X[:, 0], X, X[:, 0])}, budget=1.0)
+    try:
+        now = explorer.wait()
+        assert explorer.seconds.value == pytest.approx(1.05 * 1.5)
+        assert now["lead"] == fr.CONTENDERS[0] and "test NLPD 0.500" in explorer.status.value
+        assert now["missing"] == list(fr.CONTENDERS[1:])
+    finally:
+        import matplotlib.pyplot as plt
+
+        plt.close(explorer.fig)
+
+
 def test_the_recorded_frontier_figure_scales_to_its_output_area(tmp_path):
     """The recorded benchmark figure is shown no wider than the notebook's output area (it was 112 px
     wider at 1 280 px): an image with max-width 100 %; None outside a checkout."""

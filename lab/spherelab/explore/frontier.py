@@ -229,6 +229,13 @@ class FrontierExplorer(Selectable):
             return
         self.fitbar.close()
         self.curves.ahead([s for s in self.sets if s != name])
+        first = min((s[0][0] for s in curves.values() if s), default=np.inf)
+        if np.isfinite(first) and first > 10 ** self.seconds.max:
+            # a loaded machine: no contender held a model within the budget; the slider reaches
+            # the first one's time (setting it redraws through show)
+            self.seconds.max = float(np.log10(1.05 * first))
+            self.seconds.value = 1.05 * first
+            return
         limit = self.seconds.value
         shown = {c: [(t, v) for t, v, _ in curves.get(c, []) if t <= limit] for c in CONTENDERS}
         for c, line in self.lines.items():
