@@ -1,4 +1,6 @@
-r"""The decoupled models' minibatch step resident on a device (:meth:`~spherelab.OrthogonalSVGP.fit_svi`).
+r"""Minibatch steps of the inducing-variable models' ``fit_svi``: on the host (:class:`AdamSteps`, Adam on
+the registry's flat vector, each minibatch's gradient by the model's ``objective``), and the decoupled
+models' step resident on a device (:class:`ResidentSteps`, :meth:`~spherelab.OrthogonalSVGP.fit_svi`).
 
 On a device other than the CPU, for a Gaussian likelihood with whitened q and the sufficient
 statistics (:class:`ResidentSteps.applies`), a fit copies the training rows there once
