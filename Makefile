@@ -9,7 +9,7 @@
 #   make lint                         ruff check (configured in pyproject.toml)
 #   make docs                         the documentation site into docs/_build/html (notebooks executed, smoke size)
 #   make wheel-test                   build a wheel, install it in a fresh venv, fit a tiny model outside the repository
-#   make check-device-shape           benchmarks/gpu_check.py --sim --tiny in a venv shaped like the lent GPU machine
+#   make check-device-shape           benchmarks/gpu_check.py --sim --tiny --verify in a venv shaped like the lent GPU machine
 #   make bench                        install the peer libraries, run the benchmarks
 #   make bench-peers                  GPflow / GPyTorch comparisons (separate venv)
 
@@ -25,6 +25,7 @@ STAMP := $(VENV)/.spherelab-installed
 LAB_STAMP := $(VENV)/.spherelab-lab-installed
 BENCH_STAMP := $(VENV)/.spherelab-bench-installed
 CONSTRAINTS := .ci/constraints.txt
+comma := ,
 
 .PHONY: lab test test-equality test-notebooks-full test-fast test-browser lint bench bench-peers install clean check-device-shape docs wheel-test
 
@@ -34,32 +35,39 @@ $(BIN)/python:
 	bash .ci/make_venv.sh "$(PYTHON)" "$(VENV)"
 
 # the lab needs no CUDA package: numba-cuda (the simulator the tests use) comes with the test extra.
+# First spherelab with its own dependencies only (NumPy, SciPy, Numba: seconds), so that Numba's
+# warm-up (compiling every kernel: about 40 s of one core) runs beside the install of the extras
+# (unpacking, mostly one core); it imports spherelab from lab/, untouched by pip's reinstalling
+# the editable package, whose pinned dependencies pip leaves as they are.
 # pip installs without byte-compiling (one core); the bytecode is compiled afterwards on every core
 # (the processes a test run starts then read it, even where PYTHONDONTWRITEBYTECODE is set)
-PKG_STAMP := $(VENV)/.spherelab-lab-packages
+CORE_STAMP := $(VENV)/.spherelab-core
+WARM_STAMP := $(VENV)/.spherelab-warm
 COMPILE := $(BIN)/python -m compileall -q -j 0 "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" >/dev/null
-$(PKG_STAMP): pyproject.toml $(CONSTRAINTS) | $(BIN)/python
+$(CORE_STAMP): pyproject.toml $(CONSTRAINTS) | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet --no-compile -c $(CONSTRAINTS) -e ".[lab]"
-	@# JupyterLab's defaults for this lab (no news or update toast on a first start): an admin override
-	mkdir -p $(VENV)/share/jupyter/lab/settings && cp .jupyter/overrides.json $(VENV)/share/jupyter/lab/settings/
+	$(BIN)/python -m pip install --quiet --no-compile -c $(CONSTRAINTS) -e .
 	touch $@
 
 # the compiled kernels' warm-up: Numba's cache written once, before the first fit
 WARMUP := PYTHONPATH=lab $(BIN)/python -c "import spherelab; spherelab.warmup()"
-$(LAB_STAMP): $(PKG_STAMP)
+# install_extras EXTRAS: pip installs them while the warm-up (once per venv) runs beside it; then
+# JupyterLab's defaults for this lab (no news or update toast on a first start: an admin override)
+# and the bytecode
+define install_extras
+	@if [ -f $(WARM_STAMP) ]; then w=; else $(WARMUP) & w=$$!; fi; \
+	$(BIN)/python -m pip install --quiet --no-compile -c $(CONSTRAINTS) -e ".[$(1)]" || { [ -z "$$w" ] || kill $$w; exit 1; }; \
+	if [ -n "$$w" ]; then wait $$w && touch $(WARM_STAMP); fi
+	mkdir -p $(VENV)/share/jupyter/lab/settings && cp .jupyter/overrides.json $(VENV)/share/jupyter/lab/settings/
 	$(COMPILE)
-	$(WARMUP)
+endef
+
+$(LAB_STAMP): $(CORE_STAMP)
+	$(call install_extras,lab)
 	touch $@
 
-# the warm-up (one core, compiling) runs beside the test and docs packages' install (downloads,
-# unpacking, one core); it imports spherelab from lab/, untouched by pip's reinstalling the
-# editable package
-$(STAMP): $(PKG_STAMP)
-	@if [ -f $(LAB_STAMP) ]; then w=; else $(WARMUP) & w=$$!; fi; \
-	$(BIN)/python -m pip install --quiet --no-compile -c $(CONSTRAINTS) -e ".[lab,test,docs]" || { [ -z "$$w" ] || kill $$w; exit 1; }; \
-	[ -z "$$w" ] || wait $$w
-	$(COMPILE)
+$(STAMP): $(CORE_STAMP)
+	$(call install_extras,lab$(comma)test$(comma)docs)
 	touch $(LAB_STAMP) $@
 
 # JupyterLab refuses to start as root unless told (containers, CI machines run as root)
@@ -137,7 +145,7 @@ $(DEVICE_VENV)/.installed: $(CONSTRAINTS)
 	touch $@
 
 check-device-shape: $(DEVICE_VENV)/.installed
-	PYTHONPATH=lab $(DEVICE_VENV)/bin/python benchmarks/gpu_check.py --sim --tiny --out $(DEVICE_VENV)/gpu-check
+	PYTHONPATH=lab $(DEVICE_VENV)/bin/python benchmarks/gpu_check.py --sim --tiny --verify --out $(DEVICE_VENV)/gpu-check
 
 $(BENCH_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet -c $(CONSTRAINTS) -e ".[lab,test,bench]"

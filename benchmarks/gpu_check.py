@@ -651,6 +651,47 @@ STAGES = {
 }
 
 
+def verify(data: dict, device: str) -> list[str]:
+    """What a run must show, one line per failure (empty: it holds): every stage done, every parity
+    case within its tolerance, one copy back per evaluation (VISH's lift, the decoupled minibatch
+    step and full batch, HVGP's blocks) and HVGP's host bound equal to the per-row bound."""
+    failures = [f"{s['key']}: {s['status']}" for s in data["sections"] if s["status"] != "done"]
+    sections = {s["key"]: s for s in data["sections"]}
+
+    def column(key, name):
+        sec = sections.get(key)
+        if sec is None:
+            failures.append(f"{key}: no such stage in the run")
+            return sec, None
+        return sec, sec["columns"].index(name)
+
+    sec, _ = column("parity", "case")
+    if sec is not None:
+        failures += [f"parity: {r[0]} off ({r[1]})" for r in sec["rows"] if r[2] != "yes"]
+        failures += [] if sec["rows"] else ["parity: no case ran"]
+    sec, i = column("vish", "copies back / eval")
+    if sec is not None and not (sec["rows"] and all(r[i] == 1 for r in sec["rows"])):
+        failures.append(f"vish: copies back per lift evaluation {[r[i] for r in sec['rows']]}, expected 1")
+    sec, i = column("decoupled", "copies back / step")
+    if sec is not None:
+        for suffix in (f"({device})", "full batch"):
+            rows = [r for r in sec["rows"] if "inducing points" in r[0] and r[0].endswith(suffix)]
+            if [r[i] for r in rows] != [1]:
+                failures.append(f"decoupled: copies back, inducing points {suffix}: {[r[i] for r in rows]}, expected [1]")
+    sec, i = column("hvgp", "copies back / eval")
+    if sec is not None:
+        if len(sec["rows"]) != 2:
+            failures.append(f"hvgp: {len(sec['rows'])} rows, expected the device's and the host's")
+        else:
+            device_row, host_row = sec["rows"]
+            if device_row[i] != 1:
+                failures.append(f"hvgp: copies back per evaluation {device_row[i]}, expected 1")
+            diff = host_row[sec["columns"].index("bound rel. diff")]
+            if not (isinstance(diff, (int, float)) and diff < 1e-12):
+                failures.append(f"hvgp: the host's bound differs from the per-row bound by {diff}")
+    return failures
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default="gpu-check", help="folder for gpu_check.json and gpu_check.md")
@@ -659,6 +700,8 @@ def main() -> int:
     parser.add_argument("--budget", type=float, default=330.0, help="seconds for every stage together")
     parser.add_argument("--stages", nargs="*", choices=list(STAGES), default=list(STAGES))
     parser.add_argument("--render", metavar="JSON", help="print the Markdown of a run's JSON and exit")
+    parser.add_argument("--verify", action="store_true",
+                        help="fail unless every stage ran and its invariants hold (parity, one copy back per evaluation)")
     args = parser.parse_args()
     if args.render:
         data = json.loads(Path(args.render).read_text())
@@ -718,6 +761,11 @@ def main() -> int:
         rep.save()
         print(f"({sec['status']}, {sec['seconds']:.1f} s)", flush=True)
     print(f"\nwrote {rep.out / 'gpu_check.md'} and gpu_check.json in {time.perf_counter() - start:.0f} s")
+    if args.verify:
+        failures = verify(json.loads((rep.out / "gpu_check.json").read_text()), ctx.device)
+        print("verified: every stage done, parity, one copy back per evaluation" if not failures else
+              "NOT VERIFIED:\n  " + "\n  ".join(failures), file=sys.stderr if failures else sys.stdout)
+        ok = ok and not failures
     return 0 if ok else 1
 
 

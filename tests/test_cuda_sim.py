@@ -147,8 +147,10 @@ def test_pass_rows_are_sized_for_the_device(cuda_device):
 
 @pytest.mark.slow
 def test_device_check_runs_end_to_end_in_the_simulator(tmp_path):
-    """benchmarks/gpu_check.py --sim --tiny: every stage done, every parity case within 1e-10, the
-    JSON and the Markdown written (CI also runs it in a venv shaped like the lent machine)."""
+    """benchmarks/gpu_check.py --sim --tiny --verify: every stage done, every parity case within
+    1e-10, one copy back per evaluation, the JSON and the Markdown written. (CI runs the same
+    command in a venv shaped like the lent machine, ``make check-device-shape``, and deselects
+    this test from its ``make test``: the same run twice.)"""
     import json
     import os
     import subprocess
@@ -157,30 +159,52 @@ def test_device_check_runs_end_to_end_in_the_simulator(tmp_path):
 
     root = Path(__file__).resolve().parent.parent
     env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": str(root / "lab")}
-    out = subprocess.run([sys.executable, str(root / "benchmarks" / "gpu_check.py"), "--sim", "--tiny",
+    out = subprocess.run([sys.executable, str(root / "benchmarks" / "gpu_check.py"), "--sim", "--tiny", "--verify",
                           "--out", str(tmp_path)], capture_output=True, text=True, env=env, timeout=300)
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert out.returncode == 0 and "verified:" in out.stdout, out.stdout[-3000:] + out.stderr[-3000:]
     data = json.loads((tmp_path / "gpu_check.json").read_text())
     assert [s["key"] for s in data["sections"]] == ["environment", "parity", "kernels", "pass", "vish", "decoupled",
                                                     "hvgp"]
-    assert all(s["status"] == "done" for s in data["sections"])
-    rows = data["sections"][1]["rows"]
-    assert len(rows) == len(parity.CASES) and all(r[2] == "yes" for r in rows)
-    vish = data["sections"][4]
-    column = vish["columns"].index("copies back / eval")
-    assert vish["rows"] and all(row[column] == 1 for row in vish["rows"])  # one copy back per lift evaluation
-    decoupled = data["sections"][5]
-    column = decoupled["columns"].index("copies back / step")
-    points = [row for row in decoupled["rows"] if "inducing points" in row[0] and row[0].endswith("(sim)")]
-    assert len(points) == 1 and points[0][column] == 1  # one copy back per minibatch step
-    full = [row for row in decoupled["rows"] if "inducing points" in row[0] and row[0].endswith("full batch")]
-    assert len(full) == 1 and full[0][column] == 1  # ... and per full-batch evaluation
-    hvgp = data["sections"][6]
-    device_row, host_row = hvgp["rows"]
-    assert device_row[hvgp["columns"].index("copies back / eval")] == 1
-    assert host_row[hvgp["columns"].index("bound rel. diff")] < 1e-12
+    assert len(data["sections"][1]["rows"]) == len(parity.CASES)
     markdown = (tmp_path / "gpu_check.md").read_text()
     assert "### Parity with the CPU, float64 (done" in markdown and "| case | error |" in markdown
+
+
+def test_the_device_checks_verdict_fails_a_run_that_breaks_an_invariant():
+    import copy
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "gpu_check.py"
+    spec = importlib.util.spec_from_file_location("gpu_check_under_test", path)
+    gpu_check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_check)
+
+    def section(key, columns, rows, status="done"):
+        return {"key": key, "columns": columns, "rows": rows, "status": status}
+
+    good = {"sections": [
+        section("parity", ["case", "error", "<= 1e-10"], [["a", 1e-15, "yes"], ["b", 2e-14, "yes"]]),
+        section("vish", ["M", "copies back / eval"], [[210, 1], [660, 1]]),
+        section("decoupled", ["model", "steps / s", "copies back / step"],
+                [["spherelab OrthogonalSVGP, 4 inducing points + 4 orthogonal (cpu)", 9.0, ""],
+                 ["spherelab OrthogonalSVGP, 4 inducing points + 4 orthogonal (sim)", 3.0, 1],
+                 ["spherelab OrthogonalSVGP, 4 inducing points + 4 orthogonal, full batch", 2.0, 1]]),
+        section("hvgp", ["path", "copies back / eval", "bound rel. diff"], [["device", 1, 1e-15], ["host", "", 3e-16]]),
+    ]}
+    assert gpu_check.verify(good, "sim") == []
+    for where, value, said in [((0, 1, 2), "NO", "parity: b off"), ((1, 0, 1), 2, "vish: copies back"),
+                               ((2, 1, 2), 3, "inducing points (sim)"), ((2, 2, 2), 0, "full batch"),
+                               ((3, 0, 1), 2, "hvgp: copies back"), ((3, 1, 2), 1e-9, "the host's bound differs")]:
+        bad = copy.deepcopy(good)
+        s, r, c = where
+        bad["sections"][s]["rows"][r][c] = value
+        failures = gpu_check.verify(bad, "sim")
+        assert len(failures) == 1 and said in failures[0], (where, failures)
+    cut = copy.deepcopy(good)
+    cut["sections"][1]["status"] = "cut off at its limit (60 s)"
+    assert gpu_check.verify(cut, "sim") == ["vish: cut off at its limit (60 s)"]
+    assert any("no such stage" in f for f in gpu_check.verify({"sections": good["sections"][:3]}, "sim"))
 
 
 def test_small_host_problems_run_on_the_host_and_parity_forces_the_device(cuda_device, monkeypatch):

@@ -219,12 +219,12 @@ def test_decoupled_bound_and_gradient_on_dask_equal_memory(kind):
 
 @pytest.mark.parametrize("collapsed", [True, False])
 def test_decoupled_fit_on_dask_matches_memory(collapsed):
-    X, y = _data(2_500)
-    Xd, yd = da.from_array(X, chunks=(600, 3)), da.from_array(y, chunks=600)
+    X, y = _data(1_600)
+    Xd, yd = da.from_array(X, chunks=(400, 3)), da.from_array(y, chunks=400)
     with sl.models.capped():  # a deliberately short fit: its limit is meant
-        mem = _decoupled("activated").fit(X, y, maxiter=25, collapsed=collapsed)
+        mem = _decoupled("activated").fit(X, y, maxiter=10, collapsed=collapsed)
     with sl.models.capped():  # a deliberately short fit: its limit is meant
-        lazy = _decoupled("activated").fit(Xd, yd, maxiter=25, collapsed=collapsed)
+        lazy = _decoupled("activated").fit(Xd, yd, maxiter=10, collapsed=collapsed)
     assert np.array_equal(mem.W.shape, lazy.W.shape)
     assert np.isclose(lazy.elbo(), mem.elbo(), rtol=1e-8)
     assert np.allclose(lazy.parameter_vector(), mem.parameter_vector(), rtol=1e-6, atol=1e-8)

@@ -9,6 +9,7 @@ like the model before that fit."""
 from __future__ import annotations
 
 import dis
+import functools
 import multiprocessing as mp
 import os
 import signal
@@ -28,6 +29,12 @@ G = sl.likelihoods.Gaussian
 OURS = {os.path.realpath(concurrency.__file__), os.path.realpath(transaction.__file__)}
 
 THREADING = os.path.realpath(threading.__file__)
+
+
+@functools.lru_cache(maxsize=None)
+def _where(filename: str) -> str:
+    """A code object's file, resolved once: the tracers ask at every call of every function."""
+    return os.path.realpath(filename)
 
 pytestmark = [pytest.mark.skipif(threading.current_thread() is not threading.main_thread(),
                                  reason="SIGINT is handled on the main thread"),
@@ -112,7 +119,7 @@ def _sigint_at(k: int, scenario, roots=None, through=None, where=None) -> tuple[
     def lock_code(frame):  # ours, or threading's under ours (a Condition the lock waits on)
         f = frame
         while f is not None:
-            where = os.path.realpath(f.f_code.co_filename)
+            where = _where(f.f_code.co_filename)
             if where in (roots or OURS):
                 return True
             if where not in (through or {THREADING}):
@@ -235,7 +242,7 @@ def test_a_ctrl_c_anywhere_while_waiting_for_a_lock_ends_the_wait_with_nothing_t
         t = threading.Thread(target=reader)
         t.start()
         held.wait(5)
-        threading.Timer(0.12, release.set).start()
+        threading.Timer(0.07, release.set).start()  # two of the waits' 0.05 s slices
         try:
             with lock.write():  # waits for the reader
                 pass
@@ -374,7 +381,7 @@ def _raise_at(k: int, scenario, error) -> tuple[bool, int]:
         return local
 
     def calls(frame, event, arg):
-        if os.path.realpath(frame.f_code.co_filename) not in OURS:
+        if _where(frame.f_code.co_filename) not in OURS:
             return None
         visited.difference_update({v for v in visited if v[0] == id(frame)})  # a new frame, maybe at an old address
         return local

@@ -34,6 +34,35 @@ def test_the_budget_is_held_and_reported(rng):
     assert any("neighbours" in n for n in names) and any("VISH" in n for n in names)
 
 
+@pytest.mark.slow
+def test_after_the_warm_up_a_budget_fit_compiles_and_loads_no_kernel(tmp_path):
+    """warm() runs a few iterations of each candidate's fit: in a fresh process, a budget fit
+    after it loads no Numba kernel (its seconds are spent fitting)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = tmp_path / "warm.py"
+    script.write_text(
+        "import numpy as np, spherelab as sl\n"
+        "from numba.core import dispatcher\n"
+        "sl.models.budget.warm()\n"
+        "loaded, original = [], dispatcher.Dispatcher._compile_for_args\n"
+        "def spy(self, *a, **k):\n"
+        "    loaded.append(self.py_func.__qualname__)\n"
+        "    return original(self, *a, **k)\n"
+        "dispatcher.Dispatcher._compile_for_args = spy\n"
+        "rng = np.random.default_rng(1)\n"
+        "X = rng.standard_normal((400, 3)); y = np.sin(X @ np.ones(3)) + 0.1 * rng.standard_normal(400)\n"
+        "sl.fit(X, y, seconds=2.0)\n"
+        "print('loaded:', sorted(set(loaded)))\n")
+    lab = Path(__file__).resolve().parents[2] / "lab"
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                         env={**__import__("os").environ, "PYTHONPATH": str(lab)})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "loaded: []" in out.stdout, out.stdout
+
+
 def test_the_choice_never_sees_rows_it_was_not_given(monkeypatch, rng):
     X, y = _data(rng, 800)
     Xtest = rng.normal(size=(200, 3)) + 10.0  # rows the fit is never given

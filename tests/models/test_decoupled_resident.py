@@ -18,19 +18,19 @@ def _data(n=40):
     return toy_data(0, n, 3, inputs="uniform", signal=lambda X: np.sin(X.sum(1)))
 
 
-def _features(kind, X):
+def _features(kind, X, degree=2):
     if kind == "points":
         return sl.InducingPoints(X[:5] + 0.05)
     if kind == "harmonics":
-        return sl.HarmonicFeatures(2)
+        return sl.HarmonicFeatures(degree)
     weights = np.random.default_rng(2).standard_normal((5, X.shape[1] + 1))
     return sl.ActivatedFeatures(sl.activations.Softplus(1.5), 5, 4, weights=weights)
 
 
-def _model(X, y, device, K=3, scale=None, features="points", kernel=None):
+def _model(X, y, device, K=3, scale=None, features="points", kernel=None, degree=2):
     scale = np.array([1.0, 1.3, 0.9]) if scale is None else scale
     kernel = kernel or sl.kernels.Matern(1.5, 0.8, bias=0.7, input_scale=scale)
-    model = sl.OrthogonalSVGP(kernel, _features(features, X), K, sl.likelihoods.Gaussian(0.1), device=device)
+    model = sl.OrthogonalSVGP(kernel, _features(features, X, degree), K, sl.likelihoods.Gaussian(0.1), device=device)
     model.initialise(X)
     model.optimal_q(X, y)
     model.m_u = model.m_u + 0.1  # away from the optimum: every gradient entry nonzero
@@ -81,9 +81,11 @@ def test_other_kernels_and_features_stay_on_the_host_path(cuda_device):
 
 @pytest.mark.parametrize("features", ["points", "activated", "harmonics"])
 def test_a_fit_moves_no_n_sized_array_between_evaluations(cuda_device, monkeypatch, features):
-    n = 300 if features != "harmonics" else 700  # 14 harmonics + 2 points: P^2 = 256
+    # the fewest rows that still exceed every inducing-sized copy (the limit below: 129 for five
+    # features and two points): each simulated evaluation costs about a second per 100 rows
+    n = 150
     X, y = _data(n)
-    model = _model(X, y, cuda_device, K=2, features=features)
+    model = _model(X, y, cuda_device, K=2, features=features, degree=1)
     spy = TransferSpy(model, monkeypatch)
     evaluations = []
     original = DeviceRows.gram
@@ -97,7 +99,7 @@ def test_a_fit_moves_no_n_sized_array_between_evaluations(cuda_device, monkeypat
         evaluations.clear()
         spy.clear()
         with sl.models.capped():  # a deliberately short fit: its limit is meant
-            model.fit(X, y, maxiter=4, collapsed=collapsed)
+            model.fit(X, y, maxiter=2, collapsed=collapsed)
         assert len(evaluations) >= 3
         start = spy.sizes[:evaluations[0]]
         per_evaluation = spy.sizes[evaluations[0]:]

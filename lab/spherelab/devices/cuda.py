@@ -50,12 +50,17 @@ class CudaOperations:
             kernels.load_typing_registries()
             self.arrays, self._solve = CupyArrays(), solve_triangular
             self.threads, self.max_blocks = 256, 4096
-        else:  # the simulator runs every thread in Python: few threads, grid-stride loops
+        else:
+            # the simulator runs every thread in Python, a block's threads side by side and every
+            # device-function call under one module lock: two threads of a block took 3x and four
+            # 20x (erratically, 11-377 s for one fit) the time of one. So one thread per block and
+            # two blocks, run one after the other: the grid-stride loops and per-thread scratch rows
+            # still see two threads
             from scipy.linalg import solve_triangular
 
             # NaN passes through, as cuSOLVER's solve leaves it (the callers read it in their copy back)
             self.arrays, self._solve = HostArrays(), functools.partial(solve_triangular, check_finite=False)
-            self.threads, self.max_blocks = 4, 1
+            self.threads, self.max_blocks = 1, 2
         self.xp = self.arrays.xp
         self.to_device, self.to_host = self.arrays.to_device, self.arrays.to_host
         self._launches: dict = {}  # (kernel, blocks) -> its launch configuration, small grids only
