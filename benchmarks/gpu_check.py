@@ -193,8 +193,8 @@ def stage_environment(ctx: Context, rep: Report, sec: dict) -> None:
     rep.row(sec, "host BLAS", ", ".join(blas) or "none found")
     th = ctx.sl.threads
     rep.row(sec, "host thread policy", f"pass workers {th.pass_workers(10**6)}, machine busy {th.machine_busy()}, "
-                                       f"L3 {th.cache_bytes(3) / 2**20:.0f} MiB, chunk rows at M = 210: "
-                                       f"{th.chunk_rows(210)}, load average {os.getloadavg()[0]:.1f}")
+                                       f"L3 {ctx.sl.chunks.cache_bytes(3) / 2**20:.0f} MiB, chunk rows at M = 210: "
+                                       f"{ctx.sl.chunks.chunk_rows(210)}, load average {os.getloadavg()[0]:.1f}")
     if ctx.device == "gpu":
         rt = xp.cuda.runtime
         props = rt.getDeviceProperties(0)

@@ -208,7 +208,7 @@ CALLS = [
                        words=("degrees",))}),
     Call("fit_additive", capped()(lambda X, y, interactions, order, max_interactions, num_features, subsample, seed,
                                   max_time:
-         sl.models.fit_additive(X, y, interactions=interactions, order=order, max_interactions=max_interactions,
+         sl.selection.fit_additive(X, y, interactions=interactions, order=order, max_interactions=max_interactions,
                                 num_features=num_features, subsample=subsample, seed=seed, max_time=max_time)),
          {"X": C("array", X), "y": C("array", Y),
           "interactions": C("custom", [(0, 1)], bad=(5, "pairs", [(0, 0)], [(0, 5)], [(0,)], [(0.5, 1)]),
@@ -263,7 +263,7 @@ CALLS = [
           "max_time": C("positive", 60.0, optional=True), "progress": C("flag", False, optional=True)}),
     Call("fit_hybrid", capped()(lambda kernel, X, y, degree, num_orthogonal, time_budget, likelihood, maxiter,
          max_orthogonal, seed:
-         sl.models.fit_hybrid(kernel, X, y, degree=degree, num_orthogonal=num_orthogonal, time_budget=time_budget,
+         sl.selection.fit_hybrid(kernel, X, y, degree=degree, num_orthogonal=num_orthogonal, time_budget=time_budget,
                               likelihood=likelihood, maxiter=maxiter, max_orthogonal=max_orthogonal,
                               seed=seed)),
          {"kernel": C("object", K.Matern(1.5), words=("kernel",)), "X": C("array", X), "y": C("array", Y),

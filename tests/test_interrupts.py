@@ -20,13 +20,13 @@ import numpy as np
 import pytest
 import spherelab as sl
 from conftest import fit_in_a_thread, sine_data
-from spherelab import concurrency
+from spherelab import concurrency, critical
 from spherelab import kernels as K
 from spherelab.concurrency import ParameterLock, lock_of, reachable
 from spherelab.models import transaction
 
 G = sl.likelihoods.Gaussian
-OURS = {os.path.realpath(concurrency.__file__), os.path.realpath(transaction.__file__)}
+OURS = {os.path.realpath(m.__file__) for m in (concurrency, critical, transaction)}
 
 THREADING = os.path.realpath(threading.__file__)
 
@@ -194,7 +194,7 @@ def _every_point(scenario, check, limit=4000, ends=None, stride=1, visits=None, 
         if fired:
             fired_count += 1
             assert interrupted, f"the Ctrl-C at event {k} of {total} was lost"
-        assert not concurrency._region.pending and not concurrency._region.depth, k
+        assert not critical.region.pending and not critical.region.depth, k
         check(k)
     assert fired_count >= len(points) - 2  # the timing of waits may shorten a run by a point or two
     return total
@@ -425,5 +425,5 @@ def test_an_exception_of_any_kind_anywhere_in_the_lock_leaves_nothing_held(how, 
         fired, _ = _raise_at(k, scenario, error)
         assert fired, k
         assert _all_free(parts) and bare.free(), f"a lock left held by the {type(error).__name__} at line {k}"
-        assert not concurrency._region.depth and not concurrency._region.pending, k
+        assert not critical.region.depth and not critical.region.pending, k
     _usable(model, X[:4])

@@ -9,7 +9,7 @@ import numba
 import numpy as np
 import pytest
 import spherelab as sl
-from spherelab import threads
+from spherelab import chunks, threads
 from threadpoolctl import threadpool_info
 
 pytestmark = pytest.mark.equality  # sums in another order: run under several chunk sizes and thread counts
@@ -177,8 +177,8 @@ def test_vish_bound_and_gradient_split_over_cores_equal_one_thread(auto, rng):
 
 
 def test_chunk_rows_follow_the_cache():
-    assert threads.cache_bytes(3) > 0 and threads.cache_bytes(2) > 0
-    rows = [threads.chunk_rows(w) for w in (10, 210, 660, 5000)]
+    assert chunks.cache_bytes(3) > 0 and chunks.cache_bytes(2) > 0
+    rows = [chunks.chunk_rows(w) for w in (10, 210, 660, 5000)]
     assert all(512 <= r <= 16384 and r % 256 == 0 for r in rows)
     assert rows == sorted(rows, reverse=True)
 

@@ -16,7 +16,7 @@ def test_the_package_is_layered():
     lay = walk.layers()
     assert lay["models"] > lay["bounds"] and lay["kernels"] > lay["sphere"] > lay["backend"] == 0
     # the rows floor and its strategies sit between the bounds and the models: none imports a model
-    assert lay["models"] > lay["rows"] > lay["bounds"]
+    assert lay["selection"] > lay["models"] > lay["rows"] > lay["bounds"]
 
 
 def test_the_training_inputs_walk_through_vish_fit():

@@ -1,6 +1,6 @@
 """The statistics pass against its chunk size: VISH's pass (``harmonic_statistics``, split over
 the cores) over 10^6 rows at M = 210 and 5x10^5 rows at M = 660 for several rows per chunk,
-beside the size ``spherelab.threads.chunk_rows(M)`` picks from the cache. Best of repeats.
+beside the size ``spherelab.chunks.chunk_rows(M)`` picks from the cache. Best of repeats.
 
     .venv/bin/python benchmarks/speed/chunk_sweep.py
 """
@@ -20,14 +20,14 @@ from spherelab.bounds.vish import harmonic_statistics  # noqa: E402
 
 
 def main() -> None:
-    print("machine:", describe(), "| L3:", sl.threads.cache_bytes(3) // 2**20, "MiB")
+    print("machine:", describe(), "| L3:", sl.chunks.cache_bytes(3) // 2**20, "MiB")
     print("| M | rows | rows per chunk | pass (s, best of 3) | relative to the best |")
     print("| --- | --- | --- | --- | --- |")
     for degree, n in ((3, 1_000_000), (4, 500_000)):
         X, y = sl.datasets.synthetic_regression(n, seed=0)
         kernel, features = vish_features(degree)
         M = features.num_features
-        picked = sl.threads.chunk_rows(M)
+        picked = sl.chunks.chunk_rows(M)
         times = {}
         for rows in sorted({256, 512, 1024, 2048, 4096, 16384, picked}):
             best = np.inf

@@ -11,7 +11,7 @@ inducing variables P where they have any (``--inducing``; default per set):
 * spherelab VISH, kernel and features priors: one fit per degree L (the curve is over L);
 * the hybrid: VISH at degree ``--degree`` (its u), then :meth:`OrthogonalSVGP.from_vish` with P - M
   orthogonal inputs chosen by greedy conditional variance, fitted on the collapsed bound;
-* the hybrid sized by its time budget (:func:`spherelab.models.fit_hybrid`, ``time_budget`` the
+* the hybrid sized by its time budget (:func:`spherelab.selection.fit_hybrid`, ``time_budget`` the
   fit's budget): one sample, at its end;
 * spherelab's collapsed inducing-point model (an SGPR on the sphere's kernel), P inputs started at
   the rows of greedy conditional variance, or at k-means centres (``spherelab.features.kmeans_centres``,
@@ -136,10 +136,10 @@ def hybrid_curve(data, budget, timeline, seed, degree, P) -> tuple[list, str]:
 
 
 def budget_point(data, budget, timeline, seed) -> tuple[list, str]:
-    """:func:`spherelab.models.fit_hybrid` given the whole budget: (L, K) its own choice; one sample."""
+    """:func:`spherelab.selection.fit_hybrid` given the whole budget: (L, K) its own choice; one sample."""
     X, y, Xte, yte = data
     timeline.start()
-    model = sl.models.fit_hybrid(_kernel(X.shape[1]), X, y, time_budget=budget, seed=seed)
+    model = sl.selection.fit_hybrid(_kernel(X.shape[1]), X, y, time_budget=budget, seed=seed)
     t = timeline.now()
     return [(t, model.predict_y(Xte))], (f"time_budget = {budget:g} s: L = {model.features.max_degree} "
                                          f"(M = {model.features.num_features}) + K = {model.num_orthogonal}")

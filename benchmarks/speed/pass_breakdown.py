@@ -24,7 +24,7 @@ def main() -> None:
     for degree in (3, 4):
         kernel, features = vish_features(degree)
         M = features.num_features
-        rows = sl.threads.chunk_rows(M)
+        rows = sl.chunks.chunk_rows(M)
         X, y = sl.datasets.synthetic_regression(rows, seed=0)
         plan = sl.SphericalHarmonics(9, degree).plan
         with sl.thread_limit(1):

@@ -3,7 +3,7 @@ N = 1e4 ... 6e6, M = 210 and 660 (degrees 3 and 4 on S^8): fit + predict wall ti
 memory, passes over the data, test NLPD; and the fraction of the machine's syrk rate that the
 statistics pass reaches, against two references measured in the same run on the Gram shape
 (rows x M): NumPy's ``A.T @ A`` (OpenBLAS syrk) with OpenBLAS's own threads on 16 384-row
-blocks, and one single-threaded syrk per core on blocks of ``spherelab.threads.chunk_rows(M)``
+blocks, and one single-threaded syrk per core on blocks of ``spherelab.chunks.chunk_rows(M)``
 rows (the faster of the two here). Flops are counted as N M^2 (syrk's useful work).
 
 Peers (GPflow SGPR/SVGP, GPyTorch SVGP at N = 2e4) are not run yet: see RESULTS.md.
@@ -39,7 +39,7 @@ def syrk_rates(M: int, rows: int = 1 << 19) -> tuple[float, float]:
     for _ in range(rows // 16384):
         big.T @ big
     threaded = rows * M * M / (time.perf_counter() - t0) / 1e9
-    chunk = sl.threads.chunk_rows(M)
+    chunk = sl.chunks.chunk_rows(M)
     cores = os.cpu_count() or 1
     blocks = [np.random.default_rng(k).standard_normal((chunk, M)) for k in range(cores)]
 
@@ -66,7 +66,7 @@ def main() -> None:
         M = sl.cumulative_num_harmonics(degree, 9)
         threaded, split = syrk_rates(M)
         print(f"\nM = {M} (degree {degree}); syrk on the Gram shape (N M^2): {threaded:.1f} GFLOP/s with OpenBLAS's "
-              f"threads, {split:.1f} GFLOP/s one per core; chunks of {sl.threads.chunk_rows(M)} rows")
+              f"threads, {split:.1f} GFLOP/s one per core; chunks of {sl.chunks.chunk_rows(M)} rows")
         print(
             "| N | fit + predict (s) | Gram pass (s) | (fit + predict) / pass | pass GFLOP/s (N M^2) "
             "| of OpenBLAS-threaded syrk | of per-core syrk | passes | test NLPD | peak RSS (GB) |"

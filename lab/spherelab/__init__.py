@@ -2,7 +2,8 @@ r"""spherelab: sparse variational Gaussian processes with features on the hypers
 
 Subpackages, one concept each: :mod:`~spherelab.sphere` (geometry: harmonics, Gegenbauer,
 quadrature, Funk–Hecke), :mod:`~spherelab.kernels`, :mod:`~spherelab.features`,
-:mod:`~spherelab.bounds`, :mod:`~spherelab.models`, :mod:`~spherelab.likelihoods`,
+:mod:`~spherelab.bounds`, :mod:`~spherelab.models`, :mod:`~spherelab.selection` (fits that choose
+a model's structure or size), :mod:`~spherelab.likelihoods`,
 :mod:`~spherelab.linalg`, :mod:`~spherelab.optim`, :mod:`~spherelab.threads`,
 :mod:`~spherelab.backend`, :mod:`~spherelab.persistence` (:func:`save`, :func:`load`),
 :mod:`~spherelab.processes` (the fork- and thread-safe threading layer). Conventions
@@ -15,6 +16,7 @@ from . import (
     activations,
     backend,
     bounds,
+    chunks,
     datasets,
     devices,
     explore,
@@ -27,6 +29,7 @@ from . import (
     models,
     optim,
     persistence,
+    selection,
     sphere,
     testing,
     threads,
@@ -35,7 +38,7 @@ from . import (
 from .features import ActivatedFeatures, HarmonicFeatures, InducingPoints, PhaseTruncatedHarmonics
 from .groups import harmonic_decomposition
 from .models import VISH, ActivatedSVGP, ConvergenceWarning, HarmonicSVGP, OrthogonalSVGP, ScaleWarning
-from .models import fit_budget as fit
+from .selection import fit_budget as fit
 from .sphere import (
     SphericalHarmonics,
     cumulative_num_harmonics,
@@ -72,12 +75,12 @@ def warmup() -> None:
 
     Kernels compile lazily on first use; call this before showing widgets so that the first
     slider move does not pay the compilation. It also fits each of :func:`fit`'s candidates once
-    on a few rows (:func:`spherelab.models.budget.warm`), so that a budget's seconds are spent
+    on a few rows (:func:`spherelab.selection.warm`), so that a budget's seconds are spent
     fitting.
     """
     import numpy as np
 
-    from .models.budget import warm
+    from .selection import warm
 
     t = np.linspace(-1.0, 1.0, 3)
     normalized_gegenbauer_table(2, 0.5, t)
@@ -94,6 +97,7 @@ __all__ = [
     "activations",
     "backend",
     "bounds",
+    "chunks",
     "datasets",
     "devices",
     "explore",
@@ -105,6 +109,7 @@ __all__ = [
     "metrics",
     "models",
     "optim",
+    "selection",
     "sphere",
     "testing",
     "threads",

@@ -20,13 +20,10 @@ that share nothing are fitted and used concurrently. Locks are taken model first
 a fixed order, which rules out deadlocks between these operations. A thread that changes a parameter
 inside its own prediction gets a ``RuntimeError`` instead of a deadlock.
 
-**Ctrl-C.** Taking and giving back the locks are *critical* functions (:func:`critical`): a
-``KeyboardInterrupt`` that arrives while one runs — Python delivers it between bytecodes of
-whatever the main thread executes — is held back until the locks' counts are consistent again, then
-raised: a Ctrl-C while waiting for a lock abandons the wait with nothing taken, one while giving
-locks back is raised once all are free. This works with Python's default SIGINT handler in place
-(the usual case; spherelab then installs a handler that behaves identically outside critical
-functions); a program that installs its own handler keeps it and its own semantics.
+**Ctrl-C.** Taking and giving back the locks are critical functions (:mod:`spherelab.critical`): a
+``KeyboardInterrupt`` that arrives while one runs is held back until the locks' counts are
+consistent again, then raised: a Ctrl-C while waiting for a lock abandons the wait with nothing
+taken, one while giving locks back is raised once all are free.
 
 **fork.** A child forked while other threads hold locks (a fit in another thread, a prediction)
 would inherit locks whose owners do not exist in it. After ``fork`` the child resets every lock to
@@ -38,75 +35,15 @@ from __future__ import annotations
 
 import copy
 import copyreg
-import dis
 import functools
 import os
-import signal
 import threading
 import weakref
 from typing import Any, Callable
 
-__all__ = ["Locked", "ParameterLock", "lock_of", "publish", "holding", "reachable", "reading", "writing",
-           "critical", "enter_region", "leave_region"]
+from .critical import critical, install_handler, main_thread_ident, on_main_thread, region
 
-# ---- KeyboardInterrupt held back inside critical regions -------------------------------------------
-class _Region(threading.local):
-    depth = 0  # critical functions running on this thread
-    pending = False  # a Ctrl-C held back
-
-
-_region = _Region()
-_main = [threading.main_thread().ident]
-#: code of each critical function -> the offset of its first statement (Python checks for signals
-#: at a function's entry, before that statement can open the region)
-_ENTRY: dict = {}
-
-
-def critical(func: Callable) -> Callable:
-    """Mark ``func`` as opening a critical region. Python checks for signals at a function's entry,
-    after calls and at backward jumps; a Ctrl-C arriving at the entry of a critical function, or
-    anywhere while a region is open on the main thread, is held back, and the outermost region
-    raises it once everything is consistent. A critical function opens its region first
-    (:func:`enter_region`, or the counter itself where no call may follow the closing) and closes
-    it last."""
-    code = list(dis.get_instructions(func))
-    resume = next((n for n, i in enumerate(code) if i.opname == "RESUME"), -1)
-    _ENTRY[func.__code__] = code[resume + 1].offset  # up to the start of its first statement
-    return func
-
-
-def _on_sigint(signum, frame) -> None:
-    if _region.depth or (frame is not None and _ENTRY.get(frame.f_code, -1) >= frame.f_lasti):
-        _region.pending = True  # the handler runs on the main thread: its own region
-        return
-    signal.default_int_handler(signum, frame)
-
-
-def _install_handler() -> None:
-    """On the main thread, put :func:`_on_sigint` in place of Python's default SIGINT handler."""
-    if threading.get_ident() == _main[0] and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-        try:  # (cannot fail: a no-op)
-            signal.signal(signal.SIGINT, _on_sigint)
-        except (ValueError, OSError):  # not the main interpreter
-            pass
-
-
-@critical
-def enter_region() -> None:
-    """Open a critical region on this thread (for code outside this module: a model's restore).
-    Call it first thing in a :func:`critical` function, then ``try: ... finally: leave_region()``."""
-    _region.depth += 1
-    _install_handler()
-
-
-@critical
-def leave_region() -> None:
-    """Close it; the outermost raises the Ctrl-C held back inside it, if any."""
-    _region.depth -= 1  # (cannot fail: an int on this thread's record)
-    if _region.pending and not _region.depth:
-        _region.pending = False
-        raise KeyboardInterrupt
-
+__all__ = ["Locked", "ParameterLock", "lock_of", "publish", "holding", "reachable", "reading", "writing"]
 
 # ---- the lock ---------------------------------------------------------------------------------------
 _LOCKS: "weakref.WeakSet[ParameterLock]" = weakref.WeakSet()
@@ -181,12 +118,12 @@ class ParameterLock:
             self._cond.notify_all()
 
     def _wait(self) -> None:
-        if threading.get_ident() != _main[0]:
+        if not on_main_thread():
             self._cond.wait()
             return
         self._cond.wait(0.05)  # short waits: a Ctrl-C held back meanwhile ends the wait
-        if _region.pending:
-            _region.pending = False
+        if region.pending:
+            region.pending = False
             raise KeyboardInterrupt
 
     def release(self, write: bool) -> None:
@@ -234,35 +171,35 @@ class _Held:
 
     @critical
     def __enter__(self) -> None:
-        _region.depth += 1
+        region.depth += 1
         try:  # (cannot fail: a no-op)
-            _install_handler()
+            install_handler()
             self.before = [lock.holds(self.write) for lock in self.locks]  # one store: nothing taken yet
             for lock in self.locks:
                 lock.acquire(self.write)
-            if _region.pending and _region.depth == 1:  # a Ctrl-C while taking them: nothing stays taken
+            if region.pending and region.depth == 1:  # a Ctrl-C while taking them: nothing stays taken
                 raise KeyboardInterrupt
-            _region.depth -= 1  # (cannot fail: an int) the last statement: nothing after it can fail
+            region.depth -= 1  # (cannot fail: an int) the last statement: nothing after it can fail
         except BaseException:
             self._give_back(failed=True)
-            _region.depth -= 1  # (cannot fail: an int on this thread's record)
-            if _region.pending and not _region.depth:  # held back meanwhile: it outranks the failure
-                _region.pending = False
+            region.depth -= 1  # (cannot fail: an int on this thread's record)
+            if region.pending and not region.depth:  # held back meanwhile: it outranks the failure
+                region.pending = False
                 raise KeyboardInterrupt from None
             raise
 
     @critical
     def __exit__(self, *exc) -> None:
-        _region.depth += 1  # (cannot fail: a small int on this thread's record; a Ctrl-C is held back)
+        region.depth += 1  # (cannot fail: a small int on this thread's record; a Ctrl-C is held back)
         try:  # (cannot fail: a no-op)
             self._give_back()
         except BaseException:  # not a Ctrl-C (held back): a MemoryError, say, half-way through
             self._give_back(failed=True)  # the locks' own counts say what is left
             raise
         finally:
-            _region.depth -= 1  # (cannot fail: an int on this thread's record)
-        if _region.pending and not _region.depth:
-            _region.pending = False
+            region.depth -= 1  # (cannot fail: an int on this thread's record)
+        if region.pending and not region.depth:
+            region.pending = False
             raise KeyboardInterrupt
 
     def _give_back(self, failed: bool = False) -> None:
@@ -368,7 +305,7 @@ class holding:  # noqa: N801 - used as a function: ``with holding(model):``
     @critical
     def __enter__(self) -> None:
         held = None
-        _region.depth += 1
+        region.depth += 1
         try:  # (cannot fail: a no-op)
             while self.held is None:
                 parts = sorted((o for o in reachable(self.root) if o is not self.root), key=id)
@@ -378,16 +315,16 @@ class holding:  # noqa: N801 - used as a function: ``with holding(model):``
                     self.held = held
                 else:
                     held.__exit__(None, None, None)
-            if _region.pending and _region.depth == 1:  # a Ctrl-C while taking them: nothing stays taken
+            if region.pending and region.depth == 1:  # a Ctrl-C while taking them: nothing stays taken
                 raise KeyboardInterrupt
-            _region.depth -= 1  # (cannot fail: an int) the last statement: nothing after it can fail
+            region.depth -= 1  # (cannot fail: an int) the last statement: nothing after it can fail
         except BaseException:
             if held is not None:  # taken, or partly: the locks' own counts say what to give back
                 held._give_back(failed=True)
             self.held = None
-            _region.depth -= 1  # (cannot fail: an int on this thread's record)
-            if _region.pending and not _region.depth:
-                _region.pending = False
+            region.depth -= 1  # (cannot fail: an int on this thread's record)
+            if region.pending and not region.depth:
+                region.pending = False
                 raise KeyboardInterrupt from None
             raise
 
@@ -428,9 +365,8 @@ def writing(method: Callable) -> Callable:
 def _after_fork_in_child() -> None:
     global _CREATE
     _CREATE = threading.Lock()
-    _main[0] = threading.get_ident()  # the forking thread is the child's main thread
-    for lock in list(_LOCKS):
-        lock._after_fork(_main[0])
+    for lock in list(_LOCKS):  # (spherelab.critical's own handler, registered first, moved the main thread)
+        lock._after_fork(main_thread_ident())
 
 
 if hasattr(os, "register_at_fork"):

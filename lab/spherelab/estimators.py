@@ -25,7 +25,8 @@ from ._listing import own_names
 from ._validation import check_int
 from .features import InducingPoints, greedy_variance, kmeans_centres
 from .likelihoods import Bernoulli, Gaussian
-from .models import VISH, OrthogonalSVGP, fit_budget, fit_hybrid
+from .models import VISH, OrthogonalSVGP
+from .selection import fit_budget, fit_hybrid
 
 __all__ = ["BudgetRegressor", "VISHRegressor", "InducingPointRegressor", "HybridRegressor", "VISHClassifier",
            "OrthogonalRegressor"]
@@ -235,7 +236,7 @@ class InducingPointRegressor(_Regressor):
 
 class HybridRegressor(_Regressor):
     """Regression with spherical harmonics for u and orthogonal inducing points for v (Tiao, thesis
-    §3.4), fitted as :func:`spherelab.models.fit_hybrid`: VISH at ``degree`` first, then
+    §3.4), fitted as :func:`spherelab.selection.fit_hybrid`: VISH at ``degree`` first, then
     ``num_orthogonal`` points where its posterior variance is largest, then every parameter on the
     collapsed bound.
 

@@ -27,7 +27,7 @@ a minibatch step at M = 64 5x slower. So:
 
 * a streamed statistics pass (every Gaussian bound's data pass) deals its chunks to one thread
   per core (:func:`pass_workers`), each with one BLAS and one Numba thread and its own sums,
-  chunks sized from the cache (:func:`chunk_rows`): at 10^6 rows, M = 210, 0.71 s against 1.80 s
+  chunks sized from the cache (:func:`spherelab.chunks.chunk_rows`): at 10^6 rows, M = 210, 0.71 s against 1.80 s
   with the harmonics on one core beside a single-threaded product (RESULTS.md); on a busy
   machine, or under a fixed count of one, the pass is sequential.
 
@@ -37,7 +37,7 @@ costs at most 2x on an idle machine and avoids 20x on a busy one. Every public e
 the harmonics and their VJP, the Gegenbauer tables and series) runs inside :func:`policy`.
 Users override it with :func:`set_threads` (process-wide, also via the environment variable
 ``SPHERELAB_THREADS``) or :func:`thread_limit` (a ``with`` block). ``SPHERELAB_CHUNK_ROWS`` fixes
-the rows per chunk of every host pass (:func:`fixed_chunk_rows`): the test suite runs its equality
+the rows per chunk of every host pass (:func:`spherelab.chunks.fixed_chunk_rows`): the test suite runs its equality
 tests under two values, so that no tolerance depends on one machine's cache.
 """
 
@@ -71,9 +71,6 @@ __all__ = [
     "gram_policy",
     "pass_workers",
     "pass_worker",
-    "cache_bytes",
-    "chunk_rows",
-    "fixed_chunk_rows",
     "numba_threads_for",
     "blas_threads_for",
     "entry_point",
@@ -235,56 +232,6 @@ def pass_worker() -> Iterator[None]:
             yield
     finally:
         _state.fixed, _state.blas = previous
-
-
-def cache_bytes(level: int = 3) -> int:
-    """Size of this machine's level-``level`` data cache in bytes (Linux sysfs; 8 MiB for L3 and
-    1 MiB for L2 where it cannot be read)."""
-    default = {2: 1 << 20, 3: 8 << 20}.get(level, 1 << 20)
-    base = "/sys/devices/system/cpu/cpu0/cache"
-    try:
-        for entry in sorted(os.listdir(base)):
-            path = os.path.join(base, entry)
-            with open(os.path.join(path, "level")) as fh:
-                if int(fh.read()) != level:
-                    continue
-            with open(os.path.join(path, "type")) as fh:
-                if fh.read().strip() == "Instruction":
-                    continue
-            with open(os.path.join(path, "size")) as fh:
-                text = fh.read().strip().upper()
-            scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
-            return int(text.rstrip("KMG")) * scale
-    except (OSError, ValueError):
-        pass
-    return default
-
-
-def fixed_chunk_rows() -> int | None:
-    """The rows per chunk of every host pass fixed by ``SPHERELAB_CHUNK_ROWS`` (a positive int,
-    read at each call), instead of the cache's; ``None`` where it is unset."""
-    value = os.environ.get("SPHERELAB_CHUNK_ROWS", "").strip()
-    if not value:
-        return None
-    rows = int(value) if value.isdigit() else 0
-    if rows < 1:
-        raise ValueError(f"SPHERELAB_CHUNK_ROWS={value!r}: expected a positive int (rows per chunk), or unset")
-    return rows
-
-
-def chunk_rows(width: int) -> int:
-    """Rows per chunk of a streamed pass whose columns have ``width`` float64 entries per row: the
-    chunks of all cores together fill an eighth of the last-level cache (a chunk is written by the
-    harmonics and read back by the product while still cached), at least 512 rows (below, the
-    product's own efficiency drops) and at most 16 384, in multiples of 256. Measured on a
-    2-core machine with 32 MiB of L3 (RESULTS.md, "chunk size"): at M = 210 its 1 024 rows are
-    within 1 % of the best (16 384 rows: 8 % slower), at M = 660 its 512 rows are the best
-    (16 384 rows: 28 % slower). ``SPHERELAB_CHUNK_ROWS`` fixes it (:func:`fixed_chunk_rows`)."""
-    fixed = fixed_chunk_rows()
-    if fixed is not None:
-        return fixed
-    rows = cache_bytes(3) // (8 * max(_max_threads(), 1) * 8 * max(int(width), 1))
-    return int(min(16384, max(512, rows // 256 * 256)))
 
 
 @contextlib.contextmanager

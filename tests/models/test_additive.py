@@ -193,7 +193,7 @@ def _interacting(rng, n):
 
 def test_the_interaction_in_the_data_is_chosen_within_the_feature_budget(rng):
     X, y = _interacting(rng, 2500)
-    model = sl.models.fit_additive(X, y, num_features=300, subsample=1500)
+    model = sl.selection.fit_additive(X, y, num_features=300, subsample=1500)
     report = model.fit_report_["additive"]
     gains = report["gains"]
     assert max(gains, key=gains.get) == "(1, 3)" and gains["(1, 3)"] > 10 * np.log(1500)
@@ -202,19 +202,19 @@ def test_the_interaction_in_the_data_is_chosen_within_the_feature_budget(rng):
     degrees = dict(zip(map(tuple, report["groups"]), report["degrees"]))
     assert degrees[(0,)] > 0 and degrees[(2,)] > 0 and degrees[(1, 3)] > 0  # every part of y has features
     Xt, yt = _interacting(np.random.default_rng(1), 500)
-    first = sl.models.fit_additive(X, y, interactions=[], num_features=300, subsample=1500)
+    first = sl.selection.fit_additive(X, y, interactions=[], num_features=300, subsample=1500)
     err = lambda m: np.mean((m.predict_y(Xt)[0] - yt) ** 2)  # noqa: E731
     assert err(model) < 0.5 * err(first)
 
 
 def test_given_interactions_are_fitted_as_given(rng):
     X, y = _interacting(rng, 600)
-    model = sl.models.fit_additive(X, y, interactions=[(0, 2)], num_features=120, subsample=400)
+    model = sl.selection.fit_additive(X, y, interactions=[(0, 2)], num_features=120, subsample=400)
     report = model.fit_report_["additive"]
     assert report["criterion"] == "given" and report["gains"] == {} and report["groups"][-1] == [0, 2]
     with pytest.raises(ValueError, match="interactions: each group"):
-        sl.models.fit_additive(X, y, interactions=[(1, 1)])
+        sl.selection.fit_additive(X, y, interactions=[(1, 1)])
     with pytest.raises(ValueError, match="interactions entries"):
-        sl.models.fit_additive(X, y, interactions=[(0, 9)])
+        sl.selection.fit_additive(X, y, interactions=[(0, 9)])
     with pytest.raises(ValueError, match="one feature per input"):
-        sl.models.fit_additive(X, y, num_features=2)
+        sl.selection.fit_additive(X, y, num_features=2)

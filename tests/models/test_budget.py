@@ -18,7 +18,7 @@ def _data(rng, n=1500, D=3):
 
 def test_the_budget_is_held_and_reported(rng):
     X, y = _data(rng)
-    sl.models.budget.warm()  # the kernels loaded (a test worker's first fit), as sl.warmup() does
+    sl.selection.warm()  # the kernels loaded (a test worker's first fit), as sl.warmup() does
     t = time.perf_counter()
     model = sl.fit(X, y, seconds=6.0)
     elapsed = time.perf_counter() - t
@@ -46,7 +46,7 @@ def test_after_the_warm_up_a_budget_fit_compiles_and_loads_no_kernel(tmp_path):
     script.write_text(
         "import numpy as np, spherelab as sl\n"
         "from numba.core import dispatcher\n"
-        "sl.models.budget.warm()\n"
+        "sl.selection.warm()\n"
         "loaded, original = [], dispatcher.Dispatcher._compile_for_args\n"
         "def spy(self, *a, **k):\n"
         "    loaded.append(self.py_func.__qualname__)\n"

@@ -1,4 +1,4 @@
-"""The hybrid's front door (spherelab.models.fit_hybrid): an explicit (L, K) pair, a pair chosen from a
+"""The hybrid's front door (spherelab.selection.fit_hybrid): an explicit (L, K) pair, a pair chosen from a
 time budget, the time limit itself, and the bound never below the VISH it starts from."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ def data():
 def test_an_explicit_pair_gives_that_model_and_a_bound_no_lower_than_its_vish(data):
     X, y = data
     with sl.models.capped():  # a deliberately short fit: its limit is meant
-        model = sl.models.fit_hybrid(sl.kernels.Matern(1.5), X, y, degree=3, num_orthogonal=6, maxiter=40, seed=1)
+        model = sl.selection.fit_hybrid(sl.kernels.Matern(1.5), X, y, degree=3, num_orthogonal=6, maxiter=40, seed=1)
     assert isinstance(model, sl.OrthogonalSVGP)
     assert (model.features.max_degree, model.num_orthogonal) == (3, 6)
     vish = sl.VISH(sl.kernels.Matern(1.5), 3, prior="kernel").fit(X, y, maxiter=40, seed=1)
@@ -29,7 +29,7 @@ def test_an_explicit_pair_gives_that_model_and_a_bound_no_lower_than_its_vish(da
 
 def test_a_time_budget_chooses_a_pair_and_the_fit_ends_within_its_stages(data):
     X, y = data
-    model = sl.models.fit_hybrid(sl.kernels.Matern(1.5), X, y, time_budget=3.0, max_orthogonal=40)
+    model = sl.selection.fit_hybrid(sl.kernels.Matern(1.5), X, y, time_budget=3.0, max_orthogonal=40)
     assert model.features.max_degree >= 1
     assert 1 <= model.num_orthogonal <= 40  # max_orthogonal caps the count the budget affords
     M, K = model.features.num_features, model.num_orthogonal
@@ -67,7 +67,7 @@ def test_a_callback_sees_every_iterate_and_can_end_the_fit(data):
 def test_a_half_pair_or_no_budget_is_refused_by_name(data, kwargs, words):
     X, y = data
     with pytest.raises(ValueError, match=words):
-        sl.models.fit_hybrid(sl.kernels.Matern(1.5), X, y, **kwargs)
+        sl.selection.fit_hybrid(sl.kernels.Matern(1.5), X, y, **kwargs)
 
 
 def _titsias(Kww, Kwf, kdiag, y, noise):

@@ -7,12 +7,12 @@ from scipy.linalg import solve_triangular as _solve
 
 from ..backend.ops import register
 from ..bounds.statistics import host_gram_pass
+from ..chunks import chunk_rows
 from ..kernels.matern_jit import matern_backward, matern_values
 from ..linalg import cholesky_or_explain
 from ..sphere.gegenbauer_jit import clenshaw_cpu, derivative_table_cpu, table_cpu
 from ..sphere.harmonics import harmonic_columns_cpu, harmonics_cpu, harmonics_vjp_cpu
 from ..sphere.series_columns import series_columns_backward_cpu, series_columns_cpu
-from ..threads import chunk_rows
 
 __all__: list[str] = []
 

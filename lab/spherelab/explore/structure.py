@@ -2,7 +2,7 @@
 candidates (notebook 08).
 
 :func:`component_curves` gives each one-input component of a fitted additive VISH
-(:func:`spherelab.models.fit_additive`) as a function of its input: the posterior mean and standard
+(:func:`spherelab.selection.fit_additive`) as a function of its input: the posterior mean and standard
 deviation of that component alone, from its own block of features. :func:`pair_gains` lays the
 selection's bound gains out as a matrix. :class:`AdditiveView` draws both once. :class:`BudgetExplorer`
 fits :func:`spherelab.fit` for the budget on a slider (on a worker thread, the next budget ahead) and
@@ -15,7 +15,7 @@ import threading
 
 import numpy as np
 
-from ..models import fit_budget
+from ..selection import fit_budget
 from ..widgets import BlitManager, capped_dpi, subplots
 from .background import Precomputer, Selectable
 from .fitbar import FitBar
@@ -63,7 +63,7 @@ class AdditiveView:
     Parameters
     ----------
     model
-        A VISH fitted by :func:`spherelab.models.fit_additive`.
+        A VISH fitted by :func:`spherelab.selection.fit_additive`.
     X
         The training inputs (standardised), for the ranges and the rug.
     names

@@ -23,7 +23,8 @@ import numpy as np
 
 from .._state import Fields, Saveable
 from .._validation import check_finite_array
-from ..concurrency import critical, enter_region, leave_region, reading, writing
+from ..concurrency import reading, writing
+from ..critical import critical, enter_region, leave_region
 from ..distributed import InMemory, lazy_rows
 from ..likelihoods import Gaussian, Likelihood
 from ..linalg import NumericalFailure, add_jitter, jitter_backward

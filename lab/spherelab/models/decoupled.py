@@ -178,7 +178,7 @@ class OrthogonalSVGP(SparseModel):
         if model.prior != "kernel":
             raise ValueError("model must be a VISH with prior='kernel': the hybrid extends that bound, and the "
                              "features prior's hyper-parameters weight a truncated kernel; fit "
-                             "VISH(..., prior='kernel') first, or use spherelab.models.fit_hybrid")
+                             "VISH(..., prior='kernel') first, or use spherelab.selection.fit_hybrid")
         features = copy.deepcopy(model.features)
         if isinstance(features, HarmonicFeatures):  # bound afresh to the copied kernel
             features = HarmonicFeatures(features.max_degree)

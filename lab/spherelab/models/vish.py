@@ -68,7 +68,7 @@ class VISH(Model):
         :class:`~spherelab.likelihoods.Bernoulli` (:meth:`fit_svi` only).
     chunk_size
         Rows per chunk of the streamed passes (default: the device's ``pass_rows``: on the CPU
-        :func:`spherelab.threads.chunk_rows`, from the cache size and M; on a GPU chunks of
+        :func:`spherelab.chunks.chunk_rows`, from the cache size and M; on a GPU chunks of
         about 512 MiB of columns).
     features
         Optional :class:`~spherelab.features.HarmonicFeatures` or

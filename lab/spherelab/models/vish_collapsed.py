@@ -20,11 +20,11 @@ import numpy as np
 from ..bounds.precision import InsufficientPrecision, check_precision
 from ..bounds.statistics import Statistics
 from ..bounds.vish import clamp_spectrum, collapsed_bound, harmonic_statistics, lift_gradient, lift_statistics
+from ..chunks import chunk_rows
 from ..likelihoods import Gaussian
 from ..linalg import NumericalFailure
 from ..optim import Deadline
 from ..rows.vish import ResidentLift
-from ..threads import chunk_rows
 
 __all__ = ["spectrum", "spectral_names", "host_rows", "bound", "statistics", "fit_lift", "fit_spectrum"]
 

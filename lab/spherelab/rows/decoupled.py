@@ -22,11 +22,12 @@ from scipy.linalg import solve_triangular
 
 from ..bounds.decoupled import gaussian_stats_bound_whitened, joint_cholesky, whitened_optimum
 from ..bounds.statistics import Statistics, row_chunks, run_shares, stopping, streamed_statistics
+from ..chunks import fixed_chunk_rows
 from ..distributed import BlockwisePass, InBlocks, InMemory, rows
 from ..features.device_columns import KernelColumns
 from ..likelihoods import Gaussian
 from ..linalg import forward_solve
-from ..threads import fixed_chunk_rows, pass_workers
+from ..threads import pass_workers
 from .gradients import DecoupledGradients
 from .steps import ResidentSteps
 from .whitened import ResidentRows, chain_sums, resident_bound, split_flat

@@ -16,10 +16,8 @@ import numpy as np
 
 from .._validation import check_int, check_positive
 from ..kernels import ZonalKernel
+from ..models import VISH, OrthogonalSVGP, capped
 from ..sphere import cumulative_num_harmonics
-from .decoupled import OrthogonalSVGP
-from .report import capped
-from .vish import VISH
 
 __all__ = ["fit_hybrid"]
 
@@ -73,7 +71,7 @@ def fit_hybrid(kernel: ZonalKernel, X: Any, y: Any, *, degree: int | None = None
     --------
     >>> import spherelab as sl
     >>> X, y = sl.datasets.synthetic_regression(400, 2, seed=0)
-    >>> model = sl.models.fit_hybrid(sl.kernels.Matern(1.5), X, y, degree=3, num_orthogonal=8, maxiter=20)
+    >>> model = sl.selection.fit_hybrid(sl.kernels.Matern(1.5), X, y, degree=3, num_orthogonal=8, maxiter=20)
     >>> model.features.max_degree, model.num_orthogonal
     (3, 8)
     """

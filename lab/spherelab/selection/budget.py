@@ -27,12 +27,9 @@ from ..distributed import is_dask
 from ..features import InducingPoints, kmeans_centres
 from ..kernels import Matern
 from ..linalg import NumericalFailure
+from ..models import VISH, NeighbourResidual, OrthogonalSVGP, capped
 from ..progress import FitProgress, check_progress
 from ..sphere.special import cumulative_num_harmonics
-from .decoupled import OrthogonalSVGP
-from .local import NeighbourResidual
-from .report import capped
-from .vish import VISH
 
 __all__ = ["fit_budget", "warm"]
 

@@ -33,9 +33,8 @@ import numpy as np
 from .._validation import check_allocation, check_data, check_int, check_positive
 from ..features.additive import AdditiveHarmonics
 from ..kernels import Additive, Matern
+from ..models import VISH, capped
 from ..sphere.special import num_harmonics
-from .report import capped
-from .vish import VISH
 
 __all__ = ["fit_additive"]
 
