@@ -206,8 +206,9 @@ def pass_workers(chunks: int, work: float | None = None) -> int:
     """Threads for a streamed pass over ``chunks`` chunks (:func:`spherelab.bounds.host_gram_pass`),
     each single-threaded with its own sums: every core on an idle machine (or the count of
     :func:`set_threads` / :func:`thread_limit`), one on a busy machine, never more than the chunks;
-    one for a pass of less than :data:`NUMBA_MIN_WORK` flops (``work``; measured: a collapsed ELBO
-    of 48 rows and 8 inducing points, 12 ms split in two, 6.6 ms in one); one outside the main
+    one for a pass of less than :data:`NUMBA_MIN_WORK` flops (``work``; measured, RESULTS.md
+    "Threads": a decoupled collapsed ELBO with 8 inducing points dealt to both cores took 1.2-1.9x
+    one thread's time up to 16 000 rows, and 0.71x at 64 000); one outside the main
     thread (OpenBLAS honours a thread count set from the main thread only). Measured (RESULTS.md,
     "VISH at scale"): the Gram product at M = 210 runs at 88-95 GFLOP/s as one single-threaded
     syrk per core against 65-85 with OpenBLAS's own threads, at M = 660 at 110 against 91."""
