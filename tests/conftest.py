@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 
@@ -272,3 +273,10 @@ class TransferSpy:
                 self.host_side -= 1
 
         return marked
+
+
+@functools.lru_cache(maxsize=None)
+def resolved_file(filename: str) -> str:
+    """A code object's file with its links resolved, once per file: the tracers of the interrupt
+    and exception-at-every-line tests ask at every call of every function."""
+    return os.path.realpath(filename)

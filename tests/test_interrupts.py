@@ -9,7 +9,6 @@ like the model before that fit."""
 from __future__ import annotations
 
 import dis
-import functools
 import multiprocessing as mp
 import os
 import signal
@@ -19,7 +18,7 @@ import threading
 import numpy as np
 import pytest
 import spherelab as sl
-from conftest import fit_in_a_thread, sine_data
+from conftest import fit_in_a_thread, resolved_file, sine_data
 from spherelab import concurrency, critical
 from spherelab import kernels as K
 from spherelab.concurrency import ParameterLock, lock_of, reachable
@@ -29,12 +28,6 @@ G = sl.likelihoods.Gaussian
 OURS = {os.path.realpath(m.__file__) for m in (concurrency, critical, transaction)}
 
 THREADING = os.path.realpath(threading.__file__)
-
-
-@functools.lru_cache(maxsize=None)
-def _where(filename: str) -> str:
-    """A code object's file, resolved once: the tracers ask at every call of every function."""
-    return os.path.realpath(filename)
 
 pytestmark = [pytest.mark.skipif(threading.current_thread() is not threading.main_thread(),
                                  reason="SIGINT is handled on the main thread"),
@@ -119,7 +112,7 @@ def _sigint_at(k: int, scenario, roots=None, through=None, where=None) -> tuple[
     def lock_code(frame):  # ours, or threading's under ours (a Condition the lock waits on)
         f = frame
         while f is not None:
-            where = _where(f.f_code.co_filename)
+            where = resolved_file(f.f_code.co_filename)
             if where in (roots or OURS):
                 return True
             if where not in (through or {THREADING}):
@@ -381,7 +374,7 @@ def _raise_at(k: int, scenario, error) -> tuple[bool, int]:
         return local
 
     def calls(frame, event, arg):
-        if _where(frame.f_code.co_filename) not in OURS:
+        if resolved_file(frame.f_code.co_filename) not in OURS:
             return None
         visited.difference_update({v for v in visited if v[0] == id(frame)})  # a new frame, maybe at an old address
         return local

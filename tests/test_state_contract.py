@@ -7,7 +7,6 @@ line of it leaves the estimator predicting exactly as before)."""
 from __future__ import annotations
 
 import copy
-import functools
 import os
 import pickle
 import sys
@@ -16,7 +15,7 @@ import threading
 import numpy as np
 import pytest
 import spherelab as sl
-from conftest import fit_in_a_thread, sine_data
+from conftest import fit_in_a_thread, resolved_file, sine_data
 from spherelab import _estimator_state as estimator_state
 from spherelab import estimators
 from spherelab import kernels as K
@@ -139,9 +138,6 @@ ESTIMATORS = {
 }
 
 
-_resolved = functools.lru_cache(maxsize=None)(os.path.realpath)
-
-
 @pytest.mark.parametrize("name", list(ESTIMATORS))
 def test_an_exception_at_any_line_of_an_estimators_fit_leaves_it_as_it_was(name):
     rng = np.random.default_rng(0)
@@ -161,7 +157,7 @@ def test_an_exception_at_any_line_of_an_estimators_fit_leaves_it_as_it_was(name)
             return local
 
         def calls(frame, event, arg):  # (at every call of every function: the file resolved once)
-            return local if _resolved(frame.f_code.co_filename) in code else None
+            return local if resolved_file(frame.f_code.co_filename) in code else None
 
         sys.settrace(calls)
         try:
