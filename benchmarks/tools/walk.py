@@ -229,10 +229,12 @@ def evaluation_in_a_fit(device: str = "cpu") -> list[dict]:
 
 def statistics_path(stops: list[dict]) -> list[dict]:
     """The forward statistics pass within an evaluation's walk: from the model's choice of pass
-    (``StatisticsPath.rows_pass``) to the first stop of the backward pass (the rows' gradients)."""
+    (``StatisticsPath.rows_pass``) to the first stop of the backward pass (the rows' gradients, or
+    the lift's backward sums)."""
     names = [s["function"] for s in stops]
     start = names.index("StatisticsPath.rows_pass")
-    end = next((i for i, s in enumerate(stops) if i > start and "rows.gradients" in s["module"]), len(stops))
+    end = next((i for i, s in enumerate(stops) if i > start and
+                ("rows.gradients" in s["module"] or "lift_backward" in s["function"])), len(stops))
     return stops[start:end]
 
 

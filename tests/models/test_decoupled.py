@@ -17,7 +17,8 @@ from conftest import (
 from spherelab import OrthogonalSVGP
 from spherelab import activations as A
 from spherelab import kernels as K
-from spherelab.features import ActivatedFeatures, HarmonicFeatures
+from spherelab.features import ActivatedFeatures, HarmonicFeatures, InducingPoints
+from spherelab.rows.decoupled import StatisticsPath
 
 KERNELS = {
     "arccos": lambda: K.ArcCosine(1, 1.3, bias=0.8, input_scale=np.array([1.2, 0.7])),
@@ -360,3 +361,48 @@ def test_split_pass_gives_the_same_bound_and_gradient_as_one_thread(fname, keep,
             value, grad = model.objective(theta, X, y)
         assert value == pytest.approx(reference[0], rel=1e-11)
         np.testing.assert_allclose(grad, reference[1], rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize("fname", ["softplus", "points", "harmonics"])
+@pytest.mark.parametrize("num_orth", [0, 3])
+@pytest.mark.parametrize("collapsed", [False, True])
+def test_the_rows_floor_on_the_host_equals_the_features_own_pass(fname, num_orth, collapsed, rng, monkeypatch):
+    """On the CPU the rows floor's loop (the column blocks at each chunk's lift, dealt to the cores)
+    evaluates the bound; without column blocks the host streams the chunks through the features'
+    and the kernel's own methods. The two give one bound and one gradient: sums of 120 rows'
+    products in another order (value to 1e-11 relative, gradient as the split pass's test)."""
+    X, y = decoupled_data(rng, n=120)
+    model = OrthogonalSVGP(K.Matern(2.5, 0.9, bias=1.2), DECOUPLED_FEATURES[fname](rng), num_orth,
+                           sl.likelihoods.Gaussian(0.3))
+    model.initialise(X, seed=0)
+    randomise_decoupled_q(model, rng)
+    model.chunk_entries = 7 * 17  # several chunks, dealt to the cores
+    theta = model.parameter_vector(model.collapsed_names if collapsed else None)
+
+    def evaluate():
+        if collapsed:
+            return model.collapsed_objective(theta, X, y)
+        return model.objective(theta, X, y)
+
+    floor = evaluate()
+    assert StatisticsPath(model).rows_on_device(X, y) is not None  # the floor took these rows
+    monkeypatch.setattr(StatisticsPath, "has_device_blocks", lambda self: False)
+    assert StatisticsPath(model).rows_on_device(X, y) is None
+    streamed = evaluate()
+    assert floor[0] == pytest.approx(streamed[0], rel=1e-11)
+    np.testing.assert_allclose(floor[1], streamed[1], rtol=1e-8, atol=1e-10)
+
+
+def test_the_rows_floor_shows_a_bar_over_a_large_pass(rng, monkeypatch, capsys):
+    """A pass over more than ``PROGRESS_ROWS`` rows draws a bar over its chunks (a million rows at
+    the default), as the host's streamed pass does."""
+    from spherelab.rows import device
+
+    X, y = decoupled_data(rng, n=120)
+    model = OrthogonalSVGP(K.Matern(2.5, 0.9), InducingPoints(X[:4] + 0.01), 0, sl.likelihoods.Gaussian(0.3))
+    model.initialise(X, seed=0)
+    model.objective(model.parameter_vector(), X, y)
+    assert "statistics" not in capsys.readouterr().err
+    monkeypatch.setattr(device, "PROGRESS_ROWS", 100)
+    model.objective(model.parameter_vector(), X, y)
+    assert "statistics" in capsys.readouterr().err

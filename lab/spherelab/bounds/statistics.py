@@ -27,7 +27,7 @@ from ..linalg import NumericalFailure
 from ..threads import gram_policy, pass_worker, pass_workers, thread_limit
 
 __all__ = ["Statistics", "check_trace_term", "check_variance_rounding", "streamed_statistics", "host_gram_pass",
-           "row_chunks", "run_shares", "stopping"]
+           "row_chunks", "run_shares", "stopping", "gram_threads"]
 
 
 @dataclass
@@ -185,14 +185,22 @@ def _gram_share(columns_at, y, pieces, keep, ops):
                 sum_d = sum_d + np.sum(d, axis=0)  # (C,) per component for an additive kernel
             if G is None:
                 G, c = np.zeros((A.shape[0], A.shape[0])), np.zeros(A.shape[0])
-            # alone, a large product may use BLAS's threads; in a share, BLAS is single-threaded
-            with gram_policy(2.0 * A.shape[0] ** 2 * (end - start)) if shares == 1 else contextlib.nullcontext():
+            with gram_threads(ops, shares, 2.0 * A.shape[0] ** 2 * (end - start)):
                 ops.gram_update(G, c, A, y[start:end])
             if keep:
                 kept[i] = A
         return G, c, sum_d, kept
 
     return work
+
+
+def gram_threads(ops, shares: int, work: float):
+    """The BLAS threads of one chunk's Gram product (``work`` flops) in a pass of ``shares`` shares
+    (:func:`run_shares`): alone on the CPU, a large product may use BLAS's threads; in a share,
+    BLAS is single-threaded; a device's product is its own."""
+    if shares == 1 and as_operations(ops).device == "cpu":
+        return gram_policy(work)
+    return contextlib.nullcontext()
 
 
 def _reduce(parts):

@@ -4,8 +4,12 @@ the bound from :math:`\Phi = AA^\top` and :math:`\beta = Ay`, :math:`A = L_J^{-1
 
 The pass over the rows is an object chosen from the kind of rows the data adapter
 (:func:`spherelab.distributed.rows`) finds, in :data:`PASSES`: a :class:`RowPass` over rows in
-memory (split over the cores, or resident on a device: :class:`~spherelab.rows.whitened.ResidentRows`),
-or a :class:`BlockPass`, the same pass on every Dask block, summed. A fit chooses it once
+memory, or a :class:`BlockPass`, the same pass on every Dask block, summed. Where the features and
+the kernel give column blocks (:meth:`StatisticsPath.has_device_blocks`) the rows are held for the
+rows floor's one loop (:class:`~spherelab.rows.whitened.ResidentRows`: copied to a device, or on the
+CPU the host's arrays, their chunks dealt to the cores), and the whole evaluation runs there
+(:func:`~spherelab.rows.whitened.resident_bound`); otherwise the host streams its chunks through
+the features' and the kernel's own methods (``Kuf``, ``K``, their gradients). A fit chooses it once
 (:meth:`StatisticsPath.hold`); an evaluation outside a fit chooses its own.
 
 :class:`StatisticsPath` is the strategy the model composes for all of it (made per call from the
@@ -37,8 +41,9 @@ __all__ = ["StatisticsPath", "RowPass", "BlockPass", "PASSES"]
 
 class RowPass:
     r"""The pass over rows in memory, for any number of evaluations at changing parameters: the
-    statistics (forward), then the rows' gradient sums (backward) over the same chunks — on the
-    device when the model keeps its rows there, else split across the cores; the chunking is
+    statistics (forward), then the rows' gradient sums (backward) over the same chunks — by the rows
+    floor's loop where the model gives column blocks (``device``: held on its device, or the host's
+    arrays), else through the features' own methods, split across the cores; the chunking is
     decided once per evaluation, at its forward pass. ``per_row``: the model's per-row bound
     applies to these rows instead (few rows, or no statistics path: :meth:`~DecoupledStatistics._use_stats`)."""
 
@@ -152,9 +157,13 @@ class StatisticsPath:
         return PASSES[type(rows(X, y))](self.model, X, y)
 
     def rows_on_device(self, X, y) -> ResidentRows | None:
-        """These rows in memory on the model's device (:class:`ResidentRows`), or None: the
-        host's streamed pass."""
-        return ResidentRows(self, X, y) if ResidentRows.applies(self) else None
+        """These rows held for the rows floor's one loop (:class:`ResidentRows`): copied to the
+        model's device, or on the CPU the host's own arrays, chunked by :meth:`chunk_rows` and dealt
+        to the cores; None where the model has no column blocks (:meth:`has_device_blocks`): the
+        host's streamed pass through the features' and the kernel's own methods."""
+        if not self.has_device_blocks():
+            return None
+        return ResidentRows(self, X, y, chunk_rows=None if ResidentRows.applies(self) else self.chunk_rows)
 
     def has_device_blocks(self) -> bool:
         """Whether :meth:`column_blocks` can give the device's blocks: features with device columns

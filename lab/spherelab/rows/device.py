@@ -30,14 +30,17 @@ crosses between evaluations. A column source has
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
-from ..bounds.statistics import row_chunks
+from ..bounds.statistics import gram_threads, row_chunks, run_shares, stopping
 from ..sphere.lift import lift_backward_sums, lift_rows_kept
 
 __all__ = ["DeviceRows", "RowsPass", "Stacked", "copy_back", "copy_back_named"]
+
+#: rows beyond which a pass shows a progress bar over its chunks
+PROGRESS_ROWS = 1_000_000
 
 
 @dataclass
@@ -55,6 +58,8 @@ class RowsPass:
     L: Any
     lift: tuple
     kept: list | None = field(default=None, repr=False)
+    #: the chunks' ``(start, stop)`` rows, the same for the backward pass
+    pieces: list = field(default_factory=list, repr=False)
 
 
 class DeviceRows:
@@ -74,13 +79,18 @@ class DeviceRows:
         The most entries (rows x ``kept_width``) of a pass's columns kept for its backward pass.
     kept_width
         The columns a kept chunk holds (default ``width``).
+    chunk_rows
+        ``chunk_rows(N)``: rows per chunk, decided at each forward pass (the CPU's: its cache and
+        its cores' load, :meth:`~spherelab.rows.decoupled.StatisticsPath.chunk_rows`); default
+        :attr:`chunk_entries` entries of the widest temporary.
     """
 
     #: rows per device chunk: about 2^25 entries of each (rows, P) temporary (256 MB)
     chunk_entries = 1 << 25
 
     def __init__(self, ops, X: np.ndarray, y: np.ndarray, width: int, keep_entries: int,
-                 on_device: tuple | None = None, kept_width: int | None = None) -> None:
+                 on_device: tuple | None = None, kept_width: int | None = None,
+                 chunk_rows: Callable[[int], int] | None = None) -> None:
         self.ops, self.xp = ops, ops.array_namespace()
         self.X, self.y = X, y  # the host arrays these rows copy: a later call with the same ones reuses them
         self.Xd, self.yd = (ops.to_device(X), ops.to_device(y)) if on_device is None else on_device
@@ -88,21 +98,41 @@ class DeviceRows:
         self.width, self.keep_entries, self.kept_width = width, keep_entries, kept_width or width
         self.rows = max(1, min(X.shape[0], self.chunk_entries // max(width, 1)))
         self.keep = X.shape[0] * self.kept_width <= keep_entries
+        self.chunk_rows = chunk_rows
 
     def batch(self, idx: np.ndarray) -> "DeviceRows":
         """The rows ``idx`` of these, gathered on the device: only the B indices cross."""
         idxd = self.ops.to_device(idx)
         return DeviceRows(self.ops, self.X[idx], self.y[idx], self.width, self.keep_entries,
-                          (self.Xd[idxd], self.yd[idxd]), self.kept_width)
+                          (self.Xd[idxd], self.yd[idxd]), self.kept_width, self.chunk_rows)
 
     def matches(self, X: Any, y: Any) -> bool:
         return X is self.X and y is self.y
+
+    def _pieces(self) -> list:
+        n = self.X.shape[0]
+        return list(row_chunks(n, self.rows if self.chunk_rows is None else self.chunk_rows(n)))
 
     def _chunk(self, p: RowsPass, a: int, b: int):
         r, Xh, bad = lift_rows_kept(self.xp, self.Xd[a:b], *p.lift)  # rejected rows are counted, not summed
         state, K = p.source.columns(self.ops, r, Xh)
         A = K.T if p.L is None else self.ops.device_solve(p.L, K.T)
         return r, Xh, state, A, bad
+
+    def _dealt(self, work, chunks: int) -> list:
+        """``work(k, shares)`` for every share of the chunks (:func:`~spherelab.bounds.statistics.run_shares`:
+        on the CPU the cores split them, each single-threaded; a device's queue takes them in turn),
+        with a progress bar over the chunks for more than a million rows."""
+        bar = None
+        if self.X.shape[0] > PROGRESS_ROWS:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=chunks, desc="statistics", unit="chunk")
+        try:
+            return run_shares(lambda k, shares: work(k, shares, bar), chunks, self.ops)
+        finally:
+            if bar is not None:
+                bar.close()
 
     def gram(self, kernel, source, L=None) -> RowsPass:
         r""":math:`G`, :math:`c`, :math:`\sum_n r_n^2` and the rejected rows' count (device arrays, in
@@ -112,31 +142,60 @@ class DeviceRows:
         xp = self.xp
         lift = (xp.asarray(np.asarray(kernel.input_scale, dtype=np.float64)), kernel.bias)
         P = source.width
-        p = RowsPass(xp.zeros((P, P)), xp.zeros(P), xp.zeros(()), xp.zeros((), dtype=xp.int64), source, L, lift,
-                     [] if self.keep else None)
-        for a, b in row_chunks(self.X.shape[0], self.rows):
-            r, Xh, state, A, bad = self._chunk(p, a, b)
-            p.G += A @ A.T
-            p.c += A @ self.yd[a:b]
-            p.r2, p.bad = p.r2 + r @ r, p.bad + bad
-            if p.kept is not None:
-                p.kept.append((r, Xh, state, A))
+        p = RowsPass(None, None, None, None, source, L, lift, None, self._pieces())
+
+        def work(k, shares, bar):  # share k: chunks k, k + shares, ... into sums of its own
+            G, c, r2, bad, kept = xp.zeros((P, P)), xp.zeros(P), xp.zeros(()), xp.zeros((), dtype=xp.int64), {}
+            for i in range(k, len(p.pieces), shares):
+                if stopping():
+                    break
+                a, b = p.pieces[i]
+                r, Xh, state, A, rejected = self._chunk(p, a, b)
+                with gram_threads(self.ops, shares, 2.0 * P * P * (b - a)):
+                    G += A @ A.T
+                    c += A @ self.yd[a:b]
+                r2, bad = r2 + r @ r, bad + rejected
+                if self.keep:
+                    kept[i] = (r, Xh, state, A)
+                if bar is not None:
+                    bar.update(1)
+            return G, c, r2, bad, kept
+
+        parts = self._dealt(work, len(p.pieces))
+        p.G, p.c, p.r2, p.bad, kept = parts[0]
+        for G, c, r2, bad, more in parts[1:]:  # in share order: the sums do not depend on timing
+            p.G, p.c, p.r2, p.bad = p.G + G, p.c + c, p.r2 + r2, p.bad + bad
+            kept.update(more)
+        p.kept = [kept[i] for i in range(len(p.pieces))] if self.keep else None
         return p
 
     def sums(self, p: RowsPass, Q, q, dr2) -> tuple[Any, dict[str, Any]]:
         r"""The backward pass of ``p`` from :math:`\partial\mathcal L/\partial K_{pf} = QA + q\,y^\top`
         (device arrays ``Q`` ``(P, P)``, ``q`` ``(P,)``) and :math:`\partial\mathcal L/\partial\sum_n
         r_n^2` ``dr2``: the lift's :math:`D + 1` sums and the source's named sums, device arrays
-        (the chunks of ``p`` reused where kept, else computed again)."""
+        (the chunks of ``p`` reused where kept, else computed again, in the same chunks)."""
         xp = self.xp
-        lift_sums, named = xp.zeros(self.X.shape[1] + 1), {}
-        for i, (a, b) in enumerate(row_chunks(self.X.shape[0], self.rows)):
-            r, Xh, state, A = p.kept[i] if p.kept else self._chunk(p, a, b)[:4]
-            dK = xp.ascontiguousarray((Q @ A + q[:, None] * self.yd[None, a:b]).T)
-            dXt, own = p.source.backward(self.ops, state, dK, r, Xh)
-            dXt = dXt + (2.0 * dr2) * (Xh * r[:, None])  # sum r^2: its gradient is 2 x_tilde
-            lift_sums += lift_backward_sums(self.Xd[a:b], dXt, xp)
-            for name, value in own.items():
+
+        def work(k, shares, bar):
+            lift_sums, named = xp.zeros(self.X.shape[1] + 1), {}
+            for i in range(k, len(p.pieces), shares):
+                if stopping():
+                    break
+                a, b = p.pieces[i]
+                r, Xh, state, A = p.kept[i] if p.kept else self._chunk(p, a, b)[:4]
+                dK = xp.ascontiguousarray((Q @ A + q[:, None] * self.yd[None, a:b]).T)
+                dXt, own = p.source.backward(self.ops, state, dK, r, Xh)
+                dXt = dXt + (2.0 * dr2) * (Xh * r[:, None])  # sum r^2: its gradient is 2 x_tilde
+                lift_sums += lift_backward_sums(self.Xd[a:b], dXt, xp)
+                for name, value in own.items():
+                    named[name] = named[name] + value if name in named else value
+            return lift_sums, named
+
+        parts = run_shares(lambda k, shares: work(k, shares, None), len(p.pieces), self.ops)
+        lift_sums, named = parts[0]
+        for more_lift, more in parts[1:]:
+            lift_sums = lift_sums + more_lift
+            for name, value in more.items():
                 named[name] = named[name] + value if name in named else value
         return lift_sums, named
 

@@ -38,14 +38,15 @@ __all__ = ["ResidentRows", "resident_bound", "chain_sums", "own_inducing_block",
 
 
 class ResidentRows:
-    """A model's training rows ``(X, y)`` on its device (:class:`~.device.DeviceRows`, copied once),
+    """A model's training rows ``(X, y)`` on its device (:class:`~.device.DeviceRows`, copied once;
+    on the CPU the host's arrays themselves, chunked by ``chunk_rows``),
     with the whitened statistics' two passes for the host's bound: :meth:`statistics` and
     :meth:`row_sums`, one copy back each (q's optimum at a fit's start, and an evaluation whose
     factor failed on the device). :func:`resident_bound` evaluates the whole bound on ``rows``."""
 
-    def __init__(self, model, X: np.ndarray, y: np.ndarray) -> None:
+    def __init__(self, model, X: np.ndarray, y: np.ndarray, chunk_rows: Callable[[int], int] | None = None) -> None:
         self.rows = DeviceRows(model.ops, X, np.asarray(y, dtype=np.float64), model.column_width(),
-                               model.keep_entries)
+                               model.keep_entries, chunk_rows=chunk_rows)
         self.X, self.y = X, y
         self._last: tuple | None = None  # (L_J, its pass): row_sums at the same L_J reuses it
 
