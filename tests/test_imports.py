@@ -160,8 +160,9 @@ def test_the_reach_counter_sees_a_reach():
 
 
 def test_models_hold_the_models_and_the_floor_the_passes():
-    """``models/`` at most 3 250 lines (4 636 before the strategies moved into ``rows/``, 3 797 before
-    the fits that choose models moved into ``selection/``; the target is 3 000): a pass over rows
-    added there instead of the rows floor, or a chooser instead of ``selection/``, fails here first."""
+    """``models/`` at most 3 000 lines (4 636 before the strategies moved into ``rows/``, 3 797 before
+    the fits that choose models moved into ``selection/``, 3 202 before the parameter registry and
+    the fits' transactions became modules of their own): a pass over rows added there instead of
+    the rows floor, or a chooser instead of ``selection/``, fails here first."""
     lines = sum(len(p.read_text(encoding="utf-8").splitlines()) for p in (ROOT / "models").glob("*.py"))
-    assert lines <= 3250, lines
+    assert lines <= 3000, lines

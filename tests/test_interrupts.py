@@ -19,10 +19,9 @@ import numpy as np
 import pytest
 import spherelab as sl
 from conftest import fit_in_a_thread, resolved_file, sine_data
-from spherelab import concurrency, critical
+from spherelab import concurrency, critical, transaction
 from spherelab import kernels as K
 from spherelab.concurrency import ParameterLock, lock_of, reachable
-from spherelab.models import transaction
 
 G = sl.likelihoods.Gaussian
 OURS = {os.path.realpath(m.__file__) for m in (concurrency, critical, transaction)}

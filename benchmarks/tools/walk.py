@@ -118,7 +118,7 @@ def _arrays(value):
 
 #: modules whose decorators wrap the models' methods: their wrappers are transparent (the caller of a
 #: decorated method is whoever called the wrapper)
-DECORATORS = ("spherelab.threads", "spherelab.concurrency", "spherelab.models.transaction", "spherelab.distributed")
+DECORATORS = ("spherelab.threads", "spherelab.concurrency", "spherelab.transaction", "spherelab.distributed")
 
 
 def _caller(frame) -> str | None:

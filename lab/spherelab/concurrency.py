@@ -28,7 +28,7 @@ taken, one while giving locks back is raised once all are free.
 **fork.** A child forked while other threads hold locks (a fit in another thread, a prediction)
 would inherit locks whose owners do not exist in it. After ``fork`` the child resets every lock to
 the forking thread's own holds, and every fit in flight in another thread is rolled back there
-(:mod:`spherelab.models.transaction`), so the child sees each model as it was before that fit.
+(:mod:`spherelab.transaction`), so the child sees each model as it was before that fit.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ r"""Critical regions: a Ctrl-C held back while code that must not stop halfway r
 Python delivers a ``KeyboardInterrupt`` between bytecodes of whatever the main thread executes:
 at a function's entry, after a call returns and at a backward jump (CPython 3.11+ checks nowhere
 else). Code that changes several counts that must agree — the parameter locks
-(:mod:`spherelab.concurrency`), a fit's rollback (:mod:`spherelab.models.transaction`) — marks its
+(:mod:`spherelab.concurrency`), a fit's rollback (:mod:`spherelab.transaction`) — marks its
 functions :func:`critical` and opens a region first thing (:func:`enter_region`, or the counter
 :data:`region` itself where no call may follow the closing). A Ctrl-C arriving at the entry of a
 critical function, or anywhere while a region is open on the main thread, is held back; the

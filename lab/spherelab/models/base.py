@@ -2,7 +2,7 @@ r"""The base of every model: the objective over any subset of its parameter regi
 fitting loops (L-BFGS-B, Adam).
 
 A model lists its trainable parameters once (:meth:`Model._registry`, entries of
-:mod:`.registry`): a name, how to read and write the value, and a transform — ``"free"`` (as is),
+:mod:`spherelab.parameters`): a name, how to read and write the value, and a transform — ``"free"`` (as is),
 ``"positive"`` (optimised as :math:`u` with value :math:`\mathrm{softplus}(u)`) or ``"tril"`` (a
 lower-triangular square matrix stored by its ``tril_indices`` entries). Its ``elbo_and_gradient(X, y, num_data)``
 returns the ELBO and a dict of derivatives with the same names (GPy's contract: the bound gives
@@ -29,9 +29,9 @@ from ..distributed import InMemory, lazy_rows
 from ..likelihoods import Gaussian, Likelihood
 from ..linalg import NumericalFailure, add_jitter, jitter_backward
 from ..optim import minimize_lbfgsb
+from ..parameters import Param
 from ..threads import entry_point, policy
-from .registry import Param
-from .transaction import transactional
+from ..transaction import transactional
 
 __all__ = ["Model", "threaded", "threaded_objective"]
 
@@ -70,7 +70,7 @@ def entry(kind: str | None = None, *, threads: str | None = None) -> Callable:
        (:func:`spherelab.distributed.lazy_rows`);
     2. the model's locks (:mod:`spherelab.concurrency`): the read side for ``"read"`` and
        ``"predict"``, the write side for ``"write"``; ``"fit"``: the transaction
-       (:func:`~spherelab.models.transaction.transactional`: the write side, and the model put
+       (:func:`~spherelab.transaction.transactional`: the write side, and the model put
        back as it was if the method raises);
     3. the thread policy for the size of the work (:mod:`spherelab.threads`): ``threads="rows"``
        for a method of ``(X, ...)``, ``"theta"`` for one of ``(theta, X, ...)``; None: the

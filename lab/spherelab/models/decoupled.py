@@ -30,11 +30,11 @@ from ..features import Features, HarmonicFeatures, greedy_variance
 from ..kernels import ZonalKernel
 from ..likelihoods import Gaussian
 from ..linalg import cholesky_or_explain
+from ..parameters import Param, kernel_params, likelihood_params
 from ..rows.decoupled import StatisticsPath
 from ..rows.gradients import DecoupledGradients
 from . import saved
 from .base import entry
-from .registry import Param, kernel_params, likelihood_params
 from .sparse import SparseModel
 
 __all__ = ["OrthogonalSVGP", "ActivatedSVGP"]

@@ -40,10 +40,10 @@ from ..groups import Antipodal, Group, harmonic_decomposition
 from ..kernels import ZonalKernel
 from ..likelihoods import Gaussian
 from ..linalg import cholesky_or_explain, inverse_factor
+from ..parameters import Param, kernel_params, likelihood_params
 from ..rows.hvgp import DeviceBlocks
 from . import saved
 from .base import entry
-from .registry import Param, kernel_params, likelihood_params
 from .sparse import SparseModel
 
 __all__ = ["HarmonicSVGP"]

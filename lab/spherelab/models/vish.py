@@ -38,12 +38,12 @@ from ..features.harmonic import HarmonicFeatures, SphericalFeatures
 from ..kernels import Additive, ZonalKernel
 from ..likelihoods import Gaussian
 from ..optim import Deadline
+from ..parameters import Param, kernel_params, likelihood_params
 from ..progress import FitProgress, check_progress
 from ..rows.vish import ResidentLift, predict_on_device
 from ..sphere.special import cumulative_num_harmonics
 from . import saved, vish_collapsed, vish_svi
 from .base import Model, entry
-from .registry import Param, kernel_params, likelihood_params
 from .scale import warn_off_scale
 
 __all__ = ["VISH"]

@@ -31,7 +31,7 @@ from ..bounds.vish_svi import uncollapsed_bound, uncollapsed_bound_general, whit
 from ..likelihoods import Gaussian
 from ..linalg import NumericalFailure, cholesky_or_explain
 from ..optim import Adam, natural_step
-from .registry import Param
+from ..parameters import Param
 
 __all__ = ["q_params", "uncollapsed_objective", "svi_fit", "whitened"]
 

@@ -13,8 +13,8 @@ from typing import Any, Callable
 import numpy as np
 from scipy.special import expit
 
-from .._validation import check_finite_array
-from ..linalg import NumericalFailure
+from ._validation import check_finite_array
+from .linalg import NumericalFailure
 
 __all__ = ["softplus", "softplus_inverse", "Param", "kernel_params", "likelihood_params"]
 

@@ -32,8 +32,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..concurrency import holding, reachable
-from ..critical import critical, enter_region, leave_region
+from .concurrency import holding, reachable
+from .critical import critical, enter_region, leave_region
 
 __all__ = ["transactional", "Snapshot"]
 
