@@ -164,6 +164,9 @@ def forward_solve(LJ: np.ndarray, Kpf: np.ndarray) -> np.ndarray:
     (256, 7373) solve 26.0 -> 18.7 ms on one thread against LAPACK's ``trtrs``: claim
     ``decoupled-profile`` in ``benchmarks/RESULTS.md``)."""
     Kpf = np.asarray(Kpf, dtype=np.float64)
-    if Kpf.ndim == 2 and Kpf.size and Kpf.flags.c_contiguous and np.all(np.diag(LJ) != 0):
-        return blas.dtrsm(1.0, LJ, Kpf.T, side=1, lower=1, trans_a=1).T
+    if Kpf.ndim == 2 and Kpf.size and np.all(np.diag(LJ) != 0):
+        if Kpf.flags.c_contiguous:
+            return blas.dtrsm(1.0, LJ, Kpf.T, side=1, lower=1, trans_a=1).T
+        if Kpf.flags.f_contiguous:  # a row-major K_fp's transpose (the rows floor): dtrsm from the left
+            return blas.dtrsm(1.0, LJ, Kpf, lower=1)
     return solve_triangular(LJ, Kpf, lower=True)  # (a zero on the diagonal raises LinAlgError here)

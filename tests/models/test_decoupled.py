@@ -406,3 +406,21 @@ def test_the_rows_floor_shows_a_bar_over_a_large_pass(rng, monkeypatch, capsys):
     monkeypatch.setattr(device, "PROGRESS_ROWS", 100)
     model.objective(model.parameter_vector(), X, y)
     assert "statistics" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("num_orth", [0, 3])
+def test_a_trial_point_whose_inducing_block_overflows_is_rejected_on_the_floor(num_orth, rng):
+    """An optimiser's trial point where k(z, z) overflows (a far inducing point under a large
+    variance: r^2 sigma^2 = 1e318) while every row lifts: the floor's solves see the infinite block
+    as a GPU's do (no error of their own), the evaluation goes to the host's checks, and the point
+    is rejected (1e300), not a raw SciPy ValueError."""
+    X, y = decoupled_data(rng, n=120)
+    model = OrthogonalSVGP(K.Matern(2.5, 0.9, variance=1e20), InducingPoints(X[:4] + 0.01), num_orth,
+                           sl.likelihoods.Gaussian(0.3))
+    model.initialise(X, seed=0)
+    Z = model.features.Z.copy()
+    Z[0] = [1e149, 0.0]
+    model.features.Z = Z
+    assert StatisticsPath(model).rows_on_device(X, y) is not None
+    assert model.objective(model.parameter_vector(), X, y)[0] == 1e300
+    assert model.collapsed_objective(model.parameter_vector(model.collapsed_names), X, y)[0] == 1e300

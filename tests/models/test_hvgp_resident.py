@@ -1,6 +1,7 @@
-"""HVGP's blocks on the device (spherelab.rows.hvgp): the statistics path there gives the
-CPU's per-row bound and gradient (full batch, minibatch, collapsed), a fit copies its rows once and
-then moves only arrays of the inducing size, and a row outside the lift gets the lift's own error."""
+"""HVGP's blocks on the rows floor (spherelab.rows.hvgp): the statistics path there, on the CPU and
+on the device, gives the CPU's dense bound and gradient (full batch, minibatch, collapsed), a fit
+copies its rows once and then moves only arrays of the inducing size, and a row outside the lift
+gets the lift's own error."""
 
 from __future__ import annotations
 
@@ -47,10 +48,44 @@ def _models(case, device, rng, n=40):
     return models, X, y
 
 
+@pytest.fixture
+def dense_host(monkeypatch):
+    """The CPU's reference: its dense bound (every block's K_uf at once), not the rows floor."""
+    monkeypatch.setattr(DeviceBlocks, "applies", lambda self, n: self.ops.device != "cpu" and self.has_device_blocks())
+
+
 @pytest.mark.parametrize("case", list(CASES))
-def test_the_device_bound_and_gradient_equal_the_cpus(cuda_device, case, rng):
+@pytest.mark.parametrize("collapsed", [False, True])
+def test_the_cpus_floor_equals_its_dense_bound(case, collapsed, rng, monkeypatch):
+    """On the CPU the rows floor's loop (the orbit columns at each chunk's lift, several chunks
+    dealt to the cores) and the dense bound give one value and one gradient: sums of 40 rows'
+    products in another order (value to 1e-11 relative; every entry as the device's test)."""
+    group, kern, D = CASES[case]
+    X, y = hvgp_data(rng, 40, D)
+    m = sl.HarmonicSVGP(kern(), group(), 3, sl.likelihoods.Gaussian(0.3)).fit(X, y, optimize=False)
+    randomise_block_q(m, np.random.default_rng(4))
+    monkeypatch.setattr(DeviceBlocks, "chunk_entries", 7 * DeviceBlocks(m).column_width())  # 7 rows a chunk
+    P = sum(m.sizes)  # a minibatch of fewer than 3 P rows takes the dense bound on the CPU
+    assert DeviceBlocks(m).applies(3 * P) and not DeviceBlocks(m).applies(3 * P - 1) and 40 >= 3 * P
+    names = m.collapsed_names if collapsed else None
+    theta = m.parameter_vector(names)
+
+    def evaluate():
+        if collapsed:
+            return m.collapsed_objective(theta, X, y)
+        return m.objective(theta, X, y, num_data=60)
+
+    floor = evaluate()
+    monkeypatch.setattr(DeviceBlocks, "applies", lambda self, n: False)
+    dense = evaluate()
+    assert floor[0] == pytest.approx(dense[0], rel=1e-11)
+    assert _close(floor[1], dense[1], 1e-9)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_device_bound_and_gradient_equal_the_cpus(cuda_device, case, rng, dense_host):
     (cpu, dev), X, y = _models(case, cuda_device, rng)
-    assert DeviceBlocks(dev).applies() and not DeviceBlocks(cpu).applies()
+    assert DeviceBlocks(dev).applies(len(X)) and not DeviceBlocks(cpu).applies(len(X))
     for rows, num_data in ((slice(None), None), (slice(0, 12), 40)):
         va, ga = cpu.elbo_and_gradient(X[rows], y[rows], num_data)
         vb, gb = dev.elbo_and_gradient(X[rows], y[rows], num_data)
@@ -60,7 +95,7 @@ def test_the_device_bound_and_gradient_equal_the_cpus(cuda_device, case, rng):
         assert not off, off
 
 
-def test_the_collapsed_bound_on_the_device_is_the_cpus(cuda_device, rng):
+def test_the_collapsed_bound_on_the_device_is_the_cpus(cuda_device, rng, dense_host):
     (cpu, dev), X, y = _models("rotate 4", cuda_device, rng)
     names = cpu.collapsed_names
     theta = cpu.parameter_vector(names)
@@ -120,14 +155,15 @@ def test_a_row_outside_the_lift_gets_the_lifts_own_error(cuda_device, rng):
 
 
 def test_other_kernels_likelihoods_and_groups_stay_on_the_host(cuda_device):
-    assert not DeviceBlocks(sl.HarmonicSVGP(K.Matern(1.5, 1.0), Antipodal(), 2, device=cuda_device)).applies()
-    assert not DeviceBlocks(sl.HarmonicSVGP(K.ArcCosine(1), Reflection(2), 2, device=cuda_device)).applies()
+    """Their dense bound on the host (no column blocks: the rows floor does not take them)."""
+    assert not DeviceBlocks(sl.HarmonicSVGP(K.Matern(1.5, 1.0), Antipodal(), 2, device=cuda_device)).applies(10**6)
+    assert not DeviceBlocks(sl.HarmonicSVGP(K.ArcCosine(1), Reflection(2), 2, device=cuda_device)).applies(10**6)
     assert not DeviceBlocks(sl.HarmonicSVGP(K.Matern(1.5, 1.0), Reflection(2), 2, sl.likelihoods.Bernoulli(),
-                                            device=cuda_device)).applies()
+                                            device=cuda_device)).applies(10**6)
 
 
 @pytest.mark.filterwarnings("ignore::spherelab.ConvergenceWarning")
-def test_the_device_fits_follow_the_cpus(cuda_device, rng):
+def test_the_device_fits_follow_the_cpus(cuda_device, rng, dense_host):
     (cpu, dev), X, y = _models("rotate 4", cuda_device, rng)
     for m in (cpu, dev):
         m.fit(X, y, maxiter=5)

@@ -119,10 +119,11 @@ class HarmonicColumns:
 class OrbitColumns:
     r"""Columns :math:`k_c(z_{ci}, x_n)` of every block c of a harmonic kernel decomposition
     (:class:`~spherelab.groups.HarmonicComponent`, real form): with the orbit points
-    :math:`S = [Z_cG^s]_{c, s}` (``(S, D)``) and the weights :math:`W_{(c,s,i),(c,i)} = w_{c,s}`
-    (``(S, M)``, M = Σ m_c), :math:`K_{fu} = k(X, S)\,W`; backwards :math:`\partial L/\partial k(X, S)
-    = \partial L/\partial K_{fu}W^\top`, and an orbit point's gradient chains to its :math:`z`
-    by :math:`(G^s)^\top`.
+    :math:`S = [Z_cG^s]_{c, s}` (``(S, D)``, block c's :math:`|s|` copies of its :math:`m_c` rows),
+    :math:`K_{fu}[:, c] = \sum_s w_{c,s}\,k(X, Z_cG^s)`; backwards :math:`\partial L/\partial k(X, Z_cG^s)
+    = w_{c,s}\,\partial L/\partial K_{fu}[:, c]`, and an orbit point's gradient chains to its
+    :math:`z` by :math:`(G^s)^\top`. The weighted sums run per block on the orbit values viewed as
+    ``(n, |s|, m_c)``: :math:`O(nS)`, not the :math:`O(nSM)` of a product with the sparse weights.
 
     Parameters
     ----------
@@ -136,21 +137,20 @@ class OrbitColumns:
     """
 
     def __init__(self, components, Zs, kernel, ops) -> None:
-        orbit, parts, weights = [], [], []
+        orbit, parts, self.blocks = [], [], []
         s_at = u_at = 0
         for comp, Z in zip(components, Zs):
             idx, ws = comp.weights()
             m = Z.shape[0]
-            for s, w in zip(idx, ws):
+            # (the block's orbit rows, its terms, m, its columns, the terms' weights)
+            self.blocks.append((s_at, len(idx), m, u_at, ops.device_constant(_weights(tuple(np.real(ws).tolist())))))
+            for s in idx:
                 G = comp.group.matrix(s)
                 orbit.append(Z @ G)  # k(z, G^s x) = k(G^-s z, x): the orbit of z, as rows
                 parts.append((G, s_at, u_at, m))
-                weights.append((s_at, u_at, m, float(np.real(w))))
                 s_at += m
             u_at += m
         self.inner = KernelColumns(kernel, ops, np.vstack(orbit), 0)
-        # the same weights give the same read-only array: the device holds one copy (device_constant)
-        self.W = ops.device_constant(_orbit_weights(tuple(weights), (s_at, u_at)))
         self.parts, self.dim = parts, Zs[0].shape[1]
         self.width, self.source_shape = u_at, self.inner.source_shape
 
@@ -159,10 +159,17 @@ class OrbitColumns:
 
     def columns(self, ops, r, Xh):
         T, K = self.inner.columns(ops, r, Xh)
-        return T, K @ self.W
+        xp, n = ops.array_namespace(), K.shape[0]
+        # block c: (n, |s|, m) orbit values, weighted over s
+        sums = [w @ K[:, a:a + terms * m].reshape(n, terms, m) for a, terms, m, _, w in self.blocks]
+        return T, sums[0] if len(sums) == 1 else xp.concatenate(sums, axis=1)
 
     def backward(self, ops, T, dK, r, Xh):
-        return self.inner.backward(ops, T, dK @ self.W.T, r, Xh)
+        xp, n = ops.array_namespace(), dK.shape[0]
+        parts = [(w[None, :, None] * dK[:, b:b + m][:, None, :]).reshape(n, terms * m)
+                 for _, terms, m, b, w in self.blocks]
+        dS = parts[0] if len(parts) == 1 else xp.concatenate(parts, axis=1)
+        return self.inner.backward(ops, T, xp.ascontiguousarray(dS), r, Xh)
 
     def source_gradients(self, dS: np.ndarray, scale) -> dict[str, Any]:
         return self.inner.source_gradients(dS, scale)
@@ -175,11 +182,10 @@ class OrbitColumns:
         return {"Z": dZ}, None
 
 
-@functools.lru_cache(maxsize=16)
-def _orbit_weights(entries: tuple, shape: tuple) -> np.ndarray:
-    """:class:`OrbitColumns`' weight matrix, read-only, from its ``(orbit row, column, m, w)`` entries."""
-    W = np.zeros(shape)
-    for a, b, m, w in entries:
-        W[np.arange(a, a + m), np.arange(b, b + m)] = w
-    W.flags.writeable = False
-    return W
+@functools.lru_cache(maxsize=64)
+def _weights(ws: tuple) -> np.ndarray:
+    """A block's orbit weights, read-only: the same weights give the same array (the device holds
+    one copy, ``device_constant``)."""
+    w = np.array(ws, dtype=np.float64)
+    w.flags.writeable = False
+    return w

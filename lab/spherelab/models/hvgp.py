@@ -236,7 +236,7 @@ class HarmonicSVGP(SparseModel):
 
     def _collapsed_elbo_and_gradient(self, X, y):
         device = DeviceBlocks(self)
-        if device.applies():  # one pass's statistics serve the optimum and the bound
+        if device.applies(X.shape[0]):  # one pass's statistics serve the optimum and the bound
             out = device.evaluate(self._check_inputs(X), y, X.shape[0], collapsed=True)
             if out is not None:
                 return out
@@ -299,7 +299,7 @@ class HarmonicSVGP(SparseModel):
         and ``noise``."""
         X = self._check_inputs(X)
         device = DeviceBlocks(self)
-        if device.applies():  # the statistics path, the rows on the device (rows.hvgp)
+        if device.applies(X.shape[0]):  # the statistics path on the rows floor (rows.hvgp)
             out = device.evaluate(X, y, X.shape[0] if num_data is None else num_data)
             if out is not None:
                 return out

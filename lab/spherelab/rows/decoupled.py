@@ -26,15 +26,13 @@ from scipy.linalg import solve_triangular
 
 from ..bounds.decoupled import gaussian_stats_bound_whitened, joint_cholesky, whitened_optimum
 from ..bounds.statistics import Statistics, row_chunks, run_shares, stopping, streamed_statistics
-from ..chunks import fixed_chunk_rows
 from ..distributed import BlockwisePass, InBlocks, InMemory, rows
 from ..features.device_columns import KernelColumns
 from ..likelihoods import Gaussian
 from ..linalg import forward_solve
-from ..threads import pass_workers
 from .gradients import DecoupledGradients
 from .steps import ResidentSteps
-from .whitened import ResidentRows, chain_sums, resident_bound, split_flat
+from .whitened import ResidentRows, chain_sums, host_chunk_rows, resident_bound, split_flat
 
 __all__ = ["StatisticsPath", "RowPass", "BlockPass", "PASSES"]
 
@@ -161,9 +159,7 @@ class StatisticsPath:
         model's device, or on the CPU the host's own arrays, chunked by :meth:`chunk_rows` and dealt
         to the cores; None where the model has no column blocks (:meth:`has_device_blocks`): the
         host's streamed pass through the features' and the kernel's own methods."""
-        if not self.has_device_blocks():
-            return None
-        return ResidentRows(self, X, y, chunk_rows=None if ResidentRows.applies(self) else self.chunk_rows)
+        return ResidentRows(self, X, y) if ResidentRows.holds(self) else None
 
     def has_device_blocks(self) -> bool:
         """Whether :meth:`column_blocks` can give the device's blocks: features with device columns
@@ -204,17 +200,10 @@ class StatisticsPath:
         return ResidentSteps(self.model, self, X, y, lr) if ResidentSteps.applies(self) else None
 
     def chunk_rows(self, n: int | None = None) -> int:
-        """Rows per chunk: at most ``chunk_entries`` entries of :math:`K_{pf}`, and for ``n`` rows
-        at least one chunk per core of the split pass (a single chunk ran kin8nm's 7 373 rows on
-        one BLAS thread: the forward solve at 18 GFLOP/s). ``SPHERELAB_CHUNK_ROWS`` fixes it."""
-        fixed = fixed_chunk_rows()
-        if fixed is not None:
-            return fixed
+        """Rows per chunk on the CPU (:func:`~spherelab.rows.whitened.host_chunk_rows`): at most
+        ``chunk_entries`` entries of :math:`K_{pf}`, at least one chunk per core for ``n`` rows."""
         P = self.model.num_inducing
-        size = max(1, self.model.chunk_entries // max(P, 1))
-        if n:  # the pass's flops: the columns' solve and their Gram product, 2 n P^2 each
-            size = min(size, -(-n // pass_workers(n, work=4.0 * n * P * P)))
-        return max(1, size)
+        return host_chunk_rows(self.model.chunk_entries, P, P, n)
 
     def whitened_columns(self, LJ, X):
         r""":math:`A = L_J^{-1}K_{pf}`, :math:`K_{pf} = [K_{uf}; K_{vf}]` ``(M + K, n)``, and the prior

@@ -183,7 +183,8 @@ class DeviceRows:
                     break
                 a, b = p.pieces[i]
                 r, Xh, state, A = p.kept[i] if p.kept else self._chunk(p, a, b)[:4]
-                dK = xp.ascontiguousarray((Q @ A + q[:, None] * self.yd[None, a:b]).T)
+                dK = A.T @ Q.T  # (QA + q y^T)^T, row-major as it comes out of the product
+                dK += self.yd[a:b, None] * q[None, :]
                 dXt, own = p.source.backward(self.ops, state, dK, r, Xh)
                 dXt = dXt + (2.0 * dr2) * (Xh * r[:, None])  # sum r^2: its gradient is 2 x_tilde
                 lift_sums += lift_backward_sums(self.Xd[a:b], dXt, xp)

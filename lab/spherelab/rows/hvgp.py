@@ -1,4 +1,4 @@
-r"""HVGP's blocks resident on a device (:class:`~spherelab.HarmonicSVGP`, Gaussian likelihood).
+r"""HVGP's blocks on the rows floor (:class:`~spherelab.HarmonicSVGP`, Gaussian likelihood).
 
 Sun et al. (2021, §4.2) give each component of the harmonic kernel decomposition its own block of
 inducing variables, independent a posteriori. With :math:`L_J = \mathrm{blockdiag}(L_{k,c})`,
@@ -8,8 +8,9 @@ Gaussian bound depends on the rows only through :math:`\Phi = AA^\top` and :math
 :math:`A = L_J^{-1}K_{uf}` (:func:`~spherelab.bounds.gaussian_stats_bound_whitened` with K = 0; its
 derivatives by :math:`L` and :math:`K_{uu}` are read on the diagonal blocks).
 
-On a device other than the CPU the rows are copied there once per fit
-(:class:`~spherelab.rows.whitened.ResidentRows`); every block's columns come from one
+The rows are held for the rows floor's loop once per fit (:class:`~spherelab.rows.whitened.ResidentRows`:
+copied to a device, or on the CPU the host's arrays, in cache-sized chunks dealt to the cores, so
+that no N x M matrix is formed); every block's columns come from one
 kernel launch at all the blocks' orbit points (:class:`~spherelab.features.device_columns.OrbitColumns`).
 An evaluation sends the joint :math:`K_{uu}` (block-diagonal, built on the host with each block's
 jitter) and the orbit points; the factor, the statistics, q's optimum (collapsed), the bound, its
@@ -29,7 +30,7 @@ from ..features.device_columns import OrbitColumns
 from ..groups import Group
 from ..likelihoods import Gaussian
 from ..linalg import add_jitter, jitter_backward
-from .whitened import ResidentRows, chain_sums, resident_bound, split_flat
+from .whitened import ResidentRows, chain_sums, host_chunk_rows, resident_bound, split_flat
 
 __all__ = ["DeviceBlocks"]
 
@@ -42,14 +43,33 @@ class DeviceBlocks:
 
     #: the most entries (rows x orbit points) of a pass's columns kept for its backward pass
     keep_entries = 1 << 24
+    #: entries (rows x orbit points) of a chunk's columns on the CPU: 16 MiB, cache-sized as the
+    #: decoupled models' (:attr:`~spherelab.OrthogonalSVGP.chunk_entries`)
+    chunk_entries = 1 << 21
 
     def __init__(self, model) -> None:
         self.model = model
         self.kernel, self.ops, self.likelihood, self.jitter = model.kernel, model.ops, model.likelihood, model.jitter
 
-    def applies(self) -> bool:
-        """Whether evaluations run on the model's device (:meth:`ResidentRows.applies`)."""
-        return ResidentRows.applies(self)
+    #: on the CPU, the rows per inducing variable from which the rows floor evaluates the bound:
+    #: below, the dense bound's block-diagonal algebra (T m^3, not the floor's (T m)^3) costs less
+    #: than streaming saves (claim rows-floor in benchmarks/RESULTS.md: equal between 2 and 4 at 8
+    #: blocks of 64; 3, as the decoupled models' statistics path)
+    host_rows_per_inducing = 3
+
+    def applies(self, n: int) -> bool:
+        """Whether an evaluation on ``n`` rows runs on the rows floor (:meth:`ResidentRows.holds`):
+        rows held on the model's device, or on the CPU the host's arrays, their chunks dealt to the
+        cores, from :attr:`host_rows_per_inducing` rows per inducing variable (a minibatch below it
+        takes the dense bound, whose N x M is its own few rows)."""
+        if ResidentRows.applies(self):
+            return True
+        return ResidentRows.holds(self) and n >= self.host_rows_per_inducing * sum(self.model.sizes)
+
+    def chunk_rows(self, n: int | None = None) -> int:
+        """Rows per chunk on the CPU (:func:`~spherelab.rows.whitened.host_chunk_rows`): at most
+        ``chunk_entries`` entries of the orbit columns, at least one chunk per core for ``n`` rows."""
+        return host_chunk_rows(self.chunk_entries, self.column_width(), int(sum(self.model.sizes)), n)
 
     def has_device_blocks(self) -> bool:
         """Whether the device's column blocks apply: a Gaussian likelihood, a kernel with a compiled
@@ -74,7 +94,7 @@ class DeviceBlocks:
 
     def hold(self, X, y) -> tuple:
         """What a fit holds of its rows ``(X, y)``: them, and their copy on the device when it applies."""
-        return (X, y, ResidentRows(self, X, np.asarray(y, dtype=np.float64)) if self.applies() else None)
+        return (X, y, ResidentRows(self, X, np.asarray(y, dtype=np.float64)) if self.applies(X.shape[0]) else None)
 
     def _rows(self, X, y) -> ResidentRows:
         held = self.model._held

@@ -30,11 +30,13 @@ import numpy as np
 
 from ..bounds.statistics import Statistics, check_trace_term
 from ..bounds.whitened_stats import whitened_stats_terms
+from ..chunks import fixed_chunk_rows
 from ..features.device_columns import KernelColumns
 from ..sphere.lift import lift_gradient_from_sums
+from ..threads import pass_workers
 from .device import DeviceRows, RowsPass, Stacked, copy_back, copy_back_named
 
-__all__ = ["ResidentRows", "resident_bound", "chain_sums", "own_inducing_block", "split_flat"]
+__all__ = ["ResidentRows", "resident_bound", "chain_sums", "own_inducing_block", "split_flat", "host_chunk_rows"]
 
 
 class ResidentRows:
@@ -44,7 +46,9 @@ class ResidentRows:
     :meth:`row_sums`, one copy back each (q's optimum at a fit's start, and an evaluation whose
     factor failed on the device). :func:`resident_bound` evaluates the whole bound on ``rows``."""
 
-    def __init__(self, model, X: np.ndarray, y: np.ndarray, chunk_rows: Callable[[int], int] | None = None) -> None:
+    def __init__(self, model, X: np.ndarray, y: np.ndarray) -> None:
+        # on the CPU the host's arrays themselves, chunked as the host's cache and cores want
+        chunk_rows = model.chunk_rows if model.ops.device == "cpu" else None
         self.rows = DeviceRows(model.ops, X, np.asarray(y, dtype=np.float64), model.column_width(),
                                model.keep_entries, chunk_rows=chunk_rows)
         self.X, self.y = X, y
@@ -55,6 +59,12 @@ class ResidentRows:
         """Whether ``model`` keeps its rows on its device: a device other than the CPU (where host
         arrays are the device's) whose column blocks the model can give (``has_device_blocks()``)."""
         return model.ops.device != "cpu" and model.has_device_blocks()
+
+    @staticmethod
+    def holds(model) -> bool:
+        """Whether ``model``'s rows take the rows floor's loop on any device, the CPU's included:
+        the model gives column blocks (``has_device_blocks()``)."""
+        return model.has_device_blocks()
 
     def matches(self, X: Any, y: Any) -> bool:
         return self.rows.matches(X, y)
@@ -85,6 +95,21 @@ class ResidentRows:
         (lift_sums, r2), named = copy_back_named(ops, [lift_sums, p.r2], named)
         named["lift"], named["r2"] = lift_sums, float(r2)
         return chain_sums(model, p.source.blocks, named, dkff, self.X.shape[1])
+
+
+def host_chunk_rows(entries: int, width: int, P: int, n: int | None = None) -> int:
+    """Rows per chunk of a pass on the CPU: at most ``entries`` entries of its widest temporary
+    (``width`` columns), and for ``n`` rows at least one chunk per core of the split pass (a single
+    chunk ran kin8nm's 7 373 rows on one BLAS thread: the forward solve at 18 GFLOP/s), from the
+    pass's flops (the columns' solve and their Gram product, 2 n P^2 each, P the Gram's size).
+    ``SPHERELAB_CHUNK_ROWS`` fixes it."""
+    fixed = fixed_chunk_rows()
+    if fixed is not None:
+        return fixed
+    size = max(1, entries // max(width, 1))
+    if n:
+        size = min(size, -(-n // pass_workers(n, work=4.0 * n * P * P)))
+    return max(1, size)
 
 
 def own_inducing_block(blocks: list) -> bool:
