@@ -235,12 +235,9 @@ class HarmonicSVGP(SparseModel):
             self._held = None
 
     def _collapsed_elbo_and_gradient(self, X, y):
-        device = DeviceBlocks(self)
-        if device.applies(X.shape[0]):  # one pass's statistics serve the optimum and the bound
-            out = device.evaluate(self._check_inputs(X), y, X.shape[0], collapsed=True)
-            if out is not None:
-                return out
-        return super()._collapsed_elbo_and_gradient(X, y)
+        # on the rows floor one pass's statistics serve the optimum and the bound (None: the dense bound's)
+        out = DeviceBlocks(self).evaluate(self._check_inputs(X), y, X.shape[0], collapsed=True)
+        return out if out is not None else super()._collapsed_elbo_and_gradient(X, y)
 
     @entry("fit", threads="rows")
     def optimal_q(self, X: Any, y: Any, chunk_size: int = 4096) -> "HarmonicSVGP":
@@ -298,11 +295,9 @@ class HarmonicSVGP(SparseModel):
         every parameter: ``ms``, ``Ls``, ``Z`` (lists per block), the kernel's hyper-parameters
         and ``noise``."""
         X = self._check_inputs(X)
-        device = DeviceBlocks(self)
-        if device.applies(X.shape[0]):  # the statistics path on the rows floor (rows.hvgp)
-            out = device.evaluate(X, y, X.shape[0] if num_data is None else num_data)
-            if out is not None:
-                return out
+        out = DeviceBlocks(self).evaluate(X, y, X.shape[0] if num_data is None else num_data)  # the rows floor
+        if out is not None:
+            return out
         res = self.bound(X, y, num_data)
         kern = self.kernel
         acc = GradientSums.for_kernel(kern)

@@ -107,7 +107,10 @@ class DeviceBlocks:
         :meth:`~spherelab.HarmonicSVGP.elbo_and_gradient`), in one copy back
         (:func:`~spherelab.rows.whitened.resident_bound`); ``collapsed``: at the optimal q for the
         other parameters, which it also sets (:meth:`~spherelab.HarmonicSVGP.optimal_q`). None where
-        the device's factor failed: the host's evaluation decides (its jitter, its errors)."""
+        the rows floor does not take these rows (:meth:`applies`), or where the device's factor
+        failed: the model's dense bound decides (its jitter, its errors)."""
+        if not self.applies(X.shape[0]):
+            return None
         m, ops = self.model, self.ops
         rows = self._rows(X, y).rows
         offs = np.cumsum([0, *m.sizes])
