@@ -54,6 +54,7 @@ def dense_host(monkeypatch):
     monkeypatch.setattr(DeviceBlocks, "applies", lambda self, n: self.ops.device != "cpu" and self.has_device_blocks())
 
 
+@pytest.mark.equality  # sums in another order: run under other chunk sizes and thread counts
 @pytest.mark.parametrize("case", list(CASES))
 @pytest.mark.parametrize("collapsed", [False, True])
 def test_the_cpus_floor_equals_its_dense_bound(case, collapsed, rng, monkeypatch):
