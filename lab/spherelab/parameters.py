@@ -7,6 +7,7 @@ flat vector and the objective's chain rule."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -71,7 +72,7 @@ class Param:
         shape = self.shape() if shape is None else shape
         if self.kind == "tril":
             return shape[0] * (shape[0] + 1) // 2
-        return int(np.prod(shape))
+        return math.prod(shape)
 
     def value_of(self, u: np.ndarray, shape: tuple | None = None) -> Any:
         """The value the optimiser's finite coordinates ``u`` stand for, nothing written (``shape``:

@@ -21,6 +21,7 @@ points ``(N, sum_c d_c)`` (component c's block at :attr:`Additive.offsets`), ``a
 from __future__ import annotations
 
 import copy
+import functools
 import re
 from typing import Any, Sequence
 
@@ -33,6 +34,13 @@ from .base import ZonalKernel
 __all__ = ["Additive"]
 
 _NAME = re.compile(r"^c(\d+)_(\w+)$")
+
+
+@functools.lru_cache(maxsize=1024)  # read at every get and set of a hyper-parameter, by the optimisers too
+def _parse(name: str) -> tuple[int, str] | None:
+    """``c<index>_<name>`` as ``(index, name)``, or None."""
+    m = _NAME.match(name)
+    return None if m is None else (int(m.group(1)), m.group(2))
 
 
 def _check_groups(groups: Any) -> tuple[tuple[int, ...], ...]:
@@ -155,12 +163,12 @@ class Additive(Saveable):
         return self._named(lambda k: k.spectral_parameter_names)
 
     def _split(self, name: str) -> tuple[ZonalKernel, str]:
-        m = _NAME.match(name)
-        if m is None or int(m.group(1)) >= len(self.components) or \
-                m.group(2) not in self.components[int(m.group(1))].parameter_names:
+        parsed = _parse(name) if isinstance(name, str) else None
+        if parsed is None or parsed[0] >= len(self.components) or \
+                parsed[1] not in self.components[parsed[0]].parameter_names:
             raise AttributeError(f"the additive kernel has no hyper-parameter {name!r} (names: c<index>_<name>, "
                                  f"e.g. {self.parameter_names[0]!r})")
-        return self.components[int(m.group(1))], m.group(2)
+        return self.components[parsed[0]], parsed[1]
 
     def get_hyper(self, name: str) -> Any:
         kernel, p = self._split(name)
