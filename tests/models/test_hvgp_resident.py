@@ -173,3 +173,28 @@ def test_the_device_fits_follow_the_cpus(cuda_device, rng, dense_host):
     for m in (cpu, dev):
         m.fit_svi(X, y, batch_size=16, iterations=4, lr=0.02, seed=3)
     assert np.allclose(dev.trace, cpu.trace, rtol=1e-10, atol=0)
+
+
+def test_the_cpus_floor_memory_does_not_grow_with_n(monkeypatch):
+    """Peak memory of one HVGP evaluation on the CPU's rows floor, the chunks' columns recomputed
+    for the backward pass (not kept): the same for N and 4N rows, and below one N x M array (the
+    dense bound forms every block's K_uf for all rows). On one thread: each share of a split pass
+    holds its own chunk's temporaries."""
+    import tracemalloc
+
+    monkeypatch.setattr(DeviceBlocks, "keep_entries", 0)
+    monkeypatch.setattr(DeviceBlocks, "chunk_entries", 256 * 96)  # 256-row chunks of 96 orbit points
+    peaks = []
+    for n in (4000, 16000):
+        X, y = hvgp_data(np.random.default_rng(0), n, 2)
+        m = sl.HarmonicSVGP(K.Matern(2.5, 0.9), Reflection(2), 6, sl.likelihoods.Gaussian(0.3))
+        m.fit(X, y, optimize=False)
+        assert DeviceBlocks(m).applies(n) and DeviceBlocks(m).column_width() == 96 and sum(m.sizes) == 24
+        with sl.thread_limit(1):
+            m.elbo_and_gradient(X, y)
+            tracemalloc.start()
+            m.elbo_and_gradient(X, y)
+            peaks.append(tracemalloc.get_traced_memory()[1])
+            tracemalloc.stop()
+    assert peaks[1] < 1.5 * peaks[0], peaks
+    assert peaks[1] < 16000 * sum(m.sizes) * 8, peaks  # below one (N, M) array
