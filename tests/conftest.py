@@ -154,6 +154,24 @@ def randomise_decoupled_q(model, rng):
     model.L_v = model.L_v + 0.1 * np.tril(rng.standard_normal(model.L_v.shape))
 
 
+def peak_memory(evaluate) -> int:
+    """Peak bytes traced during a second call of ``evaluate()`` (the first compiles and fills the
+    caches), on one thread: each share of a split pass holds its own chunk's temporaries, and how
+    many shares run follows the machine's load."""
+    import tracemalloc
+
+    from spherelab import thread_limit
+
+    with thread_limit(1):
+        evaluate()
+        tracemalloc.start()
+        try:
+            evaluate()
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+
 def regression_data(rng, n=60, D=2):
     """Normal inputs and a noisy sin(2 x_1) + 0.3 x_D (VISH's bounds and model tests, datasets)."""
     return toy_data(rng, n, D)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import spherelab as sl
-from conftest import hvgp_data, randomise_block_q
+from conftest import hvgp_data, peak_memory, randomise_block_q
 from spherelab import kernels as K
 from spherelab.features.device_columns import OrbitColumns
 from spherelab.groups import Antipodal, Product, Reflection, Rotation
@@ -179,9 +179,7 @@ def test_the_cpus_floor_memory_does_not_grow_with_n(monkeypatch):
     """Peak memory of one HVGP evaluation on the CPU's rows floor, the chunks' columns recomputed
     for the backward pass (not kept): the same for N and 4N rows, and below one N x M array (the
     dense bound forms every block's K_uf for all rows). On one thread: each share of a split pass
-    holds its own chunk's temporaries."""
-    import tracemalloc
-
+    holds its own chunk's temporaries (:func:`conftest.peak_memory`)."""
     monkeypatch.setattr(DeviceBlocks, "keep_entries", 0)
     monkeypatch.setattr(DeviceBlocks, "chunk_entries", 256 * 96)  # 256-row chunks of 96 orbit points
     peaks = []
@@ -190,11 +188,6 @@ def test_the_cpus_floor_memory_does_not_grow_with_n(monkeypatch):
         m = sl.HarmonicSVGP(K.Matern(2.5, 0.9), Reflection(2), 6, sl.likelihoods.Gaussian(0.3))
         m.fit(X, y, optimize=False)
         assert DeviceBlocks(m).applies(n) and DeviceBlocks(m).column_width() == 96 and sum(m.sizes) == 24
-        with sl.thread_limit(1):
-            m.elbo_and_gradient(X, y)
-            tracemalloc.start()
-            m.elbo_and_gradient(X, y)
-            peaks.append(tracemalloc.get_traced_memory()[1])
-            tracemalloc.stop()
+        peaks.append(peak_memory(lambda: m.elbo_and_gradient(X, y)))
     assert peaks[1] < 1.5 * peaks[0], peaks
     assert peaks[1] < 16000 * sum(m.sizes) * 8, peaks  # below one (N, M) array
