@@ -37,7 +37,7 @@ import numpy as np
 from ..bounds.statistics import gram_threads, row_chunks, run_shares, stopping
 from ..sphere.lift import lift_backward_sums, lift_rows_kept
 
-__all__ = ["DeviceRows", "RowsPass", "Stacked", "copy_back", "copy_back_named"]
+__all__ = ["DeviceRows", "RowsPass", "Stacked", "copy_back", "copy_back_named", "add_named"]
 
 #: rows beyond which a pass shows a progress bar over its chunks
 PROGRESS_ROWS = 1_000_000
@@ -176,7 +176,7 @@ class DeviceRows:
         (the chunks of ``p`` reused where kept, else computed again, in the same chunks)."""
         xp = self.xp
 
-        def work(k, shares, bar):
+        def work(k, shares):
             lift_sums, named = xp.zeros(self.X.shape[1] + 1), {}
             for i in range(k, len(p.pieces), shares):
                 if stopping():
@@ -188,16 +188,14 @@ class DeviceRows:
                 dXt, own = p.source.backward(self.ops, state, dK, r, Xh)
                 dXt = dXt + (2.0 * dr2) * (Xh * r[:, None])  # sum r^2: its gradient is 2 x_tilde
                 lift_sums += lift_backward_sums(self.Xd[a:b], dXt, xp)
-                for name, value in own.items():
-                    named[name] = named[name] + value if name in named else value
+                add_named(named, own)
             return lift_sums, named
 
-        parts = run_shares(lambda k, shares: work(k, shares, None), len(p.pieces), self.ops)
+        parts = run_shares(work, len(p.pieces), self.ops)
         lift_sums, named = parts[0]
-        for more_lift, more in parts[1:]:
+        for more_lift, more in parts[1:]:  # in share order
             lift_sums = lift_sums + more_lift
-            for name, value in more.items():
-                named[name] = named[name] + value if name in named else value
+            add_named(named, more)
         return lift_sums, named
 
     def rejected(self, kernel) -> None:
@@ -226,10 +224,14 @@ class Stacked:
             part = xp.ascontiguousarray(dK[:, self._spans[k]:self._spans[k + 1]])
             dX, own = block.backward(ops, state, part, r, Xh)
             dXt = dX if dXt is None else dXt + dX
-            for name, value in own.items():
-                key = f"{name}.{k}" if name in self.own else name
-                out[key] = out[key] + value if key in out else value
+            add_named(out, {f"{name}.{k}" if name in self.own else name: value for name, value in own.items()})
         return dXt, out
+
+
+def add_named(into: dict[str, Any], more: dict[str, Any]) -> None:
+    """Sums keyed by name: each of ``more`` added to ``into``'s of the same name (or set there)."""
+    for name, value in more.items():
+        into[name] = into[name] + value if name in into else value
 
 
 def copy_back(ops, arrays: list) -> list:
