@@ -102,8 +102,8 @@ def test_gpu_device_resolves_only_with_a_complete_table(monkeypatch):
     table = dict.fromkeys(backend.OPERATIONS, print)
     monkeypatch.setitem(backend.ops._IMPLEMENTATIONS, "gpu", table)
     assert backend.resolve("gpu").device == "gpu"
-    del table["gram_pass"]
-    with pytest.raises(RuntimeError, match="the GPU backend lacks gram_pass"):
+    del table["stream_rows"]
+    with pytest.raises(RuntimeError, match="the GPU backend lacks stream_rows"):
         backend.resolve("gpu")
 
 

@@ -1,4 +1,4 @@
-"""The streamed statistics pass with the data on the device (``gram_pass``): the double-buffered
+"""A pass over host rows with the chunks on the device (``stream_rows``): the double-buffered
 control flow that a GPU runs — host chunks through pinned buffers on a copy stream, the compute
 stream waiting on each upload, a slot reused only after the compute reading it — proved with the
 NumPy stand-in of the CuPy interface, and VISH's device pass equal to the CPU's."""
@@ -11,7 +11,7 @@ import spherelab as sl
 from spherelab import backend
 from spherelab import kernels as K
 from spherelab.bounds.vish import harmonic_statistics
-from spherelab.devices.transfer import HostArrays, double_buffered_pass
+from spherelab.devices.transfer import HostArrays, staged_rows
 
 pytestmark = pytest.mark.equality  # sums in another order: run under several chunk sizes and thread counts
 
@@ -63,39 +63,40 @@ class RecordingArrays(HostArrays):
 
 
 def _problem(rng, n=23, p=4):
-    X = rng.standard_normal((n, 3))
-    y = rng.standard_normal(n)
-    W = rng.standard_normal((p, 3))
-
-    def load(Xc):
-        return np.tanh(Xc), np.ones(Xc.shape[0])
-
-    def columns(T, w):
-        return W @ T.T, w * 2.0
-
-    return X, y, W, load, columns
+    return rng.standard_normal((n, 3)), rng.standard_normal(n), rng.standard_normal((p, 3))
 
 
-def test_double_buffered_pass_equals_the_direct_sums(rng):
-    X, y, W, load, columns = _problem(rng)
+def _consume(arrays, X, y, W, pieces):
+    """The loop's side: each chunk's work done before the next chunk is asked for."""
+    G, c, kept = 0.0, 0.0, []
+    for k, (Xc, yc) in enumerate(staged_rows(arrays, X, y, pieces)):
+        arrays.log.append(("compute chunk", k))
+        A = W @ np.tanh(Xc).T
+        G, c = G + A @ A.T, c + A @ yc
+        kept.append(A.copy())
+    return G, c, kept
+
+
+def test_staged_rows_give_every_chunk_in_order(rng):
+    X, y, W = _problem(rng)
     pieces = list(sl.bounds.statistics.row_chunks(23, 5))
     arrays = RecordingArrays()
-    G, c, sum_d, kept = double_buffered_pass(arrays, X, y, pieces, load, columns, keep=True)
+    G, c, kept = _consume(arrays, X, y, W, pieces)
     A = W @ np.tanh(X).T
     assert np.allclose(G, A @ A.T, rtol=1e-13) and np.allclose(c, A @ y, rtol=1e-13)
-    assert sum_d == 46.0 and len(kept) == 5 and np.allclose(np.hstack(kept), A)
-    # memory bounded by the chunk: two slots of (inputs, y), whatever the number of chunks
-    assert arrays.allocations == 2 * 3
+    assert len(kept) == 5 and np.allclose(np.hstack(kept), A)
+    # memory bounded by the chunk: two slots of (rows, y), whatever the number of chunks
+    assert arrays.allocations == 2 * 2
 
 
-def test_double_buffered_pass_orders_copies_and_compute(rng):
-    X, y, _, load, columns = _problem(rng)
+def test_staged_rows_order_copies_and_compute(rng):
+    X, y, W = _problem(rng)
     pieces = list(sl.bounds.statistics.row_chunks(23, 5))  # 5 chunks, the last one short (3 rows)
     arrays = RecordingArrays()
-    double_buffered_pass(arrays, X, y, pieces, load, columns)
+    _consume(arrays, X, y, W, pieces)
     log = arrays.log
     uploads = [entry for entry in log if entry[0] == "upload"]
-    assert len(uploads) == 5 * 3 and all(u[1] == "copy" for u in uploads) and uploads[-1][2] == 3
+    assert len(uploads) == 5 * 2 and all(u[1] == "copy" for u in uploads) and uploads[-1][2] == 3
     copies = [e[1] for e in log if e[0] == "record" and e[1].startswith("copy")]
     fences = [e[1] for i, e in enumerate(log) if e[0] == "record" and log[i - 1][0] == "allocate"]
     computes = [e[1] for e in log if e[0] == "record" and e[1].startswith("compute") and e[1] not in fences]
@@ -110,8 +111,9 @@ def test_double_buffered_pass_orders_copies_and_compute(rng):
             recorded = [log.index(("record", w[1])) for w in waits]
             assert any(r > i for r in recorded), "an upload into new device memory does not wait for the compute stream"
     for k in range(5):
-        # chunk k computes only after its upload ...
-        assert log.index(("compute waits", copies[k])) < log.index(("record", computes[k]))
+        # chunk k computes only after its upload, and its compute is recorded after it is queued ...
+        assert log.index(("compute waits", copies[k])) < log.index(("compute chunk", k)) < log.index(
+            ("record", computes[k]))
         if k + 1 < 5:  # ... and the next upload is queued after chunk k's compute, to overlap it
             assert log.index(("record", computes[k])) < log.index(("record", copies[k + 1]))
         if k >= 2:  # a slot is refilled only when its pinned buffers and its last reader are done

@@ -13,7 +13,7 @@ import numba
 
 from ._listing import own_names
 
-__all__ = ["cache_bytes", "chunk_rows", "fixed_chunk_rows"]
+__all__ = ["cache_bytes", "chunk_rows", "fixed_chunk_rows", "host_rows"]
 __dir__ = own_names(__name__)  # dir() and tab completion: the names above, not the imports
 
 
@@ -65,3 +65,10 @@ def chunk_rows(width: int) -> int:
         return fixed
     rows = cache_bytes(3) // (8 * max(int(numba.config.NUMBA_NUM_THREADS), 1) * 8 * max(int(width), 1))
     return int(min(16384, max(512, rows // 256 * 256)))
+
+
+def host_rows(X, y, pieces):
+    """The CPU's ``stream_rows`` (:data:`~spherelab.backend.OPERATIONS`): each piece's rows
+    ``(X[a:b], y[a:b])`` in order, slices of the host's arrays, where the CPU computes (no copy)."""
+    for a, b in pieces:
+        yield X[a:b], y[a:b]

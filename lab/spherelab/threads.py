@@ -203,7 +203,7 @@ def blas_threads_for(work: float = 0.0, dim: int | None = None) -> int:
 
 
 def pass_workers(chunks: int, work: float | None = None) -> int:
-    """Threads for a streamed pass over ``chunks`` chunks (:func:`spherelab.bounds.host_gram_pass`),
+    """Threads for a pass over ``chunks`` chunks (:func:`spherelab.bounds.statistics.pass_sums`),
     each single-threaded with its own sums: every core on an idle machine (or the count of
     :func:`set_threads` / :func:`thread_limit`), one on a busy machine, never more than the chunks;
     one for a pass of less than :data:`NUMBA_MIN_WORK` flops (``work``; measured, RESULTS.md

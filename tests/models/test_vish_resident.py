@@ -1,7 +1,8 @@
-"""VISH's lift stage on a device (spherelab.rows.vish): the same bound and gradient as
-the CPU's, the same fit, and — the spy — per evaluation one copy back (the bound, its spectrum and
-noise derivatives, the lift's sums), one copy there (the spectrum) and nothing of size N, counted
-on every path a transfer can take."""
+"""VISH's lift stage on the rows floor (spherelab.rows.vish): on the CPU the same bound, gradient
+and predictions as the features' own host pass; on a device the same as the CPU's own pass, the
+same fit, and — the spy — per evaluation one copy back (the bound, its spectrum and noise
+derivatives, the lift's sums), one copy there (the spectrum) and nothing of size N, counted on
+every path a transfer can take."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import numpy as np
 import pytest
 import spherelab as sl
 from conftest import toy_data
+from spherelab.features import HarmonicFeatures
 from spherelab.rows.device import DeviceRows
 from spherelab.rows.vish import ResidentLift
 
@@ -39,9 +41,72 @@ def _prepared(device, X, **kw):
     return model
 
 
+def _own_pass(model) -> bool:
+    return model.ops.device != "cpu" and type(model.features) is HarmonicFeatures
+
+
+@pytest.fixture
+def own_host(monkeypatch):
+    """The CPU's reference: the features' own host pass (lift_statistics, lift_gradient,
+    predict_rows), not the rows floor."""
+    monkeypatch.setattr(ResidentLift, "applies", staticmethod(_own_pass))
+
+
+@pytest.mark.parametrize("prior", ["kernel", "features"])
+@pytest.mark.parametrize("kept", [True, False])
+@pytest.mark.parametrize("rows", [7, None])
+def test_the_cpus_floor_equals_its_own_pass(monkeypatch, prior, kept, rows):
+    """On the CPU the floor's loop (each chunk lifted once, the harmonics' columns, the chunks dealt
+    to the cores, the backward pass reading the harmonics from the kept or recomputed columns) and
+    the features' own pass give one bound and one gradient: sums of 60 rows in another order."""
+    X, y = _data()
+    model = _prepared("cpu", X, prior=prior)
+    if not kept:
+        monkeypatch.setattr(sl.VISH, "lift_cache_elements", 0)
+    if rows:
+        monkeypatch.setattr(sl.VISH, "chunk_size", rows)
+    used = []
+    with monkeypatch.context() as m:
+        m.setattr(ResidentLift, "evaluate", _recording(ResidentLift.evaluate, used))
+        va, ga = model.elbo_and_gradient(X, y)
+    assert used and all(keep == kept for _, keep in used)
+    monkeypatch.setattr(ResidentLift, "applies", staticmethod(_own_pass))
+    vb, gb = model.elbo_and_gradient(X, y)
+    assert va == pytest.approx(vb, rel=1e-12)
+    assert set(ga) == set(gb) and all(_close(ga[k], gb[k]) for k in ga), [k for k in ga if not _close(ga[k], gb[k])]
+
+
+@pytest.mark.parametrize("prior", ["kernel", "features"])
+def test_the_cpus_floor_predicts_as_its_own_pass(monkeypatch, prior):
+    X, y = _data(50)
+    Xs = np.random.default_rng(4).uniform(-1.5, 1.5, (23, 3))
+    with sl.models.capped():  # a deliberately short fit: its limit is meant
+        model = _model("cpu", prior=prior).fit(X, y, lift_maxiter=3, maxiter=3)
+    ma, va = model.predict_f(Xs)
+    monkeypatch.setattr(ResidentLift, "applies", staticmethod(_own_pass))
+    mb, vb = model.predict_f(Xs)
+    # the variance is a difference of two products of size |Phi|^2 |C|: compared at that scale
+    assert _close(ma, mb, 1e-12) and _close(va, vb, 1e-12)
+
+
+def test_a_failed_factor_on_the_cpus_floor_is_the_hosts_bound(monkeypatch):
+    """NumPy refuses B's factor where the host's bound would add jitter: the host's bound decides."""
+    from spherelab.rows import vish as vish_resident
+
+    X, y = _data()
+    model = _prepared("cpu", X)
+    reference = model.elbo_and_gradient(X, y)
+    fallbacks = []
+    monkeypatch.setattr(vish_resident, "_device_cholesky", lambda xp: lambda B: xp.full(B.shape, xp.nan))
+    monkeypatch.setattr(ResidentLift, "_on_host", _recording(ResidentLift._on_host, fallbacks))
+    value, grad = model.elbo_and_gradient(X, y)
+    assert len(fallbacks) == 1 and value == pytest.approx(reference[0], rel=1e-12)
+    assert all(_close(grad[k], reference[1][k]) for k in grad)
+
+
 @pytest.mark.parametrize("scale, kept, rows", [(None, True, None), (1.4, True, None), (None, False, None),
                                                (None, True, 16), (None, False, 16)])
-def test_bound_and_gradient_equal_the_cpu(cuda_device, monkeypatch, scale, kept, rows):
+def test_bound_and_gradient_equal_the_cpu(cuda_device, monkeypatch, scale, kept, rows, own_host):
     X, y = _data()
     cpu, dev = _prepared("cpu", X, scale=scale), _prepared(cuda_device, X, scale=scale)
     assert ResidentLift.applies(dev) and not ResidentLift.applies(cpu)
@@ -66,7 +131,7 @@ def _recording(method, calls):
     return recorded
 
 
-def test_a_fit_on_the_device_is_the_cpus_fit(cuda_device):
+def test_a_fit_on_the_device_is_the_cpus_fit(cuda_device, own_host):
     X, y = _data(50)
     with sl.models.capped():  # a deliberately short fit: its limit is meant
         fits = [_model(d).fit(X, y, lift_maxiter=4, maxiter=4) for d in ("cpu", cuda_device)]
@@ -133,7 +198,7 @@ def test_a_lift_stage_moves_no_n_sized_array_and_copies_once_each_way(cuda_devic
 
 
 @pytest.mark.parametrize("checked", [True, False], ids=["solve raises", "NaN carried (cuSOLVER)"])
-def test_a_factor_that_fails_on_the_device_falls_back_to_the_hosts_bound(cuda_device, monkeypatch, checked):
+def test_a_factor_that_fails_on_the_device_falls_back_to_the_hosts_bound(cuda_device, monkeypatch, checked, own_host):
     """NumPy's solve refuses a NaN factor, cuSOLVER's carries it into the copy back: either way the
     host's bound (its jitter, its error) decides."""
     from scipy.linalg import solve_triangular
@@ -152,7 +217,7 @@ def test_a_factor_that_fails_on_the_device_falls_back_to_the_hosts_bound(cuda_de
     assert vb == pytest.approx(va, rel=1e-12) and all(_close(ga[k], gb[k]) for k in ga)
 
 
-def test_the_device_evaluation_makes_the_hosts_trace_check(cuda_device, monkeypatch):
+def test_the_device_evaluation_makes_the_hosts_trace_check(cuda_device, monkeypatch, own_host):
     """The trace term's rounding guard sees the same numbers on both paths (and refuses on both)."""
     from spherelab.bounds import vish as host_bounds
     from spherelab.linalg import NumericalFailure
@@ -198,7 +263,7 @@ def test_a_device_fit_warns_of_nothing(cuda_device):
 
 
 @pytest.mark.parametrize("prior", ["kernel", "features"])
-def test_predictions_on_the_device_equal_the_cpus(cuda_device, monkeypatch, prior):
+def test_predictions_on_the_device_equal_the_cpus(cuda_device, monkeypatch, prior, own_host):
     X, y = _data(50)
     Xs = np.random.default_rng(4).uniform(-1.5, 1.5, (23, 3))
     with sl.models.capped():  # a deliberately short fit: its limit is meant

@@ -7,13 +7,12 @@ implementations are the package's NumPy/Numba code (:mod:`spherelab.devices.cpu`
 with :func:`register` when spherelab is imported); the CUDA ones come from the loader
 :mod:`spherelab.devices` sets (:func:`set_cuda_loader`), and a GPU is usable once every operation has
 one. This module imports nothing of the package. The operations take and
-return host (NumPy) arrays, except ``device_harmonics``, ``harmonic_columns``, the ``columns`` of ``gram_pass``,
+return host (NumPy) arrays, except ``device_harmonics``, ``harmonic_columns``, the rows of ``stream_rows``,
 ``zonal_columns``, ``zonal_columns_backward``, ``series_columns``, ``series_columns_backward``,
-``device_harmonics_vjp`` and ``device_solve``, which see the device's arrays
+``device_harmonics_vjp``, ``device_solve`` and ``factor_inverse``, which see the device's arrays
 (``to_device`` / ``to_host`` convert; both are the identity on the CPU, and ``array_namespace``
-names the arrays' module): the data stay on the device inside the streamed statistics pass and,
-for the decoupled models with inducing points, between evaluations
-(:mod:`spherelab.rows.device`).
+names the arrays' module): the data stay on the device inside a pass over the rows and, for the
+models on the rows floor, between evaluations (:mod:`spherelab.rows.device`).
 """
 
 from __future__ import annotations
@@ -41,8 +40,8 @@ OPERATIONS: dict[str, str] = {
                              "device array: harmonics_vjp left on the device"),
     "harmonic_columns": ("harmonic_columns(X (N, d) device array, plan, scale (N,)) -> (M, N) device array: "
                          "column n is scale[n] times every harmonic at X[n] (the statistics pass's layout)"),
-    "gram_pass": ("gram_pass(X, y, pieces, load, columns, keep) -> (G, c, sum_d, kept): the streamed "
-                  "statistics with columns(*load(chunk)) computed where the device keeps its arrays"),
+    "stream_rows": ("stream_rows(X (N, D), y (N,), pieces) -> an iterator of each piece's (X[a:b], y[a:b]) as "
+                    "device arrays, in order, for a pass over host rows (a GPU copies piece k + 1 while k computes)"),
     "pass_rows": ("pass_rows(width) -> rows per chunk of a streamed statistics pass whose columns have width "
                   "entries per row (the CPU's from its cache, a GPU's from the product's efficiency)"),
     "zonal_columns": ("zonal_columns(T (n, P), r1 (n,), r2 (P,), code, lengthscale, variance) -> (n, P): the fused "
@@ -54,6 +53,7 @@ OPERATIONS: dict[str, str] = {
     "series_columns_backward": ("series_columns_backward(T, G, coeffs, alpha) -> (A, B): G (s - t s') and G s' "
                                 "(s' dropped at |t| = 1), left on the device"),
     "device_solve": "device_solve(L, B, trans) -> L^-1 B or L^-T B, L lower, device arrays in and out",
+    "factor_inverse": "factor_inverse(L (n, n) device array, lower triangular) -> (L L^T)^-1, a device array",
     "array_namespace": "array_namespace() -> the array module of the device's arrays (numpy, or cupy)",
     "to_device": "to_device(a) -> the device's array of a host array (the identity on the CPU)",
     "device_constant": ("device_constant(a) -> the device's array of a small host array, copied once while a "

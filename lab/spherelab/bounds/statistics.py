@@ -1,4 +1,4 @@
-r"""The one streamed-statistics pass of the package.
+r"""The package's one loop over rows, and the statistics it gathers.
 
 Every Gaussian bound of the package depends on the data only through
 
@@ -7,8 +7,12 @@ Every Gaussian bound of the package depends on the data only through
 where the columns of :math:`A` ``(P, N)`` are the model's (whitened) feature vectors of the rows
 and :math:`d` a per-row prior term (VISH: :math:`A = K_{uf}` with :math:`K_{uu}` diagonal and
 :math:`d = r^2`; the decoupled model: :math:`A = L_J^{-1}K_{pf}` and :math:`d = k(x, x)`; HVGP:
-the stacked :math:`L_{k,c}^{-1}k_c(Z_c, X)`). :func:`streamed_statistics` accumulates them over
-chunks of rows, so memory is :math:`O(P \cdot \text{chunk} + P^2)` whatever N.
+the stacked :math:`L_{k,c}^{-1}k_c(Z_c, X)`). Every pass over rows — these statistics on any
+device (:func:`~spherelab.bounds.harmonic_statistics`, :func:`streamed_statistics`, the rows
+floor's :class:`~spherelab.rows.device.DeviceRows`) and their backward passes — is one loop,
+:func:`pass_sums`, with a chunk function of its own: the chunks are dealt to the cores
+(:func:`run_shares`) and their sums added by name, so memory is :math:`O(P \cdot \text{chunk} +
+P^2)` whatever N.
 """
 
 from __future__ import annotations
@@ -17,17 +21,18 @@ import contextlib
 import threading
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Callable, ClassVar
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 
 from .._state import Fields, Saveable
 from ..backend.ops import as_operations
+from ..chunks import host_rows
 from ..linalg import NumericalFailure
 from ..threads import gram_policy, pass_worker, pass_workers, thread_limit
 
 __all__ = ["Statistics", "check_trace_term", "check_variance_rounding", "streamed_statistics", "host_gram_pass",
-           "row_chunks", "run_shares", "stopping", "gram_threads"]
+           "row_chunks", "run_shares", "stopping", "gram_threads", "pass_sums", "add_named", "host_slices"]
 
 
 @dataclass
@@ -170,28 +175,60 @@ def stopping() -> bool:
     return flag is not None and flag.is_set()
 
 
-def _gram_share(columns_at, y, pieces, keep, ops):
-    def work(share, shares):
-        G = c = None
-        sum_d = 0.0
-        kept = {}
-        for i in range(share, len(pieces), shares):
+def pass_sums(ops, pieces: list, rows: Callable, chunk: Callable, *, progress: str | None = None) -> dict:
+    r"""The package's one chunk loop: every pass over rows (a bound's statistics, their backward
+    pass, on any device) is this loop with its own ``chunk``.
+
+    The ``pieces`` (``(start, stop)`` rows) are dealt to :func:`run_shares`' shares, share k taking
+    chunks k, k + shares, ...; ``rows(indices)`` yields those chunks' rows where the device keeps
+    its arrays, in that order (slices of arrays held there, or a stream that copies chunk k + 1
+    while chunk k computes: the ``stream_rows`` operation); ``chunk(i, rows_i, shares, acc)``
+    returns the chunk's sums by name (arrays of the device, fresh ones, or numbers; float32 ones
+    are accumulated in float64), or adds them to its share's sums ``acc`` itself (a product
+    accumulated in place). Returns the totals by name, the shares' added in share order, so that
+    they do not depend on timing; ``progress``: a bar's title (a bar over the chunks), or None."""
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(pieces), desc=progress, unit="chunk")
+
+    def work(k, shares):
+        acc: dict = {}
+        indices = range(k, len(pieces), shares)
+        for i, rows_i in zip(indices, rows(indices)):
             if stopping():
                 break
-            start, end = pieces[i]
-            A = columns_at(start, end)
-            if isinstance(A, tuple):
-                A, d = A
-                sum_d = sum_d + np.sum(d, axis=0)  # (C,) per component for an additive kernel
-            if G is None:
-                G, c = np.zeros((A.shape[0], A.shape[0])), np.zeros(A.shape[0])
-            with gram_threads(ops, shares, 2.0 * A.shape[0] ** 2 * (end - start)):
-                ops.gram_update(G, c, A, y[start:end])
-            if keep:
-                kept[i] = A
-        return G, c, sum_d, kept
+            for name, value in chunk(i, rows_i, shares, acc).items():
+                if name in acc:
+                    acc[name] += value  # in place, into the share's own copy
+                else:  # the share's own copy (float32 sums accumulate in float64)
+                    acc[name] = value if not hasattr(value, "astype") else value.astype(
+                        np.float64 if value.dtype == np.float32 else value.dtype)
+            if bar is not None:
+                bar.update(1)
+        return acc
 
-    return work
+    try:
+        totals: dict = {}
+        for part in run_shares(work, len(pieces), ops):
+            add_named(totals, part)
+        return totals
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def add_named(into: dict[str, Any], more: dict[str, Any]) -> None:
+    """Sums keyed by name: each of ``more`` added to ``into``'s of the same name (or set there)."""
+    for name, value in more.items():
+        into[name] = into[name] + value if name in into else value
+
+
+def host_slices(X, y, pieces: list) -> Callable:
+    """``rows`` of :func:`pass_sums` for arrays where the device computes (the host's on the CPU,
+    a device's held there): each chunk's slices of ``X`` and ``y``."""
+    return lambda indices: host_rows(X, y, [pieces[i] for i in indices])
 
 
 def gram_threads(ops, shares: int, work: float):
@@ -203,31 +240,33 @@ def gram_threads(ops, shares: int, work: float):
     return contextlib.nullcontext()
 
 
-def _reduce(parts):
-    G, c = parts[0][0], parts[0][1]
-    for part in parts[1:]:
-        if part[0] is not None:
-            G += part[0]
-            c += part[1]
-    kept = {}
-    for part in parts:
-        kept.update(part[3])
-    total = sum(part[2] for part in parts)
-    return G, c, (float(total) if np.ndim(total) == 0 else np.asarray(total)), [kept[i] for i in sorted(kept)]
-
-
-def host_gram_pass(X, y, pieces, load, columns, keep=False, ops="cpu"):
-    r"""The CPU's ``gram_pass`` (:data:`~spherelab.backend.OPERATIONS`): ``columns(*load(chunk))``
-    (``columns(chunk)`` where ``load`` is None) for every chunk, accumulated by ``ops.gram_update``, the chunks dealt to
-    :func:`run_shares`' threads, each computing its chunks' columns and products
-    single-threaded into its own sums: both cores stay in BLAS's single-threaded kernels, which
-    run this shape faster than OpenBLAS's own threads (measured, RESULTS.md). Returns
-    ``(G, c, sum_d, kept)``."""
+def host_gram_pass(X, y, pieces, columns, keep=False, ops="cpu", progress: str | None = None):
+    r""":func:`pass_sums` of host columns: ``columns(X_chunk)`` -> :math:`A` ``(P, n)`` (or ``(A, d)``
+    with a per-row term ``d``) for every chunk, accumulated by ``ops.gram_update``; each share
+    computes its chunks' columns and products single-threaded, so both cores stay in BLAS's
+    single-threaded kernels, which run this shape faster than OpenBLAS's own threads (measured,
+    RESULTS.md). Returns ``(G, c, sum_d, kept)``."""
     ops = as_operations(ops)
     pieces = list(pieces)
-    work = _gram_share(lambda a, b: columns(X[a:b]) if load is None else columns(*load(X[a:b])), y, pieces, keep,
-                       ops)
-    return _reduce(run_shares(work, len(pieces), ops))
+    kept: dict = {}
+
+    def chunk(i, rows_i, shares, acc):
+        Xc, yc = rows_i
+        A = columns(Xc)
+        A, d = A if isinstance(A, tuple) else (A, None)
+        P = A.shape[0]
+        if "G" not in acc:
+            acc["G"], acc["c"] = np.zeros((P, P)), np.zeros(P)
+        with gram_threads(ops, shares, 2.0 * P * P * Xc.shape[0]):
+            ops.gram_update(acc["G"], acc["c"], A, yc)
+        if keep:
+            kept[i] = A
+        return {} if d is None else {"d": np.sum(d, axis=0)}
+
+    t = pass_sums(ops, pieces, host_slices(X, y, pieces), chunk, progress=progress)
+    total = t.get("d", 0.0)  # (C,) per component for an additive kernel
+    return (t.get("G"), t.get("c"), (float(total) if np.ndim(total) == 0 else np.asarray(total)),
+            [kept[i] for i in sorted(kept)])
 
 
 def streamed_statistics(
@@ -241,9 +280,9 @@ def streamed_statistics(
     progress: bool | None = None,
     desc: str = "statistics",
     ops="cpu",
-    device_columns: tuple[Callable, Callable] | None = None,
 ) -> Statistics:
-    """One pass over (X, y) in chunks of ``chunk_size`` rows.
+    """One pass over (X, y) in chunks of ``chunk_size`` rows, the columns computed on the host
+    (:func:`host_gram_pass`).
 
     Parameters
     ----------
@@ -259,40 +298,15 @@ def streamed_statistics(
     keep
         Keep each chunk's A in ``Statistics.chunks``.
     progress
-        Show a tqdm bar (default: when N > 10^6).
+        Show a tqdm bar titled ``desc`` (default: when N > 10^6).
     ops
-        The device's :class:`~spherelab.backend.Operations`, or its name (default: ``"cpu"``).
-    device_columns
-        ``(load, cols)``: the same columns split into host preparation ``load(X_chunk)`` ->
-        tuple of arrays and ``cols(*arrays)`` -> ``(A, d)`` written against the device's
-        arrays (``ops.device_harmonics``, array methods). When given, the pass is the device's
-        ``gram_pass`` — on a GPU the chunks stay on the device and only ``G``, ``c`` come back;
-        otherwise it runs on the host with ``columns``.
+        The device's :class:`~spherelab.backend.Operations`, or its name (default: ``"cpu"``):
+        its ``gram_update`` forms the products.
     """
-    ops = as_operations(ops)
     n = X.shape[0]
     pieces = list(row_chunks(n, chunk_size))
-    if progress is None:
-        progress = n > 1_000_000
-    # on the host the columns take the rows themselves (no load stage)
-    load, cols = device_columns if device_columns is not None else (None, columns)
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar, inner = tqdm(total=len(pieces), desc=desc, unit="chunk"), load or (lambda Xc: (Xc,))
-
-        def load(Xc):  # called once per chunk (by the pass's workers): the bar follows the pass
-            bar.update(1)
-            return inner(Xc)
-    try:
-        if device_columns is not None:
-            G, c, sum_diag, kept = ops.gram_pass(X, y, pieces, load, cols, keep)
-        else:
-            G, c, sum_diag, kept = host_gram_pass(X, y, pieces, load, cols, keep, ops)
-    finally:
-        if bar is not None:
-            bar.close()
+    show = n > 1_000_000 if progress is None else progress
+    G, c, sum_diag, kept = host_gram_pass(X, y, pieces, columns, keep, ops, desc if show else None)
     if diag is not None:
         sum_diag += sum(float(np.sum(diag(X[a:b]))) for a, b in row_chunks(n, chunk_size))
     if G is None:

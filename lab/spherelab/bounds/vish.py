@@ -30,12 +30,11 @@ import numpy as np
 from scipy.linalg import solve_triangular
 
 from .._validation import check_data
-from ..backend import array_module
 from ..backend.ops import as_operations
 from ..distributed import block_statistics, is_dask
 from ..linalg import NumericalFailure, chol_inverse, cholesky_or_explain
 from .collapsed import collapsed_terms
-from .statistics import Statistics, check_trace_term, row_chunks, run_shares, stopping, streamed_statistics
+from .statistics import Statistics, check_trace_term, gram_threads, pass_sums, row_chunks, run_shares, stopping
 from .sums import GradientSums
 
 __all__ = ["CollapsedBound", "collapsed_bound", "LAMBDA_FLOOR", "clamp_spectrum",
@@ -199,7 +198,8 @@ def predict_rows(features, kernel, X: np.ndarray, weights: np.ndarray, C: np.nda
 
 def harmonic_statistics(kernel, features, X: Any, y: Any, *, chunk_size: int | None = None,
                         progress: bool | None = None, ops="cpu", gram_dtype: str = "float64") -> Statistics:
-    r"""VISH's sufficient statistics in one streamed pass (:func:`~spherelab.bounds.streamed_statistics`):
+    r"""VISH's sufficient statistics in one pass over the rows (:func:`~spherelab.bounds.statistics.pass_sums`,
+    the rows streamed to ``ops``' device a chunk at a time, lifted and evaluated there):
     :math:`G = K_{uf}K_{fu}`, :math:`c = K_{uf}y`, :math:`y^\top y` and ``sum_diag`` =
     :math:`\sum_n r_n^2`, over the features kept by ``features.bind``. Memory
     :math:`O(\text{chunk} \cdot M + M^2)` whatever N. A Dask ``X`` is summed block by block
@@ -217,38 +217,34 @@ def harmonic_statistics(kernel, features, X: Any, y: Any, *, chunk_size: int | N
     X, y = check_data(X, y)
     single = gram_dtype == "float32"
     ops = as_operations(ops)
-
-    def columns(Xc):
-        ev = features.evaluate(kernel, Xc, ops=ops)
-        A = features.Kuf_from(ev)
-        return (A.astype(np.float32) if single else A), ev.r * ev.r
-
-    def load(Xc):  # the raw rows travel: the lift runs where the columns are computed
-        return (Xc,)
-
+    xp = ops.array_namespace()
     kernel.lift(X[:1])  # the input scale's shape and the bias's magnitude, with their messages
-    on_device: dict = {}
-    rejected: list = []  # per chunk, a device scalar: rows whose lift overflows or vanishes
+    pieces = list(row_chunks(X.shape[0], chunk_size or ops.pass_rows(features.num_features)))
 
-    def device_columns(Xd):  # where the device keeps its arrays
-        xp = on_device.setdefault("xp", array_module(Xd))
-        r, Xh, bad = kernel.lift_kept(xp, Xd)  # rejected rows are reported after the pass
-        rejected.append(bad)
-        A = features.device_Kuf(ops, Xh, r)
-        return (A.astype(np.float32) if single else A), r * r
+    def chunk(i, rows, shares, acc):
+        Xc, yc = rows
+        r, Xh, bad = kernel.lift_kept(xp, Xc)  # rejected rows: counted, not summed
+        A = features.device_Kuf(ops, Xh, r)  # (M, n), on the device
+        if single:
+            A, yc = A.astype(xp.float32), yc.astype(xp.float32)
+        with gram_threads(ops, shares, 2.0 * A.shape[0] ** 2 * A.shape[1]):
+            return {"G": A @ A.T, "c": A @ yc, "r2": (r * r).sum(axis=0), "bad": bad}
 
-    chunk_size = chunk_size or ops.pass_rows(features.num_features)
-    stats = streamed_statistics(columns, X, y.astype(np.float32) if single else y, chunk_size=chunk_size,
-                                progress=progress, desc="harmonic statistics", ops=ops,
-                                device_columns=(load, device_columns))
-    if rejected and int(ops.to_host(on_device["xp"].stack(rejected)).sum()):
+    show = X.shape[0] > 1_000_000 if progress is None else progress
+    t = pass_sums(ops, pieces, lambda idx: ops.stream_rows(X, y, [pieces[i] for i in idx]), chunk,
+                  progress="harmonic statistics" if show else None)
+    if not t:
+        raise ValueError("no rows: the statistics need at least one")
+    G, c, sum_r2, bad = (ops.to_host(t[k]) for k in ("G", "c", "r2", "bad"))  # the pass's only copies back
+    if int(bad):
         kernel.check_lift(X)  # raises the lift's own error, naming the row
         raise ValueError("rows of X lift outside the usable range (check_lift found none: report this)")
+    stats = Statistics(0.5 * (G + G.T), c, float(y @ y), float(sum_r2) if np.ndim(sum_r2) == 0 else sum_r2,
+                       X.shape[0])
     if single:
         if not (np.all(np.isfinite(stats.G)) and np.all(np.isfinite(stats.c))):
             raise NumericalFailure("the float32 statistics overflowed (lifted inputs too large for single "
                                    "precision): use gram_dtype='float64' or standardise the inputs")
-        stats.yy = float(y @ y)  # in double precision, like everything outside the products
         # the typical error of an entry relative to sqrt(G_ii G_jj): measured 0.02-0.03 float32
         # eps (2e5 rows, chunks of 1 024 and 16 384: RESULTS.md, "float32 bound"); eps is the
         # margin

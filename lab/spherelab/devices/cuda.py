@@ -23,7 +23,7 @@ from ..sphere.gegenbauer_jit import clenshaw_cpu
 from ..sphere.harmonics import harmonics_cpu, harmonics_vjp_cpu
 from ..sphere.series_columns import series_columns_backward_cpu, series_columns_cpu
 from . import cuda_kernels as kernels
-from .transfer import CupyArrays, HostArrays, double_buffered_pass
+from .transfer import CupyArrays, HostArrays, staged_rows
 
 __all__ = ["CudaOperations"]
 
@@ -40,7 +40,7 @@ class CudaOperations:
 
     The operations of the table take and return host (NumPy) arrays, so every model runs on the
     device unchanged with its O(M^3) algebra on the host; :meth:`device_harmonics` and
-    :meth:`gram_pass` keep the data on the device for the streamed statistics pass."""
+    :meth:`stream_rows` keep the data on the device for a pass over host rows."""
 
     def __init__(self, device: str) -> None:
         self.device = device
@@ -227,6 +227,11 @@ class CudaOperations:
     def device_solve(self, L, B, trans=0):
         return self._solve(L, B, lower=True, trans=trans)
 
+    def factor_inverse(self, L):
+        """:math:`(LL^\top)^{-1}` from two triangular solves against the identity, on the device."""
+        Linv = self._solve(L, self.xp.eye(L.shape[0]), lower=True, trans=0)
+        return Linv.T @ Linv
+
     def array_namespace(self):
         return self.xp
 
@@ -277,10 +282,9 @@ class CudaOperations:
             return harmonics_vjp_cpu(X, W, plan)
         return self.to_host(self.device_harmonics_vjp(self.to_device(X), self.to_device(W), plan))
 
-    def gram_pass(self, X, y, pieces, load, columns, keep=False):
-        """The streamed statistics with the columns on the device
-        (:func:`~.transfer.double_buffered_pass`)."""
-        return double_buffered_pass(self.arrays, X, y, pieces, load, columns, keep)
+    def stream_rows(self, X, y, pieces):
+        """Host rows a piece at a time through pinned double buffers (:func:`~.transfer.staged_rows`)."""
+        return staged_rows(self.arrays, X, y, pieces)
 
     #: bytes of one chunk's columns in the device's statistics pass (see :meth:`pass_rows`)
     pass_bytes = 1 << 29
@@ -335,7 +339,7 @@ class CudaOperations:
         names = ("harmonics", "harmonics_vjp", "device_harmonics_vjp", "gegenbauer_table",
                  "gegenbauer_derivative_table", "clenshaw",
                  "matern_values", "matern_backward", "gram_update", "cholesky", "solve_triangular",
-                 "device_harmonics", "harmonic_columns", "gram_pass", "pass_rows", "to_device", "to_host",
+                 "device_harmonics", "harmonic_columns", "stream_rows", "pass_rows", "to_device", "to_host",
                  "zonal_columns", "zonal_columns_backward", "series_columns", "series_columns_backward",
-                 "device_solve", "array_namespace", "device_constant")
+                 "device_solve", "factor_inverse", "array_namespace", "device_constant")
         return {name: getattr(self, name) for name in names}

@@ -1,11 +1,10 @@
 r"""Host-to-device streaming for the CUDA devices: the array interfaces and the double-buffered
-statistics pass.
+rows of a pass over host rows.
 
-The pass keeps :math:`G = \sum_k A_k A_k^\top` and :math:`c = \sum_k A_k y_k` on the device
-while host chunks travel through pinned buffers on a second stream: chunk :math:`k+1` is
-prepared on the host (``load``) and copied while chunk :math:`k` computes, and only the
-:math:`P \times P` results come back. Device memory is two chunks' worth of inputs plus one
-chunk's columns, whatever N.
+:func:`staged_rows` hands the rows floor's loop (:func:`~spherelab.bounds.statistics.pass_sums`)
+one chunk of rows at a time on the device while the next travels through pinned buffers on a second
+stream: chunk :math:`k+1` is copied while chunk :math:`k` computes, and only the loop's sums stay
+on the device. Device memory is two chunks' worth of rows, whatever N.
 
 Two implementations of one small interface carry it: :class:`CupyArrays` (CuPy: pinned host
 memory, a non-blocking stream, events) and :class:`HostArrays`, a NumPy stand-in of the same
@@ -15,11 +14,11 @@ slot reuse, the short last chunk).
 
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from typing import Iterable, Iterator
 
 import numpy as np
 
-__all__ = ["CupyArrays", "HostArrays", "double_buffered_pass"]
+__all__ = ["CupyArrays", "HostArrays", "staged_rows"]
 
 
 class _DoneEvent:
@@ -97,10 +96,8 @@ class CupyArrays:
         return self.xp.asnumpy(a)
 
 
-def double_buffered_pass(arrays, X: np.ndarray, y: np.ndarray, pieces: Iterable[tuple[int, int]],
-                         load: Callable, columns: Callable, keep: bool = False):
-    r""":math:`G = \sum_k A_kA_k^\top`, :math:`c = \sum_k A_k y_k` and :math:`\sum d` with the
-    columns computed on the device.
+def staged_rows(arrays, X: np.ndarray, y: np.ndarray, pieces: Iterable[tuple[int, int]]) -> Iterator[tuple]:
+    r"""The rows ``(X[a:b], y[a:b])`` of each piece as device arrays, in order, double-buffered.
 
     Parameters
     ----------
@@ -110,15 +107,13 @@ def double_buffered_pass(arrays, X: np.ndarray, y: np.ndarray, pieces: Iterable[
         Host arrays ``(N, D)``, ``(N,)``.
     pieces
         ``(start, stop)`` row ranges.
-    load
-        ``load(X_chunk)`` -> tuple of host arrays (cheap per-row preparation, e.g. the lift).
-    columns
-        ``columns(*device_arrays)`` -> ``(A (P, n), d (n,))`` on the device.
 
-    Returns
-    -------
-    (G, c, sum_d, kept): host ``(P, P)``, ``(P,)``, float, and the chunks' A on the host when
-    ``keep``.
+    Yields
+    ------
+    (X chunk, y chunk), views of one of two device slots: valid until the piece after next is
+    asked for. The consumer queues its work on the chunk (on the compute stream) before asking
+    for the next piece; the next piece's copy is queued then, to overlap that work, and a slot is
+    refilled only after its pinned buffers are free and the compute that read it has finished.
     """
     pieces = list(pieces)
     copy, compute = arrays.stream(), arrays.compute_stream()
@@ -129,7 +124,7 @@ def double_buffered_pass(arrays, X: np.ndarray, y: np.ndarray, pieces: Iterable[
     def stage(k: int):
         start, stop = pieces[k]
         n, s = stop - start, k % 2
-        host = [np.ascontiguousarray(a, dtype=np.float64) for a in (*load(X[start:stop]), y[start:stop])]
+        host = [np.ascontiguousarray(a, dtype=np.float64) for a in (X[start:stop], y[start:stop])]
         if copied[s] is not None:
             copied[s].synchronize()  # the pinned buffers are free again
         if used[s] is not None:
@@ -147,29 +142,13 @@ def double_buffered_pass(arrays, X: np.ndarray, y: np.ndarray, pieces: Iterable[
             arrays.upload(dev[:n], p[:n], copy)
             views.append(dev[:n])
         copied[s] = copy.record()
-        return views
+        return tuple(views)
 
-    G = c = None
-    sum_d = 0.0
-    kept = []
     staged = stage(0) if pieces else None
     for k in range(len(pieces)):
         s = k % 2
         compute.wait_event(copied[s])
-        *inputs, yd = staged
-        A, d = columns(*inputs)
-        if G is None:
-            xp = arrays.xp
-            G, c, sum_d = xp.zeros((A.shape[0], A.shape[0])), xp.zeros(A.shape[0]), xp.zeros(d.shape[1:])
-        G += A @ A.T
-        c += A @ yd
-        sum_d += d.sum(axis=0)
-        if keep:
-            kept.append(arrays.to_host(A))
-        used[s] = compute.record()
+        yield staged
+        used[s] = compute.record()  # the consumer's work on chunk k is queued by now
         if k + 1 < len(pieces):
             staged = stage(k + 1)  # host work and the copy overlap the kernels just queued
-    if G is None:
-        return None, None, 0.0, kept
-    sum_d = arrays.to_host(sum_d)  # per component for an additive kernel
-    return arrays.to_host(G), arrays.to_host(c), (float(sum_d) if sum_d.ndim == 0 else sum_d), kept

@@ -104,10 +104,11 @@ class HarmonicColumns:
         return None
 
     def columns(self, ops, r, Xh):
-        return None, self.features.device_Kuf(ops, Xh, r).T
+        K = self.features.device_Kuf(ops, Xh, r).T
+        return K, K  # the backward pass reads the harmonics from the columns
 
-    def backward(self, ops, state, dK, r, Xh):
-        return self.features.device_Kuf_vjp(ops, Xh, dK), {}
+    def backward(self, ops, K, dK, r, Xh):
+        return self.features.device_Kuf_vjp(ops, Xh, dK, K, r), {}
 
     def source_gradients(self, dS, scale) -> dict[str, Any]:
         return {"bias": 0.0, "input_scale": 0.0}

@@ -291,20 +291,26 @@ class HarmonicFeatures(SphericalFeatures):
         A = ops.harmonic_columns(Xh, self._ready().plan, r)
         return A if self._keep is None else A[ops.device_constant(self._keep)]
 
-    def device_Kuf_vjp(self, ops, Xh: Any, G: Any) -> Any:
+    def device_Kuf_vjp(self, ops, Xh: Any, G: Any, K: Any, r: Any) -> Any:
         r""":math:`\partial L/\partial\tilde x` ``(N, d)`` of the lifted rows for
         :math:`\partial L/\partial K_{fu}` = ``G`` ``(N, M)``: :meth:`lift_vjp` with the unit rows
-        ``Xh`` ``(N, d)`` and ``G`` already on ``ops``' device (the backward pass of
-        :meth:`device_Kuf`), as a device array."""
+        ``Xh`` ``(N, d)``, ``G``, the columns ``K`` = :math:`K_{fu}` ``(N, M)`` of :meth:`device_Kuf`
+        and the radii ``r`` ``(N,)`` already on ``ops``' device (the backward pass of
+        :meth:`device_Kuf`), as a device array. The homogeneity term takes :math:`\psi_m = K_{nm}/r_n`
+        from the columns, so the harmonics are not evaluated again (rows of radius 0, which the
+        lift rejected, get none)."""
         xp, plan = ops.array_namespace(), self._ready().plan
-        values = ops.device_harmonics(Xh, plan)
         if self._keep is None:
             W = xp.ascontiguousarray(G)
+            h = ops.device_constant(self._homogeneity())
         else:  # the dropped functions get no weight
-            W = xp.zeros(values.shape)
-            W[:, ops.device_constant(self._keep)] = G
+            keep = ops.device_constant(self._keep)
+            W = xp.zeros((G.shape[0], plan.degrees.shape[0]))
+            W[:, keep] = G
+            h = ops.device_constant(self._homogeneity()[self._keep])
         grad = ops.device_harmonics_vjp(Xh, W, plan)
-        grad += Xh * ((W * values) @ ops.device_constant(self._homogeneity()))[:, None]
+        inv_r = xp.where(r > 0, 1.0 / xp.where(r > 0, r, 1.0), 0.0)
+        grad += Xh * (((G * K) @ h) * inv_r)[:, None]
         return grad
 
     def lift_vjp(self, Xh: np.ndarray, values: np.ndarray, W: np.ndarray, *,

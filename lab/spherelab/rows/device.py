@@ -1,4 +1,4 @@
-r"""Rows held on a device, and the one chunk loop of every Gaussian statistic a bound takes of them.
+r"""Rows held on a device, and the chunks every Gaussian statistic a bound takes of them.
 
 Every Gaussian bound of the package depends on its rows through
 
@@ -13,9 +13,10 @@ gives :math:`\partial\mathcal L/\partial K_{pf} = QA + q\,y^\top` (``Q`` = :math
 chains them through the source's backward pass and the lift into the lift's :math:`D + 1` sums
 (:func:`~spherelab.sphere.lift.lift_backward_sums`) and the source's own sums, keyed by name.
 
-The loop is written once, on the device's array namespace (``ops.array_namespace()``: NumPy, or
-CuPy), for :class:`DeviceRows`: rows copied to a device once per fit, so that nothing of size N
-crosses between evaluations. A column source has
+The chunks' work is written once, on the device's array namespace (``ops.array_namespace()``:
+NumPy, or CuPy), for :class:`DeviceRows`: rows copied to a device once per fit (on the CPU the
+host's own arrays), so that nothing of size N crosses between evaluations; the package's one loop
+(:func:`~spherelab.bounds.statistics.pass_sums`) deals them to the cores. A column source has
 
 * ``width``: P, its columns;
 * ``columns(ops, r, Xh)`` -> ``(state, K)``: its block ``K`` ``(n, P)`` of the chunk's lifted rows
@@ -34,7 +35,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..bounds.statistics import gram_threads, row_chunks, run_shares, stopping
+from ..bounds.statistics import add_named, gram_threads, pass_sums, row_chunks
 from ..sphere.lift import lift_backward_sums, lift_rows_kept
 
 __all__ = ["DeviceRows", "RowsPass", "Stacked", "copy_back", "copy_back_named", "add_named"]
@@ -113,26 +114,23 @@ class DeviceRows:
         n = self.X.shape[0]
         return list(row_chunks(n, self.rows if self.chunk_rows is None else self.chunk_rows(n)))
 
-    def _chunk(self, p: RowsPass, a: int, b: int):
-        r, Xh, bad = lift_rows_kept(self.xp, self.Xd[a:b], *p.lift)  # rejected rows are counted, not summed
+    def _slices(self, pieces: list):
+        """``rows`` of :func:`~spherelab.bounds.statistics.pass_sums`: the chunks' slices of the rows held here."""
+        def rows(indices):
+            for i in indices:
+                a, b = pieces[i]
+                yield self.Xd[a:b], self.yd[a:b]
+
+        return rows
+
+    def _chunk(self, p: RowsPass, Xc):
+        r, Xh, bad = lift_rows_kept(self.xp, Xc, *p.lift)  # rejected rows are counted, not summed
         state, K = p.source.columns(self.ops, r, Xh)
         A = K.T if p.L is None else self.ops.device_solve(p.L, K.T)
         return r, Xh, state, A, bad
 
-    def _dealt(self, work, chunks: int) -> list:
-        """``work(k, shares)`` for every share of the chunks (:func:`~spherelab.bounds.statistics.run_shares`:
-        on the CPU the cores split them, each single-threaded; a device's queue takes them in turn),
-        with a progress bar over the chunks for more than a million rows."""
-        bar = None
-        if self.X.shape[0] > PROGRESS_ROWS:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(total=chunks, desc="statistics", unit="chunk")
-        try:
-            return run_shares(lambda k, shares: work(k, shares, bar), chunks, self.ops)
-        finally:
-            if bar is not None:
-                bar.close()
+    def _progress(self) -> str | None:
+        return "statistics" if self.X.shape[0] > PROGRESS_ROWS else None
 
     def gram(self, kernel, source, L=None) -> RowsPass:
         r""":math:`G`, :math:`c`, :math:`\sum_n r_n^2` and the rejected rows' count (device arrays, in
@@ -141,31 +139,19 @@ class DeviceRows:
         :meth:`sums` when they fit."""
         xp = self.xp
         lift = (xp.asarray(np.asarray(kernel.input_scale, dtype=np.float64)), kernel.bias)
-        P = source.width
         p = RowsPass(None, None, None, None, source, L, lift, None, self._pieces())
+        kept: dict = {}
 
-        def work(k, shares, bar):  # share k: chunks k, k + shares, ... into sums of its own
-            G, c, r2, bad, kept = xp.zeros((P, P)), xp.zeros(P), xp.zeros(()), xp.zeros((), dtype=xp.int64), {}
-            for i in range(k, len(p.pieces), shares):
-                if stopping():
-                    break
-                a, b = p.pieces[i]
-                r, Xh, state, A, rejected = self._chunk(p, a, b)
-                with gram_threads(self.ops, shares, 2.0 * P * P * (b - a)):
-                    G += A @ A.T
-                    c += A @ self.yd[a:b]
-                r2, bad = r2 + r @ r, bad + rejected
-                if self.keep:
-                    kept[i] = (r, Xh, state, A)
-                if bar is not None:
-                    bar.update(1)
-            return G, c, r2, bad, kept
+        def chunk(i, rows, shares, acc):  # one chunk of share k's: chunks k, k + shares, ...
+            Xc, yc = rows
+            r, Xh, state, A, rejected = self._chunk(p, Xc)
+            if self.keep:
+                kept[i] = (r, Xh, state, A)
+            with gram_threads(self.ops, shares, 2.0 * A.shape[0] ** 2 * A.shape[1]):
+                return {"G": A @ A.T, "c": A @ yc, "r2": r @ r, "bad": rejected}
 
-        parts = self._dealt(work, len(p.pieces))
-        p.G, p.c, p.r2, p.bad, kept = parts[0]
-        for G, c, r2, bad, more in parts[1:]:  # in share order: the sums do not depend on timing
-            p.G, p.c, p.r2, p.bad = p.G + G, p.c + c, p.r2 + r2, p.bad + bad
-            kept.update(more)
+        t = pass_sums(self.ops, p.pieces, self._slices(p.pieces), chunk, progress=self._progress())
+        p.G, p.c, p.r2, p.bad = t["G"], t["c"], t["r2"], t["bad"]
         p.kept = [kept[i] for i in range(len(p.pieces))] if self.keep else None
         return p
 
@@ -174,29 +160,17 @@ class DeviceRows:
         (device arrays ``Q`` ``(P, P)``, ``q`` ``(P,)``) and :math:`\partial\mathcal L/\partial\sum_n
         r_n^2` ``dr2``: the lift's :math:`D + 1` sums and the source's named sums, device arrays
         (the chunks of ``p`` reused where kept, else computed again, in the same chunks)."""
-        xp = self.xp
+        def chunk(i, rows, shares, acc):
+            Xc, yc = rows
+            r, Xh, state, A = p.kept[i] if p.kept else self._chunk(p, Xc)[:4]
+            dK = A.T @ Q.T  # (QA + q y^T)^T, row-major as it comes out of the product
+            dK += yc[:, None] * q[None, :]
+            dXt, own = p.source.backward(self.ops, state, dK, r, Xh)
+            dXt = dXt + (2.0 * dr2) * (Xh * r[:, None])  # sum r^2: its gradient is 2 x_tilde
+            return {**own, " lift": lift_backward_sums(Xc, dXt, self.xp)}  # (no parameter's name)
 
-        def work(k, shares):
-            lift_sums, named = xp.zeros(self.X.shape[1] + 1), {}
-            for i in range(k, len(p.pieces), shares):
-                if stopping():
-                    break
-                a, b = p.pieces[i]
-                r, Xh, state, A = p.kept[i] if p.kept else self._chunk(p, a, b)[:4]
-                dK = A.T @ Q.T  # (QA + q y^T)^T, row-major as it comes out of the product
-                dK += self.yd[a:b, None] * q[None, :]
-                dXt, own = p.source.backward(self.ops, state, dK, r, Xh)
-                dXt = dXt + (2.0 * dr2) * (Xh * r[:, None])  # sum r^2: its gradient is 2 x_tilde
-                lift_sums += lift_backward_sums(self.Xd[a:b], dXt, xp)
-                add_named(named, own)
-            return lift_sums, named
-
-        parts = run_shares(work, len(p.pieces), self.ops)
-        lift_sums, named = parts[0]
-        for more_lift, more in parts[1:]:  # in share order
-            lift_sums = lift_sums + more_lift
-            add_named(named, more)
-        return lift_sums, named
+        named = pass_sums(self.ops, p.pieces, self._slices(p.pieces), chunk)
+        return named.pop(" lift"), named
 
     def rejected(self, kernel) -> None:
         """Raise the lift's own error for these rows (some lifted outside the usable range)."""
@@ -226,12 +200,6 @@ class Stacked:
             dXt = dX if dXt is None else dXt + dX
             add_named(out, {f"{name}.{k}" if name in self.own else name: value for name, value in own.items()})
         return dXt, out
-
-
-def add_named(into: dict[str, Any], more: dict[str, Any]) -> None:
-    """Sums keyed by name: each of ``more`` added to ``into``'s of the same name (or set there)."""
-    for name, value in more.items():
-        into[name] = into[name] + value if name in into else value
 
 
 def copy_back(ops, arrays: list) -> list:

@@ -1,8 +1,9 @@
-r"""VISH's lift-stage subsample kept on a device between the optimiser's evaluations.
+r"""VISH's lift-stage subsample on the rows floor, kept between the optimiser's evaluations.
 
 Stage (1) of :meth:`~spherelab.VISH.fit` trains every hyper-parameter on a subsample (20 000 rows by
-default), one bound and gradient per L-BFGS-B evaluation. On a device other than the CPU the rows
-are copied there once (:class:`~spherelab.rows.device.DeviceRows`); then each evaluation
+default), one bound and gradient per L-BFGS-B evaluation. The rows are held by
+:class:`~spherelab.rows.device.DeviceRows`: on the CPU the host's arrays themselves, in
+cache-sized chunks dealt to the cores; on another device copied there once. Then each evaluation
 (:meth:`ResidentLift.evaluate`)
 
 1. forms :math:`G = AA^\top`, :math:`c = Ay` and :math:`\sum_n r_n^2` of the harmonics
@@ -18,13 +19,13 @@ are copied there once (:class:`~spherelab.rows.device.DeviceRows`); then each ev
    rejected, the trace term's two sums).
 
 Nothing of size N crosses between evaluations, and one copy comes back per evaluation (tested with
-the simulator's stand-in arrays, which count every transfer); where :math:`B`'s factor fails on the
-device the host's bound decides, from a second copy. The columns :math:`A` are kept on the device
+the simulator's stand-in arrays, which count every transfer); where :math:`B`'s factor fails
+there the host's bound decides, from a second copy. The columns :math:`A` are kept on the device
 between the bound and its gradient when they fit ``VISH.lift_cache_elements``.
 
-:func:`predict_on_device` is VISH's predictive on the same device: each chunk of rows goes there,
-the harmonics and the two products with :math:`w` and :math:`C` run there, and the means and
-variances come back in one copy.
+:func:`predict_on_device` is VISH's predictive on the same device (the CPU's included): each
+chunk of rows goes there, the harmonics and the two products with :math:`w` and :math:`C` run
+there, and the means and variances come back in one copy.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import numpy as np
 from ..bounds.collapsed import collapsed_terms
 from ..bounds.statistics import Statistics, check_trace_term, row_chunks
 from ..bounds.vish import CollapsedBound, collapsed_bound
+from ..chunks import chunk_rows
 from ..features.harmonic import HarmonicFeatures
 from ..sphere.lift import lift_gradient_from_sums, lift_rows
 from .device import DeviceRows, copy_back
@@ -59,16 +61,20 @@ class ResidentLift:
     def __init__(self, model, X: np.ndarray, y: np.ndarray) -> None:
         feats = model.features
         self.ops, self.xp, self.X = model.ops, model.ops.array_namespace(), X
+        # on the CPU the host's cache-sized chunks (VISH.chunk_size fixes them); a device's own elsewhere
+        on_host = model.ops.device == "cpu"
+        host_rows = (lambda n: model.chunk_size or chunk_rows(feats.num_features)) if on_host else None
         # the harmonics' temporaries hold every harmonic before those of zero variance are dropped
         self.rows = DeviceRows(model.ops, X, y, feats.all_degrees.size, model.lift_cache_elements,
-                               kept_width=feats.num_features)
+                               kept_width=feats.num_features, chunk_rows=host_rows)
         self._last: tuple | None = None  # (the lift's parameters, the pass there) when its columns are kept
 
     @staticmethod
     def applies(model) -> bool:
-        """Whether ``model``'s lift stage runs on its device: a device other than the CPU and the
-        spherical harmonics themselves (phase-truncated ones train their directions on the host)."""
-        return model.ops.device != "cpu" and type(model.features) is HarmonicFeatures
+        """Whether ``model``'s lift stage and predictions run on the floor: the spherical harmonics
+        themselves, on any device (phase-truncated ones train their directions, and additive ones
+        sum components, in the features' own host pass)."""
+        return type(model.features) is HarmonicFeatures
 
     @staticmethod
     def _parameters(model) -> tuple:
@@ -128,7 +134,7 @@ class ResidentLift:
         p = self._gram(model)
         try:
             t = collapsed_terms(xp, _device_cholesky(xp), functools.partial(ops.device_solve, trans=0),
-                                functools.partial(_factor_inverse, xp, ops), ops.to_device(lam), v,
+                                ops.factor_inverse, ops.to_device(lam), v,
                                 noise, 0.5 * (p.G + p.G.T), p.c, self.rows.yy, p.r2, n, on, gradients=True)
         except (ValueError, np.linalg.LinAlgError):  # B's factor failed where NumPy's arrays are checked
             return self._on_host(model, lam, v, noise, residual)
@@ -165,23 +171,19 @@ def _device_cholesky(xp):
     return factor
 
 
-def _factor_inverse(xp, ops, L):
-    """:math:`(LL^\top)^{-1}` from two triangular solves on the device."""
-    Linv = ops.device_solve(L, xp.eye(L.shape[0]), trans=0)
-    return Linv.T @ Linv
-
-
 def predict_on_device(model, X: np.ndarray, weights: np.ndarray, C: np.ndarray, lam: np.ndarray, *,
                       residual: bool) -> tuple[np.ndarray, np.ndarray]:
     r""":func:`~spherelab.bounds.vish.predict_rows` on the device of ``model`` (a :class:`~spherelab.VISH`
     :meth:`ResidentLift.applies` to): mean :math:`\Phi_* w`, variance :math:`r_*^2\kappa(1)`
     (``residual``) or :math:`\Phi_*\Lambda\Phi_*^\top`, minus :math:`\Phi_* C\Phi_*^\top`, clipped at
-    0, ``(N,)`` each, for finite rows ``X`` ``(N, D)``. The rows travel a chunk at a time (device
-    memory bounded by the chunk, not N); the lift's errors are raised first, on the host
+    0, ``(N,)`` each (the features prior's in one product, :math:`\Phi_*(\Lambda - C)\Phi_*^\top`),
+    for finite rows ``X`` ``(N, D)``. The rows travel a chunk at a time (device memory bounded by
+    the chunk, not N); the lift's errors are raised first, on the host
     (:meth:`ZonalKernel.check_lift`)."""
     ops, xp, feats, kernel = model.ops, model.ops.array_namespace(), model.features, model.kernel
     kernel.check_lift(X)
-    w, Cd, lamd = (ops.to_device(a) for a in (weights, C, lam))
+    # the features prior's variance Phi (Lambda - C) Phi^T in one product
+    w, Cd = ops.to_device(weights), ops.to_device(C if residual else np.diag(lam) - C)
     scale = xp.asarray(np.asarray(kernel.input_scale, dtype=np.float64))
     v = kernel.at_one()
     rows = ops.pass_rows(feats.num_features)
@@ -190,8 +192,8 @@ def predict_on_device(model, X: np.ndarray, weights: np.ndarray, C: np.ndarray, 
         r, Xh, _ = lift_rows(xp, ops.to_device(X[a:b]), scale, kernel.bias)
         A = feats.device_Kuf(ops, Xh, r)  # (M, n)
         means.append(A.T @ w)
-        prior = r * r * v if residual else xp.einsum("mn,m,mn->n", A, lamd, A)
-        variances.append(prior - xp.einsum("mn,mn->n", Cd @ A, A))
+        explained = xp.einsum("mn,mn->n", Cd @ A, A)
+        variances.append(r * r * v - explained if residual else explained)
     out = ops.to_host(xp.concatenate(means + variances))
     n = X.shape[0]
     return out[:n], np.maximum(out[n:], 0.0)
