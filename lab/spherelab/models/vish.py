@@ -9,12 +9,9 @@ variables are the projections of f on the harmonics of degree at most L, so
 :func:`~spherelab.bounds.vish.harmonic_statistics`, computed in one streamed pass; every optimiser step after that
 costs :math:`O(M^3)` whatever N.
 
-:meth:`VISH.fit` is two fits over parameter subsets on the model base: every hyper-parameter
-(spectrum, noise, ``bias``, ``input_scale``, trainable phase directions) on a random subsample of
-at most ``lift_subsample`` rows — the lift changes the features, so its gradient needs a pass
-over the rows — then, with the lift frozen and the statistics of all rows computed once, the
-spectrum and noise at :math:`O(M^3)` per step (the bound and the stages: :mod:`.vish_collapsed`).
-``passes`` counts the full passes over the data. Minibatch and Bernoulli fits: :meth:`VISH.fit_svi` (:mod:`.vish_svi`).
+:meth:`VISH.fit` fits every hyper-parameter on a subsample, then the spectrum and noise on the
+statistics of all rows (the bound and the stages: :mod:`.vish_collapsed`; ``passes`` counts the
+full passes over the data); minibatch and Bernoulli fits: :meth:`VISH.fit_svi` (:mod:`.vish_svi`).
 """
 
 from __future__ import annotations
@@ -28,10 +25,7 @@ from .._state import Fields
 from .._validation import check_allocation, check_data, check_finite_array, check_int, fit_options
 from ..bounds.precision import InsufficientPrecision
 from ..bounds.statistics import Statistics
-from ..bounds.vish import (
-    predict_rows,
-    predictive_weights,
-)
+from ..bounds.vish import predictive_weights
 from ..distributed import rows
 from ..features.additive import AdditiveHarmonics
 from ..features.harmonic import HarmonicFeatures, SphericalFeatures
@@ -40,7 +34,7 @@ from ..likelihoods import Gaussian
 from ..optim import Deadline
 from ..parameters import Param, kernel_params, likelihood_params
 from ..progress import FitProgress, check_progress
-from ..rows.vish import ResidentLift, predict_on_device
+from ..rows import vish as vish_rows
 from ..sphere.special import cumulative_num_harmonics
 from . import saved, vish_collapsed, vish_svi
 from .base import Model, entry
@@ -192,8 +186,7 @@ class VISH(Model):
         self.features = feats
 
     @staticmethod
-    def _check_size(M: int) -> None:
-        # G, its factor and the spectrum's work: about four M x M arrays
+    def _check_size(M: int) -> None:  # G, its factor and the spectrum's work: about four M x M arrays
         check_allocation(32.0 * M * M, f"VISH's statistics of {M:,} features", "lower max_degree")
 
     # ---- the collapsed bound: vish_collapsed.bound and .statistics, as methods --------------
@@ -223,10 +216,7 @@ class VISH(Model):
             return vish_svi.uncollapsed_objective(self, X, y, num_data, names)
         if num_data is not None and num_data != np.shape(y)[0]:
             raise ValueError("VISH's collapsed bound has no minibatch estimate; use fit_svi()")
-        X, y = check_data(X, y)
-        if ResidentLift.applies(self):
-            return self._bound(None, lift=ResidentLift(self, X, y))
-        return self._bound(self._statistics(X, y), lift=(X, y))
+        return vish_collapsed.bound_on_rows(self, *check_data(X, y))
 
     @entry("read", threads="rows")
     def elbo(self, X: Any = None, y: Any = None) -> float:
@@ -301,7 +291,6 @@ class VISH(Model):
         optimize, train_lift, lift_subsample, lift_maxiter, maxiter, seed, lift_ftol, max_time = fit_options(
             optimize=optimize, train_lift=train_lift, lift_subsample=lift_subsample, lift_maxiter=lift_maxiter,
             maxiter=maxiter, seed=seed, lift_ftol=lift_ftol, max_time=max_time)
-        deadline = Deadline(max_time)
         check_progress(progress)
         X, y = rows(X, y).checked()
         warn_off_scale("VISH.fit", X, y)
@@ -310,26 +299,9 @@ class VISH(Model):
         self.q_mu = self.q_sqrt = None
         self.passes = 0
         bar = FitProgress(progress, "VISH.fit")
-        # under the features prior trainable directions are hundreds of hyper-parameters of the prior
-        # that fit their subsample's noise: trained on at most half the rows, the spectrum and noise on
-        # the others (under the kernel prior they are variational parameters: the bound guards them)
-        held_out = (optimize and train_lift and self.features.trainable and self.prior == "features"
-                    and X.shape[0] >= 4)
-        if held_out:
-            lift_subsample = min(lift_subsample, X.shape[0] // 2)
-        if lift_ftol is None:
-            lift_ftol = 2.2e-9 if self.features.trainable else 1e-4
         with self._threads(X.shape[0]), contextlib.closing(bar):
-            Xs = ys = None
-            if optimize and train_lift:
-                Xs, ys = rows(X, y).subsample(lift_subsample, seed)
-                vish_collapsed.fit_lift(self, Xs, ys, maxiter, lift_maxiter, lift_ftol, every_row=Xs is X, bar=bar,
-                                        max_time=deadline.share(0.6))
-            self.stats = self._statistics(X, y, final=True)
-            self.passes += 1
-            if optimize:
-                vish_collapsed.fit_spectrum(self, X, y, maxiter, train_lift, bar, held=(Xs, ys) if held_out else None,
-                                            max_time=deadline.left())
+            vish_collapsed.fit_stages(self, X, y, optimize, train_lift, lift_subsample, lift_maxiter, maxiter, seed,
+                                      lift_ftol, bar, Deadline(max_time))
         return self
 
     def _pass_work(self, rows: int) -> float:
@@ -415,10 +387,7 @@ class VISH(Model):
         if X.shape[0] == 0:
             return np.zeros(0), np.zeros(0)
         with self._threads(X.shape[0]):
-            if ResidentLift.applies(self):
-                return predict_on_device(self, X, *self._cache(), residual=self.charges_residual)
-            return predict_rows(self.features, self.kernel, X, *self._cache(), residual=self.charges_residual,
-                                rows=8 * vish_collapsed.host_rows(self), ops=self.ops)
+            return vish_rows.predict(self, X, *self._cache(), residual=self.charges_residual)
 
     def __repr__(self) -> str:
         return f"VISH(kernel={self.kernel!r}, max_degree={self.max_degree}, likelihood={self.likelihood!r})"

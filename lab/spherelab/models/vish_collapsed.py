@@ -21,12 +21,14 @@ from ..bounds.precision import InsufficientPrecision, check_precision
 from ..bounds.statistics import Statistics
 from ..bounds.vish import clamp_spectrum, collapsed_bound, harmonic_statistics, lift_gradient, lift_statistics
 from ..chunks import chunk_rows
+from ..distributed import rows
 from ..likelihoods import Gaussian
 from ..linalg import NumericalFailure
 from ..optim import Deadline
 from ..rows.vish import ResidentLift
 
-__all__ = ["spectrum", "spectral_names", "host_rows", "bound", "statistics", "fit_lift", "fit_spectrum"]
+__all__ = ["spectrum", "spectral_names", "host_rows", "bound", "bound_on_rows", "statistics", "fit_stages", "fit_lift",
+           "fit_spectrum"]
 
 
 def spectral_names(model) -> list[str]:
@@ -90,6 +92,14 @@ def bound(model, stats: Statistics | None, lift: Any = None, gradients: bool = T
     return res.value, g
 
 
+def bound_on_rows(model, X: np.ndarray, y: np.ndarray):
+    """:func:`bound` and its whole gradient on validated rows (X, y): on the rows floor where
+    :meth:`ResidentLift.applies`, else a pass over the rows and the lift's chain after it."""
+    if ResidentLift.applies(model):
+        return bound(model, None, lift=ResidentLift(model, X, y))
+    return bound(model, statistics(model, X, y), lift=(X, y))
+
+
 def statistics(model, X, y, ev=None, final: bool = False) -> Statistics:
     """The bound's statistics on (X, y): a pass over the rows (``final``: the pass over every row,
     in ``model.gram_dtype``), or from an evaluation ``ev`` of the features kept in memory."""
@@ -100,6 +110,31 @@ def statistics(model, X, y, ev=None, final: bool = False) -> Statistics:
         return harmonic_statistics(model.kernel, model.features, X, y, chunk_size=model.chunk_size, ops=model.ops,
                                    gram_dtype=dtype)
     return lift_statistics(model.features, ev, y, chunk_size=host_rows(model), ops=model.ops)
+
+
+def fit_stages(model, X, y, optimize: bool, train_lift: bool, lift_subsample: int, lift_maxiter: int, maxiter: int,
+               seed: int, lift_ftol: float | None, bar, deadline: Deadline) -> None:
+    """:meth:`~spherelab.VISH.fit`'s stages on validated rows (X, y), the options validated: (1)
+    :func:`fit_lift` on a subsample (with ``optimize`` and ``train_lift``; 60 % of the deadline),
+    the statistics of every row, then (2) :func:`fit_spectrum`. Under the features prior
+    trainable directions are hundreds of hyper-parameters of the prior that fit their subsample's
+    noise: they are trained on at most half the rows, the spectrum and noise on the others (under
+    the kernel prior they are variational parameters, which the bound guards). ``lift_ftol``
+    None: 2.2e-9 (SciPy's) for trainable directions, else 1e-4."""
+    trains_lift = optimize and train_lift
+    held_out = trains_lift and model.features.trainable and model.prior == "features" and X.shape[0] >= 4
+    if lift_ftol is None:
+        lift_ftol = 2.2e-9 if model.features.trainable else 1e-4
+    Xs = ys = None
+    if trains_lift:
+        Xs, ys = rows(X, y).subsample(min(lift_subsample, X.shape[0] // 2) if held_out else lift_subsample, seed)
+        fit_lift(model, Xs, ys, maxiter, lift_maxiter, lift_ftol, every_row=Xs is X, bar=bar,
+                 max_time=deadline.share(0.6))
+    model.stats = statistics(model, X, y, final=True)
+    model.passes += 1
+    if optimize:
+        fit_spectrum(model, X, y, maxiter, train_lift, bar, held=(Xs, ys) if held_out else None,
+                     max_time=deadline.left())
 
 
 def fit_lift(model, Xs, ys, maxiter: int, lift_maxiter: int, lift_ftol: float, every_row: bool, bar,

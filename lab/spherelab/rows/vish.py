@@ -37,13 +37,13 @@ import numpy as np
 
 from ..bounds.collapsed import collapsed_terms
 from ..bounds.statistics import Statistics, check_trace_term, row_chunks
-from ..bounds.vish import CollapsedBound, collapsed_bound
+from ..bounds.vish import CollapsedBound, collapsed_bound, predict_rows
 from ..chunks import chunk_rows
 from ..features.harmonic import HarmonicFeatures
 from ..sphere.lift import lift_gradient_from_sums, lift_rows
 from .device import DeviceRows, copy_back
 
-__all__ = ["ResidentLift", "predict_on_device"]
+__all__ = ["ResidentLift", "predict", "predict_on_device"]
 
 
 class ResidentLift:
@@ -63,10 +63,10 @@ class ResidentLift:
         self.ops, self.xp, self.X = model.ops, model.ops.array_namespace(), X
         # on the CPU the host's cache-sized chunks (VISH.chunk_size fixes them); a device's own elsewhere
         on_host = model.ops.device == "cpu"
-        host_rows = (lambda n: model.chunk_size or chunk_rows(feats.num_features)) if on_host else None
+        sized = (lambda n: model.chunk_size or chunk_rows(feats.num_features)) if on_host else None
         # the harmonics' temporaries hold every harmonic before those of zero variance are dropped
         self.rows = DeviceRows(model.ops, X, y, feats.all_degrees.size, model.lift_cache_elements,
-                               kept_width=feats.num_features, chunk_rows=host_rows)
+                               kept_width=feats.num_features, chunk_rows=sized)
         self._last: tuple | None = None  # (the lift's parameters, the pass there) when its columns are kept
 
     @staticmethod
@@ -197,3 +197,14 @@ def predict_on_device(model, X: np.ndarray, weights: np.ndarray, C: np.ndarray, 
     out = ops.to_host(xp.concatenate(means + variances))
     n = X.shape[0]
     return out[:n], np.maximum(out[n:], 0.0)
+
+
+def predict(model, X: np.ndarray, weights: np.ndarray, C: np.ndarray, lam: np.ndarray, *,
+            residual: bool) -> tuple[np.ndarray, np.ndarray]:
+    """VISH's predictive mean and variance of f at finite rows ``X`` ``(N, D)``: on the floor
+    (:func:`predict_on_device`) where :meth:`ResidentLift.applies`, else the features' own host
+    pass (:func:`~spherelab.bounds.vish.predict_rows`, eight cache-sized chunks at a time)."""
+    if ResidentLift.applies(model):
+        return predict_on_device(model, X, weights, C, lam, residual=residual)
+    rows = 8 * (model.chunk_size or chunk_rows(model.features.num_features))
+    return predict_rows(model.features, model.kernel, X, weights, C, lam, residual=residual, rows=rows, ops=model.ops)
