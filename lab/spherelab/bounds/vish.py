@@ -34,7 +34,7 @@ from ..backend.ops import as_operations
 from ..distributed import block_statistics, is_dask
 from ..linalg import NumericalFailure, chol_inverse, cholesky_or_explain
 from .collapsed import collapsed_terms
-from .statistics import Statistics, check_trace_term, gram_threads, pass_sums, row_chunks, run_shares, stopping
+from .statistics import Statistics, check_trace_term, gram_threads, host_slices, pass_sums, row_chunks
 from .sums import GradientSums
 
 __all__ = ["CollapsedBound", "collapsed_bound", "LAMBDA_FLOOR", "clamp_spectrum",
@@ -260,26 +260,22 @@ def lift_statistics(features, ev, y: np.ndarray, *, chunk_size: int, ops="cpu") 
     ops = as_operations(ops)
     n, M = y.shape[0], features.num_features
     pieces = list(row_chunks(n, chunk_size))
+    chunks: dict = {}
 
-    def share(k, shares):
-        G, c, chunks = np.zeros((M, M)), np.zeros(M), {}
-        for i in range(k, len(pieces), shares):
-            if stopping():
-                break
-            a, b = pieces[i]
-            A = np.empty((b - a, M + 1))
-            features.columns_into(ev, a, b, A[:, :M])
-            A[:, M] = y[a:b]
-            ops.gram_update(G, c, A[:, :M].T, y[a:b])
-            chunks[i] = A
-        return G, c, chunks
+    def chunk(i, rows, shares, acc):
+        _, yc = rows
+        a, b = pieces[i]
+        A = np.empty((b - a, M + 1))
+        features.columns_into(ev, a, b, A[:, :M])
+        A[:, M] = yc
+        if "G" not in acc:
+            acc["G"], acc["c"] = np.zeros((M, M)), np.zeros(M)
+        ops.gram_update(acc["G"], acc["c"], A[:, :M].T, yc)
+        chunks[i] = A
+        return {}
 
-    parts = run_shares(share, len(pieces), ops)
-    G, c = parts[0][0], parts[0][1]
-    for part in parts[1:]:
-        G += part[0]
-        c += part[1]
-    chunks = {i: A for part in parts for i, A in part[2].items()}
+    t = pass_sums(ops, pieces, host_slices(ev.X, y, pieces), chunk)
+    G, c = t["G"], t["c"]
     sum_r2 = np.sum(ev.r * ev.r, axis=0)  # per component for an additive kernel
     return Statistics(0.5 * (G + G.T), c, float(y @ y), float(sum_r2) if sum_r2.ndim == 0 else sum_r2, n,
                       [chunks[i] for i in sorted(chunks)])
@@ -292,7 +288,7 @@ def lift_gradient(features, kernel, res: CollapsedBound, X: np.ndarray, y: np.nd
     features' directions: :math:`\partial L/\partial K_{uf} = 2\,\partial_G K_{uf} +
     \partial_c\,y^\top`, one chunk of rows at a time (``ev``: the rows' evaluation, else
     recomputed; ``chunks``: :func:`lift_statistics`' kept columns, same ``chunk_size``), the
-    chunks split over the cores by :func:`~spherelab.bounds.run_shares`."""
+    chunks split over the cores by :func:`~spherelab.bounds.statistics.pass_sums`."""
     zero = kernel.lift_zeros()
     if features.trainable:
         zero["directions"] = np.zeros(features.get_params().size)
@@ -301,25 +297,21 @@ def lift_gradient(features, kernel, res: CollapsedBound, X: np.ndarray, y: np.nd
     M = B.shape[1]
     pieces = list(row_chunks(X.shape[0], chunk_size))
 
-    def share(k, shares):  # this share's chunks of rows, single-threaded
-        acc = GradientSums(zero)
-        for i in range(k, len(pieces), shares):
-            if stopping():
-                break
-            a, b = pieces[i]
-            Xc, yc = X[a:b], y[a:b]
-            e = ev.rows(a, b) if ev is not None else features.evaluate(kernel, Xc, ops=ops)
-            if chunks is not None:
-                A = chunks[i]
-            else:
-                A = np.empty((b - a, M + 1))
-                features.columns_into(e, 0, b - a, A[:, :M])
-                A[:, M] = yc
-            acc.add(features.Kuf_gradients(kernel, (A @ B).T, Xc, e, ops=ops))
-            acc.add(kernel.radii_backward(Xc, e.r, e.Xh, res.dsum_r2))  # sum r^2
-        return acc
+    def chunk(i, rows, shares, acc):
+        Xc, yc = rows
+        a, b = pieces[i]
+        e = ev.rows(a, b) if ev is not None else features.evaluate(kernel, Xc, ops=ops)
+        if chunks is not None:
+            A = chunks[i]
+        else:
+            A = np.empty((b - a, M + 1))
+            features.columns_into(e, 0, b - a, A[:, :M])
+            A[:, M] = yc
+        sums = GradientSums(zero)  # (the names the lift's parameters need, of each gradient dict)
+        sums.add(features.Kuf_gradients(kernel, (A @ B).T, Xc, e, ops=ops))
+        sums.add(kernel.radii_backward(Xc, e.r, e.Xh, res.dsum_r2))  # sum r^2
+        return sums.sums
 
     total = GradientSums(zero)
-    for part in run_shares(share, len(pieces), ops):
-        total.merge(part)
+    total.add(pass_sums(ops, pieces, host_slices(X, y, pieces), chunk))
     return total.result()

@@ -25,7 +25,7 @@ import numpy as np
 from scipy.linalg import solve_triangular
 
 from ..bounds.decoupled import gaussian_stats_bound_whitened, joint_cholesky, whitened_optimum
-from ..bounds.statistics import Statistics, row_chunks, run_shares, stopping, streamed_statistics
+from ..bounds.statistics import Statistics, host_slices, pass_sums, row_chunks, streamed_statistics
 from ..distributed import BlockwisePass, InBlocks, InMemory, rows
 from ..features.device_columns import KernelColumns
 from ..likelihoods import Gaussian
@@ -77,20 +77,17 @@ class RowPass:
         kept, self.kept = self.kept, None
         pieces = list(row_chunks(X.shape[0], self.size or path.chunk_rows(X.shape[0])))
 
-        def share(k, shares):  # the chunks k, k + shares, ... into gradients of its own
+        def chunk(i, rows, shares, acc):
+            Xc, yc = rows
+            A = kept[i] if kept is not None else path.whitened_columns(LJ, Xc)[0]
             part = DecoupledGradients(m)
-            for i in range(k, len(pieces), shares):
-                if stopping():
-                    break
-                a, b = pieces[i]
-                A = kept[i] if kept is not None else path.whitened_columns(LJ, X[a:b])[0]
-                part.chunk(X[a:b], y[a:b], A, Q, qb, dkff)
-            return part
+            part.chunk(Xc, yc, A, Q, qb, dkff)
+            named, fparams, dW = part.sums()
+            return {**named, " features": fparams, " W": dW}  # (no hyper-parameter's names)
 
-        total = DecoupledGradients(m)
-        for part in run_shares(share, len(pieces), m.ops):  # the cores split the rows, as in the pass
-            total.merge(part)
-        return total.sums()
+        t = pass_sums(m.ops, pieces, host_slices(X, y, pieces), chunk)  # the cores split the rows, as in the pass
+        fparams, dW = t.pop(" features"), t.pop(" W")
+        return t, fparams, dW
 
 
 class BlockPass(BlockwisePass):
