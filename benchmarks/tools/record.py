@@ -66,6 +66,7 @@ CLAIMS = {
     "decoupled-dask": ("Speed against peers and limits", "A decoupled model's ELBO + gradient on Dask against memory"),
     "decoupled-profile": ("Speed against peers and limits", "Where a decoupled model's ELBO + gradient spends its time"),
     "rows-floor": ("Speed against peers and limits", "The rows floor's one loop on the host against the passes it replaced"),
+    "vish-pass": ("Speed against peers and limits", "VISH's pass over every row on the one loop against the pass it replaced"),
     "matern-loops": ("Speed against peers and limits", "The host's Matérn loops: a call-free exp against libm's"),
     "threads": ("Speed against peers and limits", "The thread policy, idle and under load"),
     "threading-layer": ("Speed against peers and limits", "Numba's threading layer: OpenMP against TBB"),
