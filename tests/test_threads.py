@@ -142,7 +142,8 @@ def test_split_pass_equals_the_sequential_pass(auto, monkeypatch, rng):
 def test_the_one_loop_adds_sums_by_name_into_copies_of_its_own(auto):
     """pass_sums: each share's sums by name, added in share order; a chunk's arrays are never
     written to (the share's first sum is a copy), and float32 sums accumulate in float64."""
-    from spherelab.bounds.statistics import host_slices, pass_sums
+    from spherelab.bounds.statistics import pass_sums
+    from spherelab.chunks import host_slices
 
     X, y = np.arange(40.0)[:, None], np.ones(40)
     pieces = [(a, a + 4) for a in range(0, 40, 4)]
@@ -156,7 +157,7 @@ def test_the_one_loop_adds_sums_by_name_into_copies_of_its_own(auto):
         return out
 
     assert threads.pass_workers(len(pieces)) == 2
-    t = pass_sums("cpu", pieces, host_slices(X, y, pieces), chunk)
+    t = pass_sums("cpu", pieces, host_slices(X, y), chunk)
     assert t["x"][0] == X.sum() and t["n"] == 40 and t["shares"] == 4  # two shares, each its own
     assert t["tiny"].dtype == np.float64 and np.all(t["tiny"] == 10 * (1.0 + 2.0 ** -20))
     assert given[0][0] == X[:4].sum()  # not the share's running sum

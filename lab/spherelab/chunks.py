@@ -13,7 +13,7 @@ import numba
 
 from ._listing import own_names
 
-__all__ = ["cache_bytes", "chunk_rows", "fixed_chunk_rows", "host_rows"]
+__all__ = ["cache_bytes", "chunk_rows", "fixed_chunk_rows", "host_slices", "host_rows"]
 __dir__ = own_names(__name__)  # dir() and tab completion: the names above, not the imports
 
 
@@ -67,8 +67,18 @@ def chunk_rows(width: int) -> int:
     return int(min(16384, max(512, rows // 256 * 256)))
 
 
+def host_slices(X, y):
+    """The ``rows`` of a pass over arrays held where it computes
+    (:func:`~spherelab.bounds.statistics.pass_sums`): a function of a share's pieces ``[(a, b),
+    ...]`` yielding each piece's ``(X[a:b], y[a:b])`` in order, slices (no copy)."""
+    def rows(pieces):
+        for a, b in pieces:
+            yield X[a:b], y[a:b]
+
+    return rows
+
+
 def host_rows(X, y, pieces):
-    """The CPU's ``stream_rows`` (:data:`~spherelab.backend.OPERATIONS`): each piece's rows
-    ``(X[a:b], y[a:b])`` in order, slices of the host's arrays, where the CPU computes (no copy)."""
-    for a, b in pieces:
-        yield X[a:b], y[a:b]
+    """The CPU's ``stream_rows`` (:data:`~spherelab.backend.OPERATIONS`): the host's rows are where
+    the CPU computes, so :func:`host_slices` of them."""
+    return host_slices(X, y)(pieces)

@@ -27,12 +27,12 @@ import numpy as np
 
 from .._state import Fields, Saveable
 from ..backend.ops import as_operations
-from ..chunks import host_rows
+from ..chunks import host_slices
 from ..linalg import NumericalFailure
 from ..threads import gram_policy, pass_worker, pass_workers, thread_limit
 
 __all__ = ["Statistics", "check_trace_term", "check_variance_rounding", "streamed_statistics", "host_gram_pass",
-           "row_chunks", "run_shares", "stopping", "gram_threads", "pass_sums", "add_named", "host_slices"]
+           "row_chunks", "run_shares", "stopping", "gram_threads", "pass_sums", "add_named"]
 
 
 @dataclass
@@ -180,8 +180,8 @@ def pass_sums(ops, pieces: list, rows: Callable, chunk: Callable, *, progress: s
     pass, on any device) is this loop with its own ``chunk``.
 
     The ``pieces`` (``(start, stop)`` rows) are dealt to :func:`run_shares`' shares, share k taking
-    chunks k, k + shares, ...; ``rows(indices)`` yields those chunks' rows where the device keeps
-    its arrays, in that order (slices of arrays held there, or a stream that copies chunk k + 1
+    chunks k, k + shares, ...; ``rows(share_pieces)`` yields those chunks' rows where the device
+    keeps its arrays, in that order (slices of arrays held there, or a stream that copies chunk k + 1
     while chunk k computes: the ``stream_rows`` operation); ``chunk(i, rows_i, shares, acc)``
     returns the chunk's sums by name (arrays of the device, fresh ones, or numbers; float32 ones
     are accumulated in float64), or adds them to its share's sums ``acc`` itself (a product
@@ -196,7 +196,7 @@ def pass_sums(ops, pieces: list, rows: Callable, chunk: Callable, *, progress: s
     def work(k, shares):
         acc: dict = {}
         indices = range(k, len(pieces), shares)
-        for i, rows_i in zip(indices, rows(indices)):
+        for i, rows_i in zip(indices, rows([pieces[i] for i in indices])):
             if stopping():
                 break
             for name, value in chunk(i, rows_i, shares, acc).items():
@@ -223,12 +223,6 @@ def add_named(into: dict[str, Any], more: dict[str, Any]) -> None:
     """Sums keyed by name: each of ``more`` added to ``into``'s of the same name (or set there)."""
     for name, value in more.items():
         into[name] = into[name] + value if name in into else value
-
-
-def host_slices(X, y, pieces: list) -> Callable:
-    """``rows`` of :func:`pass_sums` for arrays where the device computes (the host's on the CPU,
-    a device's held there): each chunk's slices of ``X`` and ``y``."""
-    return lambda indices: host_rows(X, y, [pieces[i] for i in indices])
 
 
 def gram_threads(ops, shares: int, work: float):
@@ -263,7 +257,7 @@ def host_gram_pass(X, y, pieces, columns, keep=False, ops="cpu", progress: str |
             kept[i] = A
         return {} if d is None else {"d": np.sum(d, axis=0)}
 
-    t = pass_sums(ops, pieces, host_slices(X, y, pieces), chunk, progress=progress)
+    t = pass_sums(ops, pieces, host_slices(X, y), chunk, progress=progress)
     total = t.get("d", 0.0)  # (C,) per component for an additive kernel
     return (t.get("G"), t.get("c"), (float(total) if np.ndim(total) == 0 else np.asarray(total)),
             [kept[i] for i in sorted(kept)])

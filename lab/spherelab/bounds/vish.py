@@ -31,10 +31,11 @@ from scipy.linalg import solve_triangular
 
 from .._validation import check_data
 from ..backend.ops import as_operations
+from ..chunks import host_slices
 from ..distributed import block_statistics, is_dask
 from ..linalg import NumericalFailure, chol_inverse, cholesky_or_explain
 from .collapsed import collapsed_terms
-from .statistics import Statistics, check_trace_term, gram_threads, host_slices, pass_sums, row_chunks
+from .statistics import Statistics, check_trace_term, gram_threads, pass_sums, row_chunks
 from .sums import GradientSums
 
 __all__ = ["CollapsedBound", "collapsed_bound", "LAMBDA_FLOOR", "clamp_spectrum",
@@ -231,7 +232,7 @@ def harmonic_statistics(kernel, features, X: Any, y: Any, *, chunk_size: int | N
             return {"G": A @ A.T, "c": A @ yc, "r2": (r * r).sum(axis=0), "bad": bad}
 
     show = X.shape[0] > 1_000_000 if progress is None else progress
-    t = pass_sums(ops, pieces, lambda idx: ops.stream_rows(X, y, [pieces[i] for i in idx]), chunk,
+    t = pass_sums(ops, pieces, functools.partial(ops.stream_rows, X, y), chunk,
                   progress="harmonic statistics" if show else None)
     if not t:
         raise ValueError("no rows: the statistics need at least one")
@@ -274,7 +275,7 @@ def lift_statistics(features, ev, y: np.ndarray, *, chunk_size: int, ops="cpu") 
         chunks[i] = A
         return {}
 
-    t = pass_sums(ops, pieces, host_slices(ev.X, y, pieces), chunk)
+    t = pass_sums(ops, pieces, host_slices(ev.X, y), chunk)
     G, c = t["G"], t["c"]
     sum_r2 = np.sum(ev.r * ev.r, axis=0)  # per component for an additive kernel
     return Statistics(0.5 * (G + G.T), c, float(y @ y), float(sum_r2) if sum_r2.ndim == 0 else sum_r2, n,
@@ -313,5 +314,5 @@ def lift_gradient(features, kernel, res: CollapsedBound, X: np.ndarray, y: np.nd
         return sums.sums
 
     total = GradientSums(zero)
-    total.add(pass_sums(ops, pieces, host_slices(X, y, pieces), chunk))
+    total.add(pass_sums(ops, pieces, host_slices(X, y), chunk))
     return total.result()

@@ -20,27 +20,19 @@ import numpy as np
 from ..bounds.precision import InsufficientPrecision, check_precision
 from ..bounds.statistics import Statistics
 from ..bounds.vish import clamp_spectrum, collapsed_bound, harmonic_statistics, lift_gradient, lift_statistics
-from ..chunks import chunk_rows
 from ..distributed import rows
 from ..likelihoods import Gaussian
 from ..linalg import NumericalFailure
 from ..optim import Deadline
-from ..rows.vish import ResidentLift
+from ..rows.vish import ResidentLift, host_rows
 
-__all__ = ["spectrum", "spectral_names", "host_rows", "bound", "bound_on_rows", "statistics", "fit_stages", "fit_lift",
+__all__ = ["spectrum", "spectral_names", "bound", "bound_on_rows", "statistics", "fit_stages", "fit_lift",
            "fit_spectrum"]
 
 
 def spectral_names(model) -> list[str]:
     """What the spectrum stage trains: the kernel's spectral hyper-parameters and a Gaussian noise."""
     return [*model.kernel.spectral_parameter_names, *(["noise"] if isinstance(model.likelihood, Gaussian) else [])]
-
-
-def host_rows(model) -> int:
-    """Rows per chunk of the host's passes (the lift stage, predictions): ``chunk_size``, else
-    the CPU's cache-sized chunks, whatever the device: their products run on the host's cores.
-    The pass over every row takes the device's own (``ops.pass_rows``)."""
-    return model.chunk_size or chunk_rows(model.features.num_features)
 
 
 def spectrum(model) -> tuple[np.ndarray, np.ndarray]:

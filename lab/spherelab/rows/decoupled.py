@@ -25,7 +25,8 @@ import numpy as np
 from scipy.linalg import solve_triangular
 
 from ..bounds.decoupled import gaussian_stats_bound_whitened, joint_cholesky, whitened_optimum
-from ..bounds.statistics import Statistics, host_slices, pass_sums, row_chunks, streamed_statistics
+from ..bounds.statistics import Statistics, pass_sums, row_chunks, streamed_statistics
+from ..chunks import host_slices
 from ..distributed import BlockwisePass, InBlocks, InMemory, rows
 from ..features.device_columns import KernelColumns
 from ..likelihoods import Gaussian
@@ -85,7 +86,7 @@ class RowPass:
             named, fparams, dW = part.sums()
             return {**named, " features": fparams, " W": dW}  # (no hyper-parameter's names)
 
-        t = pass_sums(m.ops, pieces, host_slices(X, y, pieces), chunk)  # the cores split the rows, as in the pass
+        t = pass_sums(m.ops, pieces, host_slices(X, y), chunk)  # the cores split the rows, as in the pass
         fparams, dW = t.pop(" features"), t.pop(" W")
         return t, fparams, dW
 

@@ -36,6 +36,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..bounds.statistics import add_named, gram_threads, pass_sums, row_chunks
+from ..chunks import host_slices
 from ..sphere.lift import lift_backward_sums, lift_rows_kept
 
 __all__ = ["DeviceRows", "RowsPass", "Stacked", "copy_back", "copy_back_named", "add_named"]
@@ -95,6 +96,7 @@ class DeviceRows:
         self.ops, self.xp = ops, ops.array_namespace()
         self.X, self.y = X, y  # the host arrays these rows copy: a later call with the same ones reuses them
         self.Xd, self.yd = (ops.to_device(X), ops.to_device(y)) if on_device is None else on_device
+        self.slices = host_slices(self.Xd, self.yd)  # the rows of the loop's chunks, where they are held
         self.yy = float(y @ y)
         self.width, self.keep_entries, self.kept_width = width, keep_entries, kept_width or width
         self.rows = max(1, min(X.shape[0], self.chunk_entries // max(width, 1)))
@@ -113,15 +115,6 @@ class DeviceRows:
     def _pieces(self) -> list:
         n = self.X.shape[0]
         return list(row_chunks(n, self.rows if self.chunk_rows is None else self.chunk_rows(n)))
-
-    def _slices(self, pieces: list):
-        """``rows`` of :func:`~spherelab.bounds.statistics.pass_sums`: the chunks' slices of the rows held here."""
-        def rows(indices):
-            for i in indices:
-                a, b = pieces[i]
-                yield self.Xd[a:b], self.yd[a:b]
-
-        return rows
 
     def _chunk(self, p: RowsPass, Xc):
         r, Xh, bad = lift_rows_kept(self.xp, Xc, *p.lift)  # rejected rows are counted, not summed
@@ -150,7 +143,7 @@ class DeviceRows:
             with gram_threads(self.ops, shares, 2.0 * A.shape[0] ** 2 * A.shape[1]):
                 return {"G": A @ A.T, "c": A @ yc, "r2": r @ r, "bad": rejected}
 
-        t = pass_sums(self.ops, p.pieces, self._slices(p.pieces), chunk, progress=self._progress())
+        t = pass_sums(self.ops, p.pieces, self.slices, chunk, progress=self._progress())
         p.G, p.c, p.r2, p.bad = t["G"], t["c"], t["r2"], t["bad"]
         p.kept = [kept[i] for i in range(len(p.pieces))] if self.keep else None
         return p
@@ -169,7 +162,7 @@ class DeviceRows:
             dXt = dXt + (2.0 * dr2) * (Xh * r[:, None])  # sum r^2: its gradient is 2 x_tilde
             return {**own, " lift": lift_backward_sums(Xc, dXt, self.xp)}  # (no parameter's name)
 
-        named = pass_sums(self.ops, p.pieces, self._slices(p.pieces), chunk)
+        named = pass_sums(self.ops, p.pieces, self.slices, chunk)
         return named.pop(" lift"), named
 
     def rejected(self, kernel) -> None:

@@ -43,7 +43,14 @@ from ..features.harmonic import HarmonicFeatures
 from ..sphere.lift import lift_gradient_from_sums, lift_rows
 from .device import DeviceRows, copy_back
 
-__all__ = ["ResidentLift", "predict", "predict_on_device"]
+__all__ = ["ResidentLift", "host_rows", "predict", "predict_on_device"]
+
+
+def host_rows(model) -> int:
+    """Rows per chunk of VISH's host passes (the lift stage, predictions): ``chunk_size``, else
+    the CPU's cache-sized chunks for its M features. The pass over every row takes the device's
+    own (``ops.pass_rows``)."""
+    return model.chunk_size or chunk_rows(model.features.num_features)
 
 
 class ResidentLift:
@@ -61,9 +68,8 @@ class ResidentLift:
     def __init__(self, model, X: np.ndarray, y: np.ndarray) -> None:
         feats = model.features
         self.ops, self.xp, self.X = model.ops, model.ops.array_namespace(), X
-        # on the CPU the host's cache-sized chunks (VISH.chunk_size fixes them); a device's own elsewhere
-        on_host = model.ops.device == "cpu"
-        sized = (lambda n: model.chunk_size or chunk_rows(feats.num_features)) if on_host else None
+        # on the CPU the host's cache-sized chunks; a device's own elsewhere
+        sized = (lambda n: host_rows(model)) if model.ops.device == "cpu" else None
         # the harmonics' temporaries hold every harmonic before those of zero variance are dropped
         self.rows = DeviceRows(model.ops, X, y, feats.all_degrees.size, model.lift_cache_elements,
                                kept_width=feats.num_features, chunk_rows=sized)
@@ -206,5 +212,5 @@ def predict(model, X: np.ndarray, weights: np.ndarray, C: np.ndarray, lam: np.nd
     pass (:func:`~spherelab.bounds.vish.predict_rows`, eight cache-sized chunks at a time)."""
     if ResidentLift.applies(model):
         return predict_on_device(model, X, weights, C, lam, residual=residual)
-    rows = 8 * (model.chunk_size or chunk_rows(model.features.num_features))
-    return predict_rows(model.features, model.kernel, X, weights, C, lam, residual=residual, rows=rows, ops=model.ops)
+    return predict_rows(model.features, model.kernel, X, weights, C, lam, residual=residual, rows=8 * host_rows(model),
+                        ops=model.ops)
